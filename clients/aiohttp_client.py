@@ -1,0 +1,43 @@
+"""Ping-pong client driver on aiohttp's client (ClientSession.ws_connect)."""
+
+import aiohttp
+
+from pingpong import driver
+
+
+def settings(args):
+    return {
+        # ws_connect(compress=0) is aiohttp's default: it does not offer permessage-deflate.
+        "compression_offered": args.compression == "on",
+        "heartbeat": None,  # keepalive pings off, for every implementation of the suite
+        "max_msg_size": 4 * 2**20,
+    }
+
+
+async def open_connection(url, args):
+    session = aiohttp.ClientSession()
+    try:
+        websocket = await session.ws_connect(url, compress=15 if args.compression == "on" else 0, heartbeat=None)
+    except BaseException:
+        await session.close()
+        raise
+
+    async def close():
+        await websocket.close()
+        await session.close()
+
+    text = args.payload_kind != "binary"
+    return driver.Connection(
+        send=websocket.send_str if text else websocket.send_bytes,
+        recv=websocket.receive_str if text else websocket.receive_bytes,
+        close=close,
+        details={
+            "extensions": websocket._response.headers.get("Sec-WebSocket-Extensions"),
+            "subprotocol": websocket.protocol,
+            **driver.socket_details(websocket.get_extra_info("socket")),
+        },
+    )
+
+
+if __name__ == "__main__":
+    driver.main("aiohttp", ["aiohttp"], open_connection, settings)

@@ -1,0 +1,36 @@
+"""Ping-pong client driver on websockets' asyncio implementation (websockets.asyncio.client.connect)."""
+
+from websockets.asyncio.client import connect
+
+from pingpong import driver
+
+PING_INTERVAL = None  # keepalive pings off, for every implementation of the suite
+
+
+def settings(args):
+    return {
+        # connect(compression="deflate") is websockets' default: it offers permessage-deflate.
+        "compression_offered": args.compression != "off",
+        "ping_interval": PING_INTERVAL,
+        "max_size": 2**20,
+        "max_queue": 16,
+    }
+
+
+async def open_connection(url, args):
+    websocket = await connect(url, compression=None if args.compression == "off" else "deflate",
+                              ping_interval=PING_INTERVAL)
+    return driver.Connection(
+        send=websocket.send,
+        recv=websocket.recv,
+        close=websocket.close,
+        details={
+            "extensions": websocket.response.headers.get("Sec-WebSocket-Extensions"),
+            "subprotocol": websocket.subprotocol,
+            **driver.socket_details(websocket.transport.get_extra_info("socket")),
+        },
+    )
+
+
+if __name__ == "__main__":
+    driver.main("websockets", ["websockets"], open_connection, settings)

@@ -1,0 +1,236 @@
+'use strict';
+// The ping-pong measurement shared by the JavaScript client drivers: the twin of pingpong/driver.py.
+// A driver supplies openConnection(url, options) -> {send(payload), onMessage(handler), close(), details};
+// this module owns the CLI contract, warmup, the measured window, payload checks, stall detection and the report.
+
+const fs = require('fs');
+const { parseArgs } = require('util');
+const { makePayload, PAYLOAD_KINDS, PING, PONG } = require('./payloads');
+
+const REPORT_FORMAT_VERSION = 1;
+const COMPRESSION_CHOICES = ['default', 'off', 'on'];
+// HdrHistogram range shared with pingpong/driver.py: 1 ns .. 60 s at 3 significant digits.
+const HISTOGRAM = { lowestDiscernibleValue: 1, highestTrackableValue: 60e9, numberOfSignificantValueDigits: 3 };
+
+function usageError(message) {
+  process.stderr.write(`${process.argv[1]}: error: ${message}\n`);
+  process.exit(2);
+}
+
+function parseDriverArgs(argv) {
+  let values;
+  try {
+    ({ values } = parseArgs({
+      args: argv,
+      options: {
+        url: { type: 'string' },
+        duration: { type: 'string', default: '5' },
+        warmup: { type: 'string', default: '1' },
+        loop: { type: 'string', default: 'auto' },
+        compression: { type: 'string', default: 'default' },
+        'payload-size': { type: 'string', default: '4' },
+        'payload-kind': { type: 'string', default: 'text-ascii' },
+        'stall-timeout': { type: 'string', default: '10' },
+        'no-latency': { type: 'boolean', default: false },
+      },
+    }));
+  } catch (error) {
+    usageError(error.message);
+  }
+  const args = {
+    url: values.url,
+    duration: Number(values.duration),
+    warmup: Number(values.warmup),
+    loop: values.loop,
+    compression: values.compression,
+    payloadSize: Number(values['payload-size']),
+    payloadKind: values['payload-kind'],
+    stallTimeout: Number(values['stall-timeout']),
+    recordLatency: !values['no-latency'],
+  };
+  if (!args.url) usageError('--url is required');
+  if (!(args.duration > 0) || !(args.warmup >= 0) || !(args.stallTimeout > 0)) {
+    usageError('--duration and --stall-timeout must be > 0, --warmup >= 0');
+  }
+  if (!Number.isInteger(args.payloadSize) || args.payloadSize < 1) usageError('--payload-size must be an integer >= 1');
+  if (!PAYLOAD_KINDS.includes(args.payloadKind)) usageError(`--payload-kind must be one of ${PAYLOAD_KINDS.join(', ')}`);
+  if (!COMPRESSION_CHOICES.includes(args.compression)) usageError(`--compression must be one of ${COMPRESSION_CHOICES.join(', ')}`);
+  // JavaScript runtimes have one event loop: only 'auto' (or its name) is meaningful.
+  if (!['auto', 'libuv'].includes(args.loop) && !(process.versions.bun && args.loop === 'bun')) {
+    usageError(`--loop ${args.loop} is not available in this runtime (use auto)`);
+  }
+  return args;
+}
+
+function runtimeInfo() {
+  if (process.versions.bun) return { name: 'bun', version: process.versions.bun };
+  return { name: 'node', version: process.versions.node };
+}
+
+function encodeHistogram(latencies) {
+  const hdr = require('hdr-histogram-js');
+  const histogram = hdr.build({ ...HISTOGRAM, bitBucketSize: 64 });
+  for (const value of latencies) {
+    histogram.recordValue(Math.min(Math.max(value, HISTOGRAM.lowestDiscernibleValue), HISTOGRAM.highestTrackableValue));
+  }
+  return hdr.encodeIntoCompressedBase64(histogram);
+}
+
+function describe(bytes, binary) {
+  const shown = binary ? bytes.subarray(0, 24).toString('hex') : JSON.stringify(bytes.subarray(0, 24).toString('utf8'));
+  return `${binary ? 'binary' : 'text'} of ${bytes.length} bytes ${shown}`;
+}
+
+/**
+ * Run a client driver: parse the contract's flags, measure, print one JSON object on stdout, exit 0 or 1.
+ * `settings(args)` returns the library settings this driver uses, recorded in the report.
+ */
+async function main({ implementation, libraries, openConnection, settings }) {
+  const args = parseDriverArgs(process.argv.slice(2));
+  const report = {
+    format_version: REPORT_FORMAT_VERSION,
+    role: 'client',
+    implementation,
+    runtime: runtimeInfo(),
+    libraries,
+    settings: { compression: args.compression, ...settings(args) },
+    payload: { kind: args.payloadKind, size: args.payloadSize },
+    loop: process.versions.bun ? 'bun' : 'libuv',
+    error: null,
+  };
+  let connections = [];
+  const finish = (extra) => {
+    Object.assign(report, extra);
+    report.errors = report.error === null ? 0 : 1;
+    if (report.error) process.stderr.write(`${implementation} client: ${report.error}\n`);
+    for (const connection of connections) {
+      try { connection.close(); } catch (_) { /* closing is best effort */ }
+    }
+    process.stdout.write(`${JSON.stringify(report)}\n`, () => process.exit(report.error ? 1 : 0));
+  };
+  try {
+    finish(await measure(openConnection, args, (opened) => { connections = opened; }));
+  } catch (error) {
+    finish({ error: error.message || String(error) });
+  }
+}
+
+function measure(openConnection, args, onOpened) {
+  return new Promise((resolve, reject) => {
+    const ping = makePayload(args.payloadKind, args.payloadSize, PING);
+    const pong = makePayload(args.payloadKind, args.payloadSize, PONG);
+    const eventsFd = process.env.PINGPONG_EVENTS_FD ? Number(process.env.PINGPONG_EVENTS_FD) : null;
+    const emit = (name) => { if (eventsFd !== null) fs.writeSync(eventsFd, `${name}\n`); };
+    const clock = process.hrtime.bigint;
+    const latencies = [];
+    let phase = 'connecting';
+    let warmupRoundtrips = 0;
+    let windowRoundtrips = 0;
+    let warmupStart = 0n;
+    let warmupDeadline = 0n;
+    let start = 0n;
+    let deadline = 0n;
+    let roundtripStart = 0n;
+    let cpuStart = null;
+    let done = false;
+    let a = null;
+    let b = null;
+
+    const fail = (message) => {
+      if (done) return;
+      done = true;
+      clearInterval(watchdog);
+      reject(new Error(message));
+    };
+
+    let lastSeen = '';
+    let lastChange = Date.now();
+    const watchdog = setInterval(() => {
+      const state = `${phase}/${warmupRoundtrips}/${windowRoundtrips}`;
+      if (state !== lastSeen) {
+        lastSeen = state;
+        lastChange = Date.now();
+      } else if (Date.now() - lastChange >= args.stallTimeout * 1000) {
+        fail(`stall: no roundtrip completed for ${args.stallTimeout} s (phase ${phase}, `
+          + `${warmupRoundtrips + windowRoundtrips} roundtrips completed before)`);
+      }
+    }, Math.min(1000, args.stallTimeout * 250));
+
+    const onB = (data, binary) => {
+      if (binary !== ping.binary || !data.equals(ping.bytes)) {
+        fail(`payload mismatch: connection B expected ${describe(ping.bytes, ping.binary)}, received ${describe(data, binary)}`);
+        return;
+      }
+      b.send(pong);
+    };
+
+    const onA = (data, binary) => {
+      if (done) return;
+      if (binary !== pong.binary || !data.equals(pong.bytes)) {
+        fail(`payload mismatch: connection A expected ${describe(pong.bytes, pong.binary)}, received ${describe(data, binary)}`);
+        return;
+      }
+      const now = clock();
+      if (phase === 'measure') {
+        windowRoundtrips += 1;
+        if (args.recordLatency) latencies.push(Number(now - roundtripStart));
+        roundtripStart = now;
+        if (now >= deadline) {
+          complete(now);
+          return;
+        }
+      } else {
+        warmupRoundtrips += 1;
+        if (now >= warmupDeadline) openWindow();
+      }
+      a.send(ping);
+    };
+
+    const openWindow = () => {
+      phase = 'measure';
+      emit('window-start');
+      cpuStart = process.cpuUsage();
+      start = clock();
+      roundtripStart = start;
+      deadline = start + BigInt(Math.round(args.duration * 1e9));
+    };
+
+    const complete = (end) => {
+      const cpu = process.cpuUsage(cpuStart);
+      emit('window-end');
+      phase = 'report';
+      done = true;
+      clearInterval(watchdog);
+      const elapsed = Number(end - start) / 1e9;
+      resolve({
+        warmup: { roundtrips: warmupRoundtrips, elapsed_s: Number(start - warmupStart) / 1e9 },
+        roundtrips: windowRoundtrips,
+        elapsed_s: elapsed,
+        roundtrips_per_s: windowRoundtrips / elapsed,
+        latency: {
+          unit: 'ns',
+          recorded: args.recordLatency,
+          hdr_histogram: args.recordLatency ? encodeHistogram(latencies) : null,
+        },
+        cpu: { user_s: cpu.user / 1e6, system_s: cpu.system / 1e6 },
+        connections: [{ name: 'A', ...a.details() }, { name: 'B', ...b.details() }],
+      });
+    };
+
+    (async () => {
+      a = await openConnection(args.url, args, (error) => fail(`connection A: ${error}`));
+      onOpened([a]);
+      b = await openConnection(args.url, args, (error) => fail(`connection B: ${error}`));
+      onOpened([a, b]);
+      a.onMessage(onA);
+      b.onMessage(onB);
+      phase = 'warmup';
+      warmupStart = clock();
+      warmupDeadline = warmupStart + BigInt(Math.round(args.warmup * 1e9));
+      if (args.warmup === 0) openWindow();
+      a.send(ping);
+    })().catch((error) => fail(error.message || String(error)));
+  });
+}
+
+module.exports = { main, runtimeInfo };

@@ -1,0 +1,315 @@
+"""The ping-pong measurement shared by the Python client drivers (clients/*.py).
+
+A client driver only knows how to open one connection with its library; everything else (the CLI contract,
+warmup, the measured window, payload verification, stall detection, the JSON report) lives here, so every
+Python client measures exactly the same thing. node/driver.js is the Node.js twin of this module.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import resource
+import socket
+import sys
+import time
+from array import array
+from dataclasses import dataclass, field
+from importlib import metadata
+from typing import Any, Awaitable, Callable
+
+from pingpong.payloads import DEFAULT_PAYLOAD_KIND, DEFAULT_PAYLOAD_SIZE, PAYLOAD_KINDS, PING, PONG, make_payload
+
+REPORT_FORMAT_VERSION = 1
+LOOP_CHOICES = ("auto", "asyncio", "uvloop")
+COMPRESSION_CHOICES = ("default", "off", "on")
+# HdrHistogram range shared with node/driver.js: 1 ns .. 60 s at 3 significant digits.
+HISTOGRAM_LOWEST_NS = 1
+HISTOGRAM_HIGHEST_NS = 60 * 10**9
+HISTOGRAM_SIGNIFICANT_DIGITS = 3
+EVENTS_FD_ENV = "PINGPONG_EVENTS_FD"
+
+
+class DriverError(Exception):
+    """A failure the driver reports in its JSON (payload mismatch, stall, closed connection)."""
+
+
+@dataclass
+class Connection:
+    """One open WebSocket connection as the measured loop sees it: two bound coroutines and a closer."""
+
+    send: Callable[[Any], Awaitable[Any]]
+    recv: Callable[[], Awaitable[Any]]
+    close: Callable[[], Awaitable[Any]]
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+OpenConnection = Callable[[str, argparse.Namespace], Awaitable[Connection]]
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description="WebSocket ping-pong client driver (see README, 'The contract').")
+    parser.add_argument("--url", required=True, help="ws://HOST:PORT/ROOM; both connections join ROOM")
+    parser.add_argument("--duration", type=float, default=5.0, help="measured seconds (after warmup)")
+    parser.add_argument("--warmup", type=float, default=1.0, help="seconds of unmeasured ping-pong first")
+    parser.add_argument("--loop", choices=LOOP_CHOICES, default="auto")
+    parser.add_argument("--compression", choices=COMPRESSION_CHOICES, default="default",
+                        help="permessage-deflate: the library's default, forced off, or offered")
+    parser.add_argument("--payload-size", type=int, default=DEFAULT_PAYLOAD_SIZE, help="bytes per message")
+    parser.add_argument("--payload-kind", choices=PAYLOAD_KINDS, default=DEFAULT_PAYLOAD_KIND)
+    parser.add_argument("--stall-timeout", type=float, default=10.0,
+                        help="fail when no roundtrip completes for this many seconds")
+    parser.add_argument("--no-latency", action="store_true",
+                        help="do not record per-roundtrip latency (only for measuring the recording's cost)")
+    args = parser.parse_args(argv)
+    if args.duration <= 0 or args.warmup < 0 or args.payload_size < 1 or args.stall_timeout <= 0:
+        parser.error("--duration and --stall-timeout must be > 0, --warmup >= 0, --payload-size >= 1")
+    return args
+
+
+def main(implementation: str, libraries: list[str], open_connection: OpenConnection,
+         settings: Callable[[argparse.Namespace], dict[str, Any]]) -> None:
+    """Entry point of a Python client driver: run, print one JSON object on stdout, exit 0 or 1."""
+    args = parse_args()
+    report = {
+        "format_version": REPORT_FORMAT_VERSION,
+        "role": "client",
+        "implementation": implementation,
+        "runtime": {"name": platform.python_implementation().lower(), "version": platform.python_version()},
+        "libraries": library_versions(libraries + (["uvloop"] if args.loop == "uvloop" else [])),
+        "settings": {"compression": args.compression, **settings(args)},
+        "payload": {"kind": args.payload_kind, "size": args.payload_size},
+        "error": None,
+    }
+    try:
+        report.update(run_on_loop(args.loop, lambda: measure(open_connection, args)))
+    except Exception as exc:  # every failure becomes a reported error, never a count
+        report["error"] = f"{type(exc).__name__}: {exc}" if not isinstance(exc, DriverError) else str(exc)
+    report["errors"] = 0 if report["error"] is None else 1
+    sys.stdout.write(json.dumps(report) + "\n")
+    sys.stdout.flush()
+    if report["error"]:
+        print(f"{implementation} client: {report['error']}", file=sys.stderr)
+        sys.exit(1)
+
+
+def run_on_loop(loop: str, coroutine_function: Callable[[], Awaitable[Any]]) -> Any:
+    """Run on the requested event loop. 'auto' is what a plain asyncio program gets: the default loop."""
+    if loop == "uvloop":
+        import uvloop
+
+        return uvloop.run(coroutine_function())
+    return asyncio.run(coroutine_function())
+
+
+def running_loop_name() -> str:
+    module = type(asyncio.get_running_loop()).__module__
+    return "uvloop" if module.startswith("uvloop") else "asyncio"
+
+
+def library_versions(names: list[str]) -> dict[str, str]:
+    versions = {}
+    for name in names:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = "not installed"
+    return versions
+
+
+def socket_details(sock: socket.socket | None) -> dict[str, Any]:
+    """What the kernel says about a connected socket: family, addresses, and TCP_NODELAY read back."""
+    if sock is None:
+        return {"tcp_nodelay": None, "family": None}
+    family = {socket.AF_INET: "ipv4", socket.AF_INET6: "ipv6"}.get(sock.family, str(sock.family))
+    return {
+        "family": family,
+        "local_address": _format_address(sock.getsockname()),
+        "peer_address": _format_address(sock.getpeername()),
+        "tcp_nodelay": bool(sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)),
+    }
+
+
+def _format_address(address: Any) -> str:
+    return f"[{address[0]}]:{address[1]}" if ":" in str(address[0]) else f"{address[0]}:{address[1]}"
+
+
+class WindowEvents:
+    """Tells the orchestrator (through an inherited pipe, if any) when the measured window opens and closes,
+    so it can sample both sides' CPU time at those instants. Without the pipe this does nothing."""
+
+    def __init__(self) -> None:
+        fd = os.environ.get(EVENTS_FD_ENV)
+        self.fd = int(fd) if fd else None
+
+    def emit(self, name: str) -> None:
+        if self.fd is not None:
+            os.write(self.fd, f"{name}\n".encode())
+
+
+class Progress:
+    """Read by the stall watchdog; written once per roundtrip during warmup and via len() in the window."""
+
+    def __init__(self) -> None:
+        self.phase = "connecting"
+        self.warmup_roundtrips = 0
+        self.window: array = array("q")
+        self.window_roundtrips = 0
+
+
+async def measure(open_connection: OpenConnection, args: argparse.Namespace) -> dict[str, Any]:
+    ping = make_payload(args.payload_kind, args.payload_size, PING)
+    pong = make_payload(args.payload_kind, args.payload_size, PONG)
+    progress = Progress()
+    connections: list[Connection] = []
+    task = asyncio.current_task()
+    watchdog = asyncio.create_task(_stall_watchdog(progress, args.stall_timeout, task))
+    try:
+        a = await open_connection(args.url, args)
+        connections.append(a)
+        b = await open_connection(args.url, args)
+        connections.append(b)
+        result = await _ping_pong(a, b, ping, pong, args, progress)
+    except asyncio.CancelledError:
+        if getattr(watchdog, "stalled", None):
+            raise DriverError(watchdog.stalled) from None
+        raise
+    finally:
+        watchdog.cancel()
+        for connection in connections:
+            try:
+                await asyncio.wait_for(connection.close(), 2)
+            except Exception:
+                pass
+    result["loop"] = running_loop_name()
+    result["connections"] = [dict(name=name, **c.details) for name, c in zip("AB", connections)]
+    return result
+
+
+async def _stall_watchdog(progress: Progress, stall_timeout: float, task: asyncio.Task) -> None:
+    """Cancel the measurement when no roundtrip completes for stall_timeout seconds."""
+    last = None
+    last_change = time.monotonic()
+    while True:
+        await asyncio.sleep(min(1.0, stall_timeout / 4))
+        now_state = (progress.phase, progress.warmup_roundtrips, len(progress.window), progress.window_roundtrips)
+        if now_state != last:
+            last, last_change = now_state, time.monotonic()
+        elif time.monotonic() - last_change >= stall_timeout:
+            completed = progress.warmup_roundtrips + max(len(progress.window), progress.window_roundtrips)
+            watchdog = asyncio.current_task()
+            watchdog.stalled = (f"stall: no roundtrip completed for {stall_timeout:g} s "
+                                f"(phase {progress.phase}, {completed} roundtrips completed before)")
+            task.cancel()
+            return
+
+
+async def _ping_pong(a: Connection, b: Connection, ping: Any, pong: Any, args: argparse.Namespace,
+                     progress: Progress) -> dict[str, Any]:
+    send_a, recv_a, send_b, recv_b = a.send, a.recv, b.send, b.recv
+    clock = time.monotonic_ns
+    events = WindowEvents()
+
+    progress.phase = "warmup"
+    warmup_start = clock()
+    warmup_deadline = warmup_start + int(args.warmup * 1e9)
+    now = warmup_start
+    while now < warmup_deadline:
+        await send_a(ping)
+        received = await recv_b()
+        if received != ping:
+            raise DriverError(_mismatch("B", ping, received))
+        await send_b(pong)
+        received = await recv_a()
+        if received != pong:
+            raise DriverError(_mismatch("A", pong, received))
+        progress.warmup_roundtrips += 1
+        now = clock()
+
+    progress.phase = "measure"
+    events.emit("window-start")
+    usage_start = resource.getrusage(resource.RUSAGE_SELF)
+    start = clock()
+    deadline = start + int(args.duration * 1e9)
+    latencies = progress.window
+    roundtrip_start = start
+    if args.no_latency:
+        count = 0
+        while True:
+            await send_a(ping)
+            received = await recv_b()
+            if received != ping:
+                raise DriverError(_mismatch("B", ping, received))
+            await send_b(pong)
+            received = await recv_a()
+            if received != pong:
+                raise DriverError(_mismatch("A", pong, received))
+            count += 1
+            progress.window_roundtrips = count
+            end = clock()
+            if end >= deadline:
+                break
+    else:
+        append = latencies.append
+        while True:
+            await send_a(ping)
+            received = await recv_b()
+            if received != ping:
+                raise DriverError(_mismatch("B", ping, received))
+            await send_b(pong)
+            received = await recv_a()
+            if received != pong:
+                raise DriverError(_mismatch("A", pong, received))
+            end = clock()
+            append(end - roundtrip_start)
+            roundtrip_start = end
+            if end >= deadline:
+                break
+        count = len(latencies)
+    usage_end = resource.getrusage(resource.RUSAGE_SELF)
+    events.emit("window-end")
+    progress.phase = "report"
+
+    elapsed_s = (end - start) / 1e9
+    return {
+        "warmup": {"roundtrips": progress.warmup_roundtrips, "elapsed_s": (start - warmup_start) / 1e9},
+        "roundtrips": count,
+        "elapsed_s": elapsed_s,
+        "roundtrips_per_s": count / elapsed_s,
+        "latency": {
+            "unit": "ns",
+            "recorded": not args.no_latency,
+            "hdr_histogram": None if args.no_latency else encode_histogram(latencies),
+        },
+        "cpu": {
+            "user_s": usage_end.ru_utime - usage_start.ru_utime,
+            "system_s": usage_end.ru_stime - usage_start.ru_stime,
+        },
+    }
+
+
+def _mismatch(receiver: str, expected: Any, received: Any) -> str:
+    return (f"payload mismatch: connection {receiver} expected {_describe(expected)}, "
+            f"received {_describe(received)}")
+
+
+def _describe(payload: Any) -> str:
+    if isinstance(payload, str):
+        return f"text of {len(payload.encode())} bytes {payload[:24]!r}"
+    if isinstance(payload, (bytes, bytearray, memoryview)):
+        return f"binary of {len(payload)} bytes {bytes(payload[:24])!r}"
+    return repr(payload)[:80]
+
+
+def encode_histogram(latencies_ns: array) -> str:
+    """Fold the window's raw durations into an HdrHistogram (after the window, so it costs nothing inside it)."""
+    from hdrh.histogram import HdrHistogram
+
+    histogram = HdrHistogram(HISTOGRAM_LOWEST_NS, HISTOGRAM_HIGHEST_NS, HISTOGRAM_SIGNIFICANT_DIGITS)
+    record = histogram.record_value
+    for value in latencies_ns:
+        record(min(max(value, HISTOGRAM_LOWEST_NS), HISTOGRAM_HIGHEST_NS))
+    return histogram.encode().decode("ascii")

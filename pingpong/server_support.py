@@ -1,0 +1,67 @@
+"""What the Python relay servers (servers/*.py) share: the CLI contract, room names, and the server report."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+from typing import Any
+
+from pingpong.driver import COMPRESSION_CHOICES, LOOP_CHOICES, library_versions, running_loop_name
+
+INFO_FILE_ENV = "PINGPONG_INFO_FILE"
+REPORT_FORMAT_VERSION = 1
+
+
+def parse_args(description: str, compression_choices: tuple[str, ...] = COMPRESSION_CHOICES) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--loop", choices=LOOP_CHOICES, default="auto",
+                        help="auto: whatever the framework picks by itself")
+    parser.add_argument("--compression", choices=COMPRESSION_CHOICES, default="default",
+                        help="permessage-deflate: the framework's default, refused, or accepted when offered")
+    args = parser.parse_args()
+    if args.compression not in compression_choices:
+        parser.exit(2, f"{parser.prog}: --compression {args.compression} is not supported by this server "
+                       f"(supported: {', '.join(compression_choices)})\n")
+    return args
+
+
+def room_of(path: str) -> str:
+    """The room a connection joins: its request path without the query string ('/' when empty)."""
+    path = path.split("?", 1)[0]
+    return path or "/"
+
+
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def write_server_info(implementation: str, libraries: list[str], args: argparse.Namespace,
+                      settings: dict[str, Any]) -> None:
+    """Record, from inside the running event loop, what actually runs: loop, versions, settings.
+
+    Written atomically to the file named by PINGPONG_INFO_FILE (set by the orchestrator); a no-op otherwise.
+    Frameworks that serve from a worker process call this from the worker, where the loop really runs.
+    """
+    path = os.environ.get(INFO_FILE_ENV)
+    if not path:
+        return
+    info = {
+        "format_version": REPORT_FORMAT_VERSION,
+        "role": "server",
+        "implementation": implementation,
+        "pid": os.getpid(),
+        "runtime": {"name": platform.python_implementation().lower(), "version": platform.python_version()},
+        "libraries": library_versions(libraries + (["uvloop"] if running_loop_name() == "uvloop" else [])),
+        "loop_requested": args.loop,
+        "loop": running_loop_name(),
+        "settings": {"compression": args.compression, **settings},
+    }
+    temporary = f"{path}.{os.getpid()}.tmp"
+    with open(temporary, "w") as file:
+        json.dump(info, file)
+    os.replace(temporary, path)
