@@ -1,0 +1,38 @@
+"""HdrHistogram latency records: decode what any driver (Python or Node) wrote, merge repeats, read percentiles."""
+
+from __future__ import annotations
+
+from hdrh.histogram import HdrHistogram
+
+from pingpong.driver import HISTOGRAM_HIGHEST_NS, HISTOGRAM_LOWEST_NS, HISTOGRAM_SIGNIFICANT_DIGITS
+
+PERCENTILES = (50.0, 90.0, 99.0, 99.9)
+SLOW_ROUNDTRIP_NS = 35_000_000  # above a delayed-ACK stall (~40 ms): counted as a 'slow' roundtrip
+
+
+def empty_histogram() -> HdrHistogram:
+    return HdrHistogram(HISTOGRAM_LOWEST_NS, HISTOGRAM_HIGHEST_NS, HISTOGRAM_SIGNIFICANT_DIGITS)
+
+
+def merge(encoded_histograms: list[str]) -> HdrHistogram:
+    """One histogram holding every value of the given encoded histograms."""
+    merged = empty_histogram()
+    for encoded in encoded_histograms:
+        merged.add(HdrHistogram.decode(encoded))
+    return merged
+
+
+def latency_summary(histogram: HdrHistogram) -> dict[str, float | int]:
+    """Count, percentiles, max and the share of slow roundtrips, in nanoseconds."""
+    count = histogram.get_total_count()
+    if count == 0:
+        return {"count": 0}
+    summary: dict[str, float | int] = {"count": count}
+    for percentile in PERCENTILES:
+        summary[f"p{percentile:g}_ns"] = histogram.get_value_at_percentile(percentile)
+    summary["max_ns"] = histogram.get_max_value()
+    summary["mean_ns"] = histogram.get_mean_value()
+    below_slow = sum(item.count_added_in_this_iter_step for item in histogram.get_recorded_iterator()
+                     if item.value_iterated_to <= SLOW_ROUNDTRIP_NS)
+    summary["slow_share"] = (count - below_slow) / count
+    return summary

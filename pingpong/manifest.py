@@ -1,0 +1,149 @@
+"""The implementation manifest: which servers and clients exist, how to start them, whether they can run here."""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+import sys
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+ROLES = ("server", "client")
+RUNTIMES = ("python", "node", "bun")
+PROTOCOLS = ("websocket",)
+LOOPS = ("auto", "asyncio", "uvloop")
+COMPRESSION_MODES = ("default", "off", "on")
+REQUIREMENT_KINDS = ("python-module", "node-package", "executable")
+
+
+class ManifestError(Exception):
+    """The manifest cannot be read or an entry is invalid; the message names the file, entry and field."""
+
+
+@dataclass(frozen=True)
+class Implementation:
+    """One server or client program as the manifest describes it."""
+
+    name: str
+    role: str
+    runtime: str
+    protocol: str
+    command: tuple[str, ...]
+    requires: tuple[str, ...]
+    loops: tuple[str, ...]
+    compression: tuple[str, ...]
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class Availability:
+    available: bool
+    reason: str | None = None  # why not, when unavailable
+
+
+def load_manifest(path: Path) -> list[Implementation]:
+    try:
+        data = tomllib.loads(path.read_text())
+    except OSError as exc:
+        raise ManifestError(f"cannot read manifest {path}: {exc.strerror}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ManifestError(f"manifest {path} is not valid TOML: {exc}") from None
+    unknown_tables = set(data) - set(ROLES)
+    if unknown_tables:
+        raise ManifestError(f"manifest {path}: unknown table(s) {', '.join(sorted(unknown_tables))}; "
+                            f"expected [[server]] and [[client]]")
+    implementations = []
+    for role in ROLES:
+        seen = set()
+        for index, entry in enumerate(data.get(role, [])):
+            implementation = _parse_entry(path, role, index, entry)
+            if implementation.name in seen:
+                raise ManifestError(f"manifest {path}: {role} '{implementation.name}' is listed twice")
+            seen.add(implementation.name)
+            implementations.append(implementation)
+    return implementations
+
+
+def _parse_entry(path: Path, role: str, index: int, entry: dict) -> Implementation:
+    label = f"{role} '{entry.get('name')}'" if isinstance(entry.get("name"), str) else f"{role} entry #{index + 1}"
+
+    def fail(field: str, problem: str) -> ManifestError:
+        return ManifestError(f"manifest {path}: {label}: field '{field}' {problem}")
+
+    def text(field: str, choices: tuple[str, ...] | None = None, required: bool = True) -> str:
+        value = entry.get(field, None if required else "")
+        if not isinstance(value, str) or (required and not value):
+            raise fail(field, "is missing" if value is None else "must be a non-empty string")
+        if choices and value not in choices:
+            raise fail(field, f"is '{value}'; expected one of {', '.join(choices)}")
+        return value
+
+    def strings(field: str, choices: tuple[str, ...] | None = None) -> tuple[str, ...]:
+        value = entry.get(field)
+        if value is None:
+            raise fail(field, "is missing")
+        if not isinstance(value, list) or not all(isinstance(item, str) and item for item in value):
+            raise fail(field, "must be a list of non-empty strings")
+        for item in value:
+            if choices and item not in choices:
+                raise fail(field, f"has '{item}'; expected items from {', '.join(choices)}")
+        return tuple(value)
+
+    known = {"name", "runtime", "protocol", "command", "requires", "loops", "compression", "description"}
+    unknown = sorted(set(entry) - known)
+    if unknown:
+        raise fail(unknown[0], "is not a known field")
+    implementation = Implementation(
+        name=text("name"),
+        role=role,
+        runtime=text("runtime", RUNTIMES),
+        protocol=text("protocol", PROTOCOLS),
+        command=strings("command"),
+        requires=strings("requires"),
+        loops=strings("loops", LOOPS),
+        compression=strings("compression", COMPRESSION_MODES),
+        description=text("description", required=False),
+    )
+    if not implementation.command:
+        raise fail("command", "is empty")
+    if not implementation.loops or not implementation.compression:
+        raise fail("loops" if not implementation.loops else "compression", "is empty")
+    for requirement in implementation.requires:
+        kind, _, name = requirement.partition(":")
+        if kind not in REQUIREMENT_KINDS or not name:
+            raise fail("requires", f"has '{requirement}'; expected KIND:NAME with KIND one of "
+                                   f"{', '.join(REQUIREMENT_KINDS)}")
+    return implementation
+
+
+def runtime_executable(runtime: str, project_root: Path) -> str | None:
+    """The interpreter a runtime name stands for, or None when it is not on this machine."""
+    if runtime == "python":
+        return sys.executable
+    if runtime == "node":
+        return shutil.which("node")
+    if runtime == "bun":
+        local = project_root / "node_modules" / ".bin" / "bun"
+        return str(local) if local.exists() else shutil.which("bun")
+    return None
+
+
+def check_availability(implementation: Implementation, project_root: Path) -> Availability:
+    if runtime_executable(implementation.runtime, project_root) is None:
+        return Availability(False, f"runtime '{implementation.runtime}' not found")
+    for requirement in implementation.requires:
+        kind, _, name = requirement.partition(":")
+        if kind == "python-module" and importlib.util.find_spec(name) is None:
+            return Availability(False, f"Python module '{name}' is not installed (pip install -r requirements.txt)")
+        if kind == "node-package" and not (project_root / "node_modules" / name / "package.json").exists():
+            return Availability(False, f"npm package '{name}' is not installed (npm ci)")
+        if kind == "executable" and shutil.which(name) is None and runtime_executable(name, project_root) is None:
+            return Availability(False, f"executable '{name}' not found on PATH")
+    return Availability(True)
+
+
+def resolve_command(implementation: Implementation, project_root: Path) -> list[str]:
+    """The command with its runtime placeholders replaced by real executables."""
+    replacements = {f"{{{runtime}}}": runtime_executable(runtime, project_root) for runtime in RUNTIMES}
+    return [replacements.get(part) or part for part in implementation.command]

@@ -1,0 +1,103 @@
+"""Readiness probing and relay verification of a server, with real WebSocket connections."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from contextlib import ExitStack
+
+from websockets.sync.client import connect
+
+from pingpong.processes import ManagedProcess
+
+PROBE_INTERVAL_S = 0.02
+VERIFY_TIMEOUT_S = 3.0
+# How long a connection that must receive nothing is watched for a stray message.
+SILENCE_WINDOW_S = 0.3
+
+
+class NotReady(Exception):
+    """The server never completed a WebSocket handshake (message says why)."""
+
+
+def wait_until_ready(base_url: str, process: ManagedProcess, timeout_s: float) -> float:
+    """Retry a WebSocket handshake until one succeeds; return seconds waited.
+
+    Fails early when the server process exits, and after timeout_s otherwise.
+    """
+    started = time.monotonic()
+    deadline = started + timeout_s
+    last_error = "no attempt made"
+    while True:
+        code = process.popen.poll()
+        if code is not None:
+            raise NotReady(f"server exited with code {code} before accepting a WebSocket connection")
+        try:
+            with connect(f"{base_url}/__readiness_probe__", open_timeout=min(2.0, timeout_s),
+                         compression=None, ping_interval=None):
+                return time.monotonic() - started
+        except Exception as exc:  # refused, reset, bad handshake: the server is not ready yet
+            last_error = f"{type(exc).__name__}: {exc}"
+        if time.monotonic() >= deadline:
+            raise NotReady(f"no WebSocket handshake within {timeout_s:g} s (last attempt: {last_error})")
+        time.sleep(PROBE_INTERVAL_S)
+
+
+def verify_relay(base_url: str) -> str | None:
+    """Check the relay contract on a live server; return None when it holds, else what was wrong.
+
+    Three connections: A and B in one room, C in another. A text message from A must reach B unchanged,
+    a binary message from B must reach A unchanged, and neither the sender nor C may receive anything.
+    """
+    room = f"/verify-{uuid.uuid4().hex[:12]}"
+    other_room = f"{room}-other"
+    text_message = "verify: text \u00e9\u20ac"
+    binary_message = bytes(range(256))[::-1]
+    try:
+        with ExitStack() as stack:
+            def open_in(path: str):
+                return stack.enter_context(connect(f"{base_url}{path}", open_timeout=VERIFY_TIMEOUT_S,
+                                                   compression=None, ping_interval=None))
+
+            a, b, c = open_in(room), open_in(room), open_in(other_room)
+            a.send(text_message)
+            problem = _expect(b, text_message, "B (same room as the text's sender A)")
+            if problem:
+                return problem
+            b.send(binary_message)
+            problem = _expect(a, binary_message, "A (same room as the binary's sender B)")
+            if problem:
+                return problem
+            for connection, who in ((a, "A, the sender of the text message"),
+                                    (b, "B, the sender of the binary message"),
+                                    (c, "C, in another room")):
+                stray = _receive_or_none(connection, SILENCE_WINDOW_S)
+                if stray is not None:
+                    return f"relay verification: {who} received {_short(stray)}; it must receive nothing"
+    except Exception as exc:
+        return f"relay verification: {type(exc).__name__}: {exc}"
+    return None
+
+
+def _expect(connection, expected, who: str) -> str | None:
+    received = _receive_or_none(connection, VERIFY_TIMEOUT_S)
+    if received is None:
+        return f"relay verification: {who} received nothing within {VERIFY_TIMEOUT_S:g} s"
+    if received == expected:
+        return None
+    if type(received) is not type(expected):
+        kind = {str: "text", bytes: "binary"}
+        return (f"relay verification: {who} received a {kind[type(received)]} frame, "
+                f"expected {kind[type(expected)]}")
+    return f"relay verification: {who} received {_short(received)}, expected {_short(expected)}"
+
+
+def _receive_or_none(connection, timeout_s: float):
+    try:
+        return connection.recv(timeout=timeout_s)
+    except TimeoutError:
+        return None
+
+
+def _short(message) -> str:
+    return repr(message if len(message) <= 32 else message[:32]) + ("…" if len(message) > 32 else "")

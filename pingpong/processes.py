@@ -1,0 +1,126 @@
+"""Child processes of a run: each in its own process group, optionally pinned, always stopped and reaped."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+STOP_GRACE_S = 5.0
+CLEAN_EXIT_CODES = (0, -signal.SIGTERM, -signal.SIGINT)  # uvicorn re-raises the signal after a graceful stop
+
+
+@dataclass
+class ManagedProcess:
+    """A started child: its Popen, and the files its stdout and stderr go to (never pipes that can fill up)."""
+
+    name: str
+    popen: subprocess.Popen
+    stdout_path: Path
+    stderr_path: Path
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def stdout_text(self) -> str:
+        return self.stdout_path.read_text(errors="replace") if self.stdout_path.exists() else ""
+
+    def stderr_tail(self, lines: int = 20) -> str:
+        if not self.stderr_path.exists():
+            return ""
+        return "\n".join(self.stderr_path.read_text(errors="replace").splitlines()[-lines:])
+
+
+def start(name: str, argv: list[str], cwd: Path, log_dir: Path, env: dict[str, str] | None = None,
+          cpus: set[int] | None = None, pass_fds: tuple[int, ...] = ()) -> ManagedProcess:
+    """Start argv in a new session (so its whole tree can be signalled as one group), pinned to cpus if given.
+
+    Pinning happens before exec, so every thread the runtime starts (Node's thread pool, uvloop's) inherits it.
+    """
+    log_dir.mkdir(parents=True, exist_ok=True)
+    stdout_path = log_dir / f"{name}.stdout"
+    stderr_path = log_dir / f"{name}.stderr"
+    pinned = frozenset(cpus) if cpus else None
+
+    def pin() -> None:
+        if pinned:
+            os.sched_setaffinity(0, pinned)
+
+    with open(stdout_path, "wb") as stdout, open(stderr_path, "wb") as stderr:
+        popen = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr,
+                                 start_new_session=True, pass_fds=pass_fds, preexec_fn=pin if pinned else None)
+    return ManagedProcess(name, popen, stdout_path, stderr_path)
+
+
+def stop(process: ManagedProcess, grace_s: float = STOP_GRACE_S) -> int | None:
+    """SIGTERM the leader (letting a framework stop its own workers), then SIGKILL whatever of its group is left.
+
+    Returns the leader's exit code. Only this process's own group is ever signalled.
+    """
+    popen = process.popen
+    if popen.poll() is None:
+        try:
+            popen.send_signal(signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+        try:
+            popen.wait(grace_s)
+        except subprocess.TimeoutExpired:
+            pass
+    kill_group(popen.pid)
+    try:
+        return popen.wait(grace_s)
+    except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL cannot be ignored
+        return None
+
+
+def kill_group(pgid: int) -> None:
+    """SIGKILL every process still in process group pgid, and wait until none is left."""
+    deadline = time.monotonic() + STOP_GRACE_S
+    while group_members(pgid) and time.monotonic() < deadline:
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+        except ProcessLookupError:
+            return
+        except PermissionError:  # pragma: no cover - only our own groups are passed in
+            return
+        time.sleep(0.01)
+
+
+def group_members(pgid: int) -> list[int]:
+    """PIDs of live (non-zombie) processes in process group pgid, read from /proc."""
+    members = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat") as file:
+                stat = file.read()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()
+        state, process_group = fields[0], int(fields[2])
+        if process_group == pgid and state != "Z":
+            members.append(int(entry.name))
+    return members
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port the kernel says is free right now (the server may still lose a race for it: that is reported)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind((host, 0))
+        return probe.getsockname()[1]
+
+
+def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        try:
+            probe.bind((host, port))
+        except OSError:
+            return False
+        return True

@@ -1,0 +1,209 @@
+"""One attempt of one cell: start the server, probe it, verify it, run the client, sample CPU, stop everything."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from pingpong import cpu, probe, processes
+from pingpong.manifest import Implementation, resolve_command
+from pingpong.results import Attempt
+
+EVENTS_FD_ENV = "PINGPONG_EVENTS_FD"
+INFO_FILE_ENV = "PINGPONG_INFO_FILE"
+CLIENT_GRACE_S = 30.0  # beyond warmup + duration: connecting, encoding the histogram, exiting
+STDERR_TAIL_LINES = 20
+
+
+@dataclass(frozen=True)
+class CellSettings:
+    """The settings every attempt of a run shares; recorded in the results as the run's configuration."""
+
+    duration_s: float
+    warmup_s: float
+    loop: str
+    compression: str
+    payload_size: int
+    payload_kind: str
+    ready_timeout_s: float
+    stall_timeout_s: float
+    pin: bool
+
+
+def plan_cpus(pin: bool) -> tuple[set[int] | None, set[int] | None]:
+    """Disjoint CPUs for server and client when pinning is on and at least two CPUs are ours."""
+    if not pin:
+        return None, None
+    available = sorted(os.sched_getaffinity(0))
+    if len(available) < 2:
+        return None, None
+    return {available[0]}, {available[1]}
+
+
+def loop_for(implementation: Implementation, requested: str) -> str:
+    """The --loop an implementation gets: the requested one, or 'auto' in single-loop runtimes."""
+    return requested if requested in implementation.loops else "auto"
+
+
+def run_attempt(server: Implementation, client: Implementation, settings: CellSettings, repeat: int,
+                project_root: Path) -> Attempt:
+    """Measure one repeat of a cell; every failure becomes an Attempt with a status and a one-line reason."""
+    port = processes.free_port()
+    server_cpus, client_cpus = plan_cpus(settings.pin)
+    base = dict(repeat=repeat, started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"), port=port,
+                server_cpus=sorted(server_cpus) if server_cpus else None,
+                client_cpus=sorted(client_cpus) if client_cpus else None)
+    with tempfile.TemporaryDirectory(prefix="pingpong-cell-") as work:
+        work_dir = Path(work)
+        info_path = work_dir / "server-info.json"
+        server_argv = resolve_command(server, project_root) + [
+            "--host", "127.0.0.1", "--port", str(port),
+            "--loop", loop_for(server, settings.loop), "--compression", settings.compression]
+        server_process = processes.start("server", server_argv, project_root, work_dir,
+                                         env={**os.environ, INFO_FILE_ENV: str(info_path)}, cpus=server_cpus)
+        running: list[processes.ManagedProcess] = []
+        try:
+            outcome = _measure(server_process, f"ws://127.0.0.1:{port}", client, settings, repeat, project_root,
+                               work_dir, info_path, client_cpus, running)
+        except Exception as exc:  # a bug or an OS error in one cell must not end the run
+            outcome = dict(status="error", reason=f"orchestrator: {type(exc).__name__}: {exc}")
+        finally:
+            for process in running:
+                processes.stop(process)
+            server_code = processes.stop(server_process)
+        if outcome["status"] != "ok" and "server_stderr_tail" not in outcome:
+            outcome["server_stderr_tail"] = server_process.stderr_tail(STDERR_TAIL_LINES)
+        return Attempt(**base, **outcome, server_exit_code=server_code)
+
+
+def _measure(server_process: processes.ManagedProcess, base_url: str, client: Implementation,
+             settings: CellSettings, repeat: int, project_root: Path, work_dir: Path, info_path: Path,
+             client_cpus: set[int] | None, running: list[processes.ManagedProcess]) -> dict[str, Any]:
+    try:
+        ready_after = probe.wait_until_ready(base_url, server_process, settings.ready_timeout_s)
+    except probe.NotReady as exc:
+        return dict(status="not-ready", reason=str(exc))
+    problem = probe.verify_relay(base_url)
+    if problem:
+        return dict(status="verification-failed", reason=problem, ready_after_s=round(ready_after, 4))
+    server_info = _read_json_file(info_path)
+    client_argv = resolve_command(client, project_root) + [
+        "--url", f"{base_url}/bench-r{repeat}",
+        "--duration", str(settings.duration_s), "--warmup", str(settings.warmup_s),
+        "--loop", loop_for(client, settings.loop), "--compression", settings.compression,
+        "--payload-size", str(settings.payload_size), "--payload-kind", settings.payload_kind,
+        "--stall-timeout", str(settings.stall_timeout_s)]
+    read_fd, write_fd = os.pipe()
+    try:
+        client_process = processes.start("client", client_argv, project_root, work_dir, cpus=client_cpus,
+                                         pass_fds=(write_fd,), env={**os.environ, EVENTS_FD_ENV: str(write_fd)})
+    except BaseException:
+        os.close(read_fd)
+        raise
+    finally:
+        os.close(write_fd)
+    running.append(client_process)
+    window = WindowWatcher(read_fd, server_process.pid, client_process.pid)
+    common = dict(ready_after_s=round(ready_after, 4), server_info=server_info)
+    timeout_s = settings.warmup_s + settings.duration_s + CLIENT_GRACE_S
+    try:
+        client_code = client_process.popen.wait(timeout_s)
+    except subprocess.TimeoutExpired:
+        processes.stop(client_process)
+        window.join()
+        return dict(status="timeout", reason=f"client did not finish within {timeout_s:g} s",
+                    client_exit_code=client_process.popen.returncode,
+                    client_stderr_tail=client_process.stderr_tail(STDERR_TAIL_LINES), **common)
+    window.join()
+    return _judge(server_process, client_process, client_code, window, common)
+
+
+def _judge(server_process: processes.ManagedProcess, client_process: processes.ManagedProcess, client_code: int,
+           window: "WindowWatcher", common: dict[str, Any]) -> dict[str, Any]:
+    client_tail = client_process.stderr_tail(STDERR_TAIL_LINES)
+    report, problem = parse_client_report(client_process.stdout_text())
+    if problem:
+        return dict(status="client-failed", reason=f"{problem} (exit code {client_code})",
+                    client_exit_code=client_code, client_stderr_tail=client_tail, **common)
+    server_alive = server_process.popen.poll() is None
+    if report.get("error") or client_code != 0:
+        reason = report.get("error") or f"client exited with code {client_code}"
+        if not server_alive:
+            reason = f"server exited with code {server_process.popen.returncode} during the run; client: {reason}"
+        return dict(status="client-failed" if server_alive else "server-crashed", reason=reason,
+                    client_exit_code=client_code, client_report=report, client_stderr_tail=client_tail, **common)
+    if not report.get("roundtrips"):
+        return dict(status="client-failed", reason="client reported zero roundtrips", client_exit_code=client_code,
+                    client_report=report, client_stderr_tail=client_tail, **common)
+    histogram = (report.get("latency") or {}).pop("hdr_histogram", None)
+    return dict(status="ok", reason=None, client_exit_code=client_code,
+                roundtrips=report["roundtrips"], elapsed_s=report["elapsed_s"],
+                roundtrips_per_s=report["roundtrips_per_s"], latency_histogram=histogram,
+                server_cpu_s=window.server_cpu_s, client_cpu_s=window.client_cpu_s,
+                window_wall_s=window.wall_s, server_peak_rss_bytes=window.server_peak_rss_bytes,
+                client_report=report, **common)
+
+
+def parse_client_report(stdout: str) -> tuple[dict | None, str | None]:
+    """The driver's one JSON object, or why stdout is not that."""
+    lines = [line for line in stdout.splitlines() if line.strip()]
+    if not lines:
+        return None, "client printed no JSON on stdout"
+    if len(lines) > 1:
+        return None, f"client printed {len(lines)} lines on stdout; the contract is exactly one JSON object"
+    try:
+        report = json.loads(lines[0])
+    except json.JSONDecodeError as exc:
+        return None, f"client stdout is not JSON ({exc.msg} at column {exc.colno})"
+    if not isinstance(report, dict):
+        return None, "client stdout is JSON but not an object"
+    for key in ("roundtrips", "elapsed_s", "roundtrips_per_s"):
+        if report.get("error") is None and not isinstance(report.get(key), (int, float)):
+            return None, f"client report lacks the number '{key}'"
+    return report, None
+
+
+def _read_json_file(path: Path) -> dict | None:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+
+
+class WindowWatcher:
+    """Reads the driver's window-start / window-end events and samples both process trees at those instants."""
+
+    def __init__(self, read_fd: int, server_pid: int, client_pid: int) -> None:
+        self.server_pid = server_pid
+        self.client_pid = client_pid
+        self.server_cpu_s: float | None = None
+        self.client_cpu_s: float | None = None
+        self.wall_s: float | None = None
+        self.server_peak_rss_bytes: int | None = None
+        self._thread = threading.Thread(target=self._watch, args=(read_fd,), daemon=True)
+        self._thread.start()
+
+    def join(self) -> None:
+        self._thread.join(5)
+
+    def _watch(self, read_fd: int) -> None:
+        start = None
+        with os.fdopen(read_fd, "rb") as stream:
+            for line in stream:
+                event = line.strip()
+                if event == b"window-start":
+                    start = (time.monotonic(), cpu.sample_tree(self.server_pid), cpu.sample_tree(self.client_pid))
+                elif event == b"window-end" and start is not None:
+                    server_end, client_end = cpu.sample_tree(self.server_pid), cpu.sample_tree(self.client_pid)
+                    self.wall_s = time.monotonic() - start[0]
+                    self.server_cpu_s = server_end.cpu_s - start[1].cpu_s
+                    self.client_cpu_s = client_end.cpu_s - start[2].cpu_s
+                    self.server_peak_rss_bytes = cpu.peak_rss_bytes(self.server_pid)
