@@ -233,4 +233,4 @@ function measure(openConnection, args, onOpened) {
   });
 }
 
-module.exports = { main, runtimeInfo };
+module.exports = { main, runtimeInfo, encodeHistogram };

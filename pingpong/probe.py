@@ -63,6 +63,9 @@ def verify_relay(base_url: str) -> str | None:
             a.send(text_message)
             problem = _expect(b, text_message, "B (same room as the text's sender A)")
             if problem:
+                if _receive_or_none(a, SILENCE_WINDOW_S) == text_message:
+                    return ("relay verification: the server sent A's message back to A (an echo) "
+                            "instead of relaying it to B, the other connection in the room")
                 return problem
             b.send(binary_message)
             problem = _expect(a, binary_message, "A (same room as the binary's sender B)")

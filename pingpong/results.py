@@ -23,6 +23,8 @@ class Attempt:
     port: int | None = None
     server_cpus: list[int] | None = None  # CPUs the server was pinned to; None when not pinned
     client_cpus: list[int] | None = None
+    server_pid: int | None = None  # leader of the server's process group (checked to be gone after the attempt)
+    client_pid: int | None = None
     ready_after_s: float | None = None  # from server start to its first completed WebSocket handshake
     roundtrips: int | None = None  # completed in the measured window (after warmup), counted by the driver
     elapsed_s: float | None = None  # length of the measured window, timed by the driver's monotonic clock

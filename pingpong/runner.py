@@ -70,6 +70,7 @@ def run_attempt(server: Implementation, client: Implementation, settings: CellSe
         server_process = processes.start("server", server_argv, project_root, work_dir,
                                          env={**os.environ, INFO_FILE_ENV: str(info_path)}, cpus=server_cpus)
         running: list[processes.ManagedProcess] = []
+        base["server_pid"] = server_process.pid
         try:
             outcome = _measure(server_process, f"ws://127.0.0.1:{port}", client, settings, repeat, project_root,
                                work_dir, info_path, client_cpus, running)
@@ -111,8 +112,9 @@ def _measure(server_process: processes.ManagedProcess, base_url: str, client: Im
     finally:
         os.close(write_fd)
     running.append(client_process)
+    common = dict(client_pid=client_process.pid)
     window = WindowWatcher(read_fd, server_process.pid, client_process.pid)
-    common = dict(ready_after_s=round(ready_after, 4), server_info=server_info)
+    common.update(ready_after_s=round(ready_after, 4), server_info=server_info)
     timeout_s = settings.warmup_s + settings.duration_s + CLIENT_GRACE_S
     try:
         client_code = client_process.popen.wait(timeout_s)

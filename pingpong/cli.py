@@ -1,0 +1,314 @@
+"""`python run_bench.py`: run the server x client matrix, print it, save it under results/."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+import time
+from dataclasses import asdict, dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from pingpong import render
+from pingpong.environment import describe_environment
+from pingpong.manifest import (COMPRESSION_MODES, LOOPS, Implementation, ManifestError, check_availability,
+                               load_manifest)
+from pingpong.payloads import DEFAULT_PAYLOAD_KIND, DEFAULT_PAYLOAD_SIZE, PAYLOAD_KINDS
+from pingpong.results import Cell, RunResult, write_atomically
+from pingpong.runner import CellSettings, plan_cpus, run_attempt
+from pingpong.summary import summarize_run
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_MANIFEST = PROJECT_ROOT / "manifest.toml"
+DEFAULT_RESULTS_DIR = PROJECT_ROOT / "results"
+EXIT_OK, EXIT_CELL_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+QUICK = {"duration": 1.0, "warmup": 0.5, "repeat": 1}
+
+
+class UsageError(Exception):
+    """Bad input: reported as one line on stderr with exit code 2."""
+
+
+class OneLineArgumentParser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # argparse's default prints the whole usage first
+        raise UsageError(message)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = OneLineArgumentParser(
+        prog="run_bench.py",
+        description="WebSocket ping-pong benchmark: every server x every client, roundtrips per second.")
+    selection = parser.add_argument_group("what to run")
+    selection.add_argument("--servers", help="comma-separated server names (default: all available)")
+    selection.add_argument("--clients", help="comma-separated client names (default: all available)")
+    selection.add_argument("--list", action="store_true", help="list implementations and whether they run here")
+    selection.add_argument("--manifest", type=Path, action="append",
+                           help="manifest file(s) to read; repeat to add more (default: manifest.toml)")
+    measuring = parser.add_argument_group("how to measure")
+    measuring.add_argument("--duration", type=float, default=5.0, help="measured seconds per repeat (default 5)")
+    measuring.add_argument("--warmup", type=float, default=1.0, help="unmeasured seconds first (default 1)")
+    measuring.add_argument("--repeat", type=int, default=3, help="repeats per cell, interleaved (default 3)")
+    measuring.add_argument("--quick", action="store_true",
+                           help=f"smoke run: --duration {QUICK['duration']:g} --warmup {QUICK['warmup']:g} "
+                                f"--repeat {QUICK['repeat']}")
+    measuring.add_argument("--loop", choices=LOOPS, default="auto",
+                           help="event loop of the Python implementations (auto: what each picks by itself)")
+    measuring.add_argument("--compression", choices=COMPRESSION_MODES, default="default",
+                           help="permessage-deflate: each library's out-of-the-box behaviour, off, or on")
+    measuring.add_argument("--payload-size", type=int, default=DEFAULT_PAYLOAD_SIZE, help="bytes per message")
+    measuring.add_argument("--payload-kind", choices=PAYLOAD_KINDS, default=DEFAULT_PAYLOAD_KIND)
+    measuring.add_argument("--no-pin", action="store_true",
+                           help="do not pin server and client to separate CPUs")
+    measuring.add_argument("--ready-timeout", type=float, default=15.0,
+                           help="seconds a server may take to accept its first WebSocket (default 15)")
+    measuring.add_argument("--stall-timeout", type=float, default=10.0,
+                           help="seconds without a completed roundtrip before a client gives up (default 10)")
+    output = parser.add_argument_group("output")
+    output.add_argument("--format", choices=("md", "json", "csv"), default="md", help="what to print on stdout")
+    output.add_argument("--results-dir", type=Path, default=DEFAULT_RESULTS_DIR,
+                        help="where <timestamp>.json/.md and latest.md go (default results/)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Map every outcome to an exit code: 0 all cells measured, 1 a cell failed, 2 bad input, 130 interrupted."""
+    try:
+        return run(argv)
+    except (UsageError, ManifestError) as exc:
+        print(f"run_bench.py: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+def run(argv: list[str] | None) -> int:
+    options = parse_options(argv)
+    implementations = load_manifests(options.manifest)
+    if options.list:
+        print(render_listing(implementations, options.format))
+        return EXIT_OK
+    servers = select(implementations, "server", options.servers)
+    clients = select(implementations, "client", options.clients)
+    prepare_results_dir(options.results_dir)
+    settings = CellSettings(duration_s=options.duration, warmup_s=options.warmup, loop=options.loop,
+                            compression=options.compression, payload_size=options.payload_size,
+                            payload_kind=options.payload_kind, ready_timeout_s=options.ready_timeout,
+                            stall_timeout_s=options.stall_timeout, pin=not options.no_pin)
+    result = new_run(argv, options, settings, implementations, servers, clients)
+    paths = ResultPaths.for_run(options.results_dir, result.started_at)
+    save(result, paths)
+    measure_matrix(result, settings, servers, clients, options.repeat, paths)
+    summaries = summarize_run(result)
+    print(render_stdout(result, summaries, options.format))
+    print(f"results: {paths.json} and {paths.markdown} (also {paths.latest_markdown})", file=sys.stderr)
+    if result.interrupted:
+        return EXIT_INTERRUPTED
+    return EXIT_CELL_FAILED if any(cell.status in ("failed", "partial") for cell in result.cells) else EXIT_OK
+
+
+def parse_options(argv: list[str] | None) -> argparse.Namespace:
+    options = build_parser().parse_args(argv)
+    options.manifest = options.manifest or [DEFAULT_MANIFEST]
+    if options.quick:
+        options.duration, options.warmup, options.repeat = QUICK["duration"], QUICK["warmup"], QUICK["repeat"]
+    problems = []
+    if not options.duration > 0:
+        problems.append(f"--duration must be > 0 seconds, got {options.duration:g}")
+    if not options.warmup >= 0:
+        problems.append(f"--warmup must be >= 0 seconds, got {options.warmup:g}")
+    if options.repeat < 1:
+        problems.append(f"--repeat must be at least 1, got {options.repeat}")
+    if options.payload_size < 1:
+        problems.append(f"--payload-size must be at least 1 byte, got {options.payload_size}")
+    if not options.ready_timeout > 0 or not options.stall_timeout > 0:
+        problems.append("--ready-timeout and --stall-timeout must be > 0 seconds")
+    if problems:
+        raise UsageError("; ".join(problems))
+    return options
+
+
+def load_manifests(paths: list[Path]) -> list[Implementation]:
+    implementations: list[Implementation] = []
+    for path in paths:
+        for implementation in load_manifest(path):
+            if any(i.role == implementation.role and i.name == implementation.name for i in implementations):
+                raise ManifestError(f"manifest {path}: {implementation.role} '{implementation.name}' is already "
+                                    f"defined in an earlier manifest")
+            implementations.append(implementation)
+    return implementations
+
+
+def select(implementations: list[Implementation], role: str, names: str | None) -> list[Implementation]:
+    known = [implementation for implementation in implementations if implementation.role == role]
+    if names is None:
+        return known
+    by_name = {implementation.name: implementation for implementation in known}
+    wanted = [name.strip() for name in names.split(",") if name.strip()]
+    unknown = [name for name in wanted if name not in by_name]
+    if unknown or not wanted:
+        raise UsageError(f"unknown {role} {', '.join(repr(n) for n in unknown) or '(none given)'}; "
+                         f"valid {role}s: {', '.join(by_name)}")
+    return [by_name[name] for name in dict.fromkeys(wanted)]
+
+
+def prepare_results_dir(results_dir: Path) -> None:
+    try:
+        results_dir.mkdir(parents=True, exist_ok=True)
+        probe = results_dir / f".write-test-{os.getpid()}"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as exc:
+        raise UsageError(f"results folder {results_dir} is not writable: {exc.strerror}") from None
+
+
+def skip_reason(server: Implementation, client: Implementation, settings: CellSettings) -> str | None:
+    """Why a pair cannot be measured here and now, or None."""
+    for implementation in (server, client):
+        availability = check_availability(implementation, PROJECT_ROOT)
+        if not availability.available:
+            return f"{implementation.role} {implementation.name} unavailable: {availability.reason}"
+    if server.protocol != client.protocol:
+        return f"server speaks {server.protocol}, client speaks {client.protocol}"
+    for implementation in (server, client):
+        if settings.compression not in implementation.compression:
+            return f"{implementation.role} {implementation.name} does not support --compression {settings.compression}"
+    return None
+
+
+def new_run(argv, options, settings: CellSettings, implementations, servers, clients) -> RunResult:
+    server_cpus, client_cpus = plan_cpus(settings.pin)
+    configuration = {**asdict(settings), "repeat": options.repeat, "pinned": server_cpus is not None,
+                     "server_cpus": sorted(server_cpus) if server_cpus else None,
+                     "client_cpus": sorted(client_cpus) if client_cpus else None,
+                     "servers": [s.name for s in servers], "clients": [c.name for c in clients],
+                     "manifests": [str(path) for path in options.manifest]}
+    listing = {"server": {}, "client": {}}
+    for implementation in implementations:
+        availability = check_availability(implementation, PROJECT_ROOT)
+        listing[implementation.role][implementation.name] = {**asdict(implementation), **asdict(availability)}
+    cells = [Cell(server=s.name, client=c.name, skipped=skip_reason(s, c, settings)) for s in servers for c in clients]
+    return RunResult(started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                     command_line=[sys.executable, "run_bench.py", *(sys.argv[1:] if argv is None else argv)],
+                     configuration=configuration, environment=describe_environment(PROJECT_ROOT),
+                     implementations=listing, cells=cells)
+
+
+@dataclass(frozen=True)
+class ResultPaths:
+    json: Path
+    markdown: Path
+    latest_markdown: Path
+    latest_json: Path
+
+    @classmethod
+    def for_run(cls, results_dir: Path, started_at: str) -> "ResultPaths":
+        stamp = started_at.replace(":", "-").replace("+00-00", "Z")
+        return cls(results_dir / f"{stamp}.json", results_dir / f"{stamp}.md", results_dir / "latest.md",
+                   results_dir / "latest.json")
+
+
+def save(result: RunResult, paths: ResultPaths) -> None:
+    """Rewrite every results file; called after each attempt so that an interruption loses nothing."""
+    summaries = summarize_run(result)
+    data = json.dumps(result.to_dict(summaries), indent=1)
+    markdown = render.render_markdown(result, summaries)
+    write_atomically(paths.json, data)
+    write_atomically(paths.markdown, markdown)
+    write_atomically(paths.latest_json, data)
+    write_atomically(paths.latest_markdown, markdown)
+
+
+def measure_matrix(result: RunResult, settings: CellSettings, servers: list[Implementation],
+                   clients: list[Implementation], repeats: int, paths: ResultPaths) -> None:
+    """Round-robin over cells, one repeat at a time, so slow drift of the machine spreads over every cell."""
+    by_name = {("server", s.name): s for s in servers} | {("client", c.name): c for c in clients}
+    todo = [cell for cell in result.cells if not cell.skipped]
+    total = len(todo) * repeats
+    progress = Progress(total, settings)
+    previous_handler = signal.signal(signal.SIGTERM, _raise_interrupt)
+    try:
+        for repeat in range(1, repeats + 1):
+            for cell in todo:
+                progress.before(cell, repeat, repeats)
+                attempt = run_attempt(by_name[("server", cell.server)], by_name[("client", cell.client)], settings,
+                                      repeat, PROJECT_ROOT)
+                cell.attempts.append(attempt)
+                progress.after(cell, attempt)
+                save(result, paths)
+    except KeyboardInterrupt:
+        result.interrupted = True
+        print("\ninterrupted: saving what was measured", file=sys.stderr)
+    finally:
+        signal.signal(signal.SIGTERM, previous_handler)
+        progress.finish()
+        result.finished_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        save(result, paths)
+
+
+def _raise_interrupt(signal_number, frame):
+    raise KeyboardInterrupt
+
+
+class Progress:
+    """Current cell, cells left and ETA on stderr: one rewritten line on a terminal, one line per attempt else."""
+
+    def __init__(self, total: int, settings: CellSettings) -> None:
+        self.total = total
+        self.done = 0
+        self.started = time.monotonic()
+        self.estimate_s = settings.warmup_s + settings.duration_s + 2.0  # until real timings exist
+        self.terminal = sys.stderr.isatty()
+
+    def _eta(self) -> str:
+        per_attempt = (time.monotonic() - self.started) / self.done if self.done else self.estimate_s
+        seconds = int(per_attempt * (self.total - self.done))
+        return f"{seconds // 60}m{seconds % 60:02d}s"
+
+    def before(self, cell: Cell, repeat: int, repeats: int) -> None:
+        if self.terminal:
+            sys.stderr.write(f"\r\033[K[{self.done + 1}/{self.total}] {cell.server} server × {cell.client} client, "
+                             f"repeat {repeat}/{repeats}; {self.total - self.done - 1} left, ETA {self._eta()}")
+            sys.stderr.flush()
+
+    def after(self, cell: Cell, attempt) -> None:
+        self.done += 1
+        outcome = (f"{attempt.roundtrips_per_s:,.0f} roundtrips/s" if attempt.ok
+                   else f"{attempt.status}: {attempt.reason}")
+        if not self.terminal:
+            print(f"[{self.done}/{self.total}] {cell.server} server × {cell.client} client, repeat {attempt.repeat}: "
+                  f"{outcome}; ETA {self._eta()}", file=sys.stderr, flush=True)
+        elif not attempt.ok:
+            sys.stderr.write(f"\r\033[K{cell.server} × {cell.client} repeat {attempt.repeat}: {outcome}\n")
+
+    def finish(self) -> None:
+        if self.terminal:
+            sys.stderr.write("\r\033[K")
+            sys.stderr.flush()
+
+
+def render_stdout(result: RunResult, summaries, output_format: str) -> str:
+    if output_format == "json":
+        return json.dumps(result.to_dict(summaries), indent=1)
+    if output_format == "csv":
+        return render.render_csv(result, summaries).rstrip("\n")
+    return render.render_markdown(result, summaries).rstrip("\n")
+
+
+def render_listing(implementations: list[Implementation], output_format: str) -> str:
+    rows = []
+    for implementation in implementations:
+        availability = check_availability(implementation, PROJECT_ROOT)
+        rows.append({"role": implementation.role, "name": implementation.name, "runtime": implementation.runtime,
+                     "protocol": implementation.protocol, "available": availability.available,
+                     "why_not": availability.reason, "loops": list(implementation.loops),
+                     "compression": list(implementation.compression), "description": implementation.description})
+    if output_format == "json":
+        return json.dumps(rows, indent=1)
+    lines = [f"{'role':<7} {'name':<12} {'runtime':<7} {'protocol':<10} available"]
+    for row in rows:
+        state = "yes" if row["available"] else f"no: {row['why_not']}"
+        lines.append(f"{row['role']:<7} {row['name']:<12} {row['runtime']:<7} {row['protocol']:<10} {state}")
+        if row["description"]:
+            lines.append(f"{'':<39}{row['description']}")
+    return "\n".join(lines)

@@ -1,0 +1,197 @@
+"""Tables of a run (Markdown, CSV): pure functions of the results and their per-cell summaries."""
+
+from __future__ import annotations
+
+import csv
+import io
+from typing import Any
+
+from pingpong.results import RunResult
+from pingpong.stats import NOISY_CV, Ratio, ratio_of_medians
+
+Summaries = dict[tuple[str, str], dict[str, Any]]
+
+
+def axes(run: RunResult) -> tuple[list[str], list[str]]:
+    """Servers (rows) and clients (columns) in the order the run first met them."""
+    servers: list[str] = []
+    clients: list[str] = []
+    for cell in run.cells:
+        if cell.server not in servers:
+            servers.append(cell.server)
+        if cell.client not in clients:
+            clients.append(cell.client)
+    return servers, clients
+
+
+def format_rate(value: float) -> str:
+    return f"{value:,.0f}"
+
+
+def format_duration_ns(value: float | None) -> str:
+    if value is None:
+        return "–"
+    if value >= 1e9:
+        return f"{value / 1e9:.2f} s"
+    if value >= 1e6:
+        return f"{value / 1e6:.2f} ms"
+    return f"{value / 1e3:.0f} µs"
+
+
+def matrix_cell_text(summary: dict[str, Any]) -> str:
+    """'3,712 ±1.2% · p99 410 µs', with '(noisy)' past the noise threshold and failures spelled out."""
+    status = summary["status"]
+    if status == "skipped":
+        return "—"
+    if "roundtrips_per_s" not in summary:
+        first = summary.get("failures", ["no attempt"])[0]
+        return f"FAILED ({first.split(': ')[1] if ': ' in first else first})"
+    rates = summary["roundtrips_per_s"]
+    text = format_rate(rates["median"])
+    if rates["cv"] is not None:
+        text += f" ±{rates['cv'] * 100:.1f}%"
+    latency = summary.get("latency") or {}
+    if "p99_ns" in latency:
+        text += f" · p99 {format_duration_ns(latency['p99_ns'])}"
+    if summary.get("noisy"):
+        text += " (noisy)"
+    if summary.get("compression_negotiated"):
+        text += " ᶻ"
+    if status == "partial":
+        text += f" ({len(summary['failures'])} failed)"
+    return text
+
+
+def fastest_cell(run: RunResult, summaries: Summaries) -> tuple[str, str] | None:
+    measured = [(s["roundtrips_per_s"]["median"], key) for key, s in summaries.items() if "roundtrips_per_s" in s]
+    return max(measured)[1] if measured else None
+
+
+def relative_to_fastest(run: RunResult, summaries: Summaries) -> dict[tuple[str, str], Ratio]:
+    """Each measured cell's median rate over the fastest cell's, with a bootstrap interval of the ratio."""
+    fastest = fastest_cell(run, summaries)
+    if fastest is None:
+        return {}
+    reference = run.cell(*fastest).rates()
+    return {(cell.server, cell.client): ratio_of_medians(cell.rates(), reference)
+            for cell in run.cells if cell.rates()}
+
+
+def format_ratio(ratio: Ratio) -> str:
+    if ratio.low is None:
+        return f"{ratio.value:.2f}×"
+    return f"{ratio.value:.2f}× [{ratio.low:.2f}–{ratio.high:.2f}]"
+
+
+def render_markdown(run: RunResult, summaries: Summaries) -> str:
+    servers, clients = axes(run)
+    config = run.configuration
+    env = run.environment
+    lines = [
+        f"# WebSocket ping-pong: roundtrips per second, server × client",
+        "",
+        f"Run started {run.started_at}" + (f", finished {run.finished_at}" if run.finished_at else ", unfinished")
+        + (" (interrupted)" if run.interrupted else "") + ".",
+        f"Machine: {env.get('cpu_model')}, {env.get('cpu_count')} CPUs, Linux {env.get('kernel')}; "
+        f"Python {env.get('python', {}).get('version')}, Node.js {env.get('node')}; "
+        f"suite {str(env.get('suite_commit'))[:10]}{' (modified)' if env.get('suite_dirty') else ''}.",
+        f"Settings: {config['repeat']} repeat{'s' if config['repeat'] != 1 else ''} × {config['duration_s']:g} s after {config['warmup_s']:g} s warmup; "
+        f"loop {config['loop']}; compression {config['compression']}; payload {config['payload_size']} bytes "
+        f"{config['payload_kind']}; " + ("server and client pinned to separate CPUs" if config.get("pinned")
+                                          else "not pinned") + ".",
+        "",
+        "Each cell: median roundtrips/s over the repeats, ± coefficient of variation, p99 roundtrip latency "
+        f"(all repeats merged). (noisy) = CV ≥ {NOISY_CV:.0%}; ᶻ = permessage-deflate negotiated; "
+        "— = not measured (see below).",
+        "",
+        "| server \\ client | " + " | ".join(clients) + " |",
+        "|---|" + "---:|" * len(clients),
+    ]
+    for server in servers:
+        row = [matrix_cell_text(summaries[(server, client)]) if (server, client) in summaries else "—"
+               for client in clients]
+        lines.append(f"| {server} | " + " | ".join(row) + " |")
+
+    fastest = fastest_cell(run, summaries)
+    if fastest:
+        ratios = relative_to_fastest(run, summaries)
+        rate = summaries[fastest]["roundtrips_per_s"]["median"]
+        lines += ["", f"Fastest pair: **{fastest[0]} server × {fastest[1]} client**, {format_rate(rate)} roundtrips/s. "
+                  "Every cell relative to it (ratio of medians, bootstrap 95% interval):", "",
+                  "| server \\ client | " + " | ".join(clients) + " |", "|---|" + "---:|" * len(clients)]
+        for server in servers:
+            row = [format_ratio(ratios[(server, client)]) if (server, client) in ratios else "—" for client in clients]
+            lines.append(f"| {server} | " + " | ".join(row) + " |")
+
+    lines += ["", "## Per cell", "",
+              "CPU is user+system time of each side's process tree over the measured window; utilization is that "
+              "CPU time over wall time (1.0 = one core busy). The bottleneck is the side at ≥ 80% of a core; "
+              "'neither' means the pair waits rather than computes.", "",
+              "| server | client | roundtrips/s median [min–max] | n | CV | p50 | p90 | p99 | p99.9 | max "
+              "| server µs/rt | client µs/rt | server util | client util | bottleneck | server peak RSS "
+              "| loops (server/client) | compression | client TCP_NODELAY |",
+              "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---|---|---|"]
+    for (server, client), summary in summaries.items():
+        if "roundtrips_per_s" not in summary:
+            continue
+        rates = summary["roundtrips_per_s"]
+        latency = summary.get("latency") or {}
+        lines.append("| " + " | ".join([
+            server, client,
+            f"{format_rate(rates['median'])} [{format_rate(rates['minimum'])}–{format_rate(rates['maximum'])}]",
+            str(rates["n"]),
+            "–" if rates["cv"] is None else f"{rates['cv'] * 100:.1f}%",
+            *(format_duration_ns(latency.get(key)) for key in ("p50_ns", "p90_ns", "p99_ns", "p99.9_ns", "max_ns")),
+            _number(summary.get("server_cpu_us_per_roundtrip"), "{:.1f}"),
+            _number(summary.get("client_cpu_us_per_roundtrip"), "{:.1f}"),
+            _number(summary.get("server_cpu_utilization"), "{:.2f}"),
+            _number(summary.get("client_cpu_utilization"), "{:.2f}"),
+            summary.get("bottleneck") or "–",
+            _number(summary.get("server_peak_rss_bytes") and summary["server_peak_rss_bytes"] / 2**20, "{:.0f} MiB"),
+            f"{summary.get('server_loop') or '?'}/{summary.get('client_loop') or '?'}",
+            summary.get("compression_negotiated") or "none",
+            {True: "on", False: "OFF", None: "not readable"}[summary.get("client_tcp_nodelay")],
+        ]) + " |")
+
+    problems = [(key, s) for key, s in summaries.items() if s["status"] in ("skipped", "failed", "partial")]
+    if problems:
+        lines += ["", "## Not measured or failed", ""]
+        for (server, client), summary in problems:
+            if summary["status"] == "skipped":
+                lines.append(f"- {server} × {client}: not measured: {summary['reason']}")
+            for failure in summary.get("failures", []):
+                lines.append(f"- {server} × {client}: {failure}")
+    return "\n".join(lines) + "\n"
+
+
+def _number(value: float | None, pattern: str) -> str:
+    return "–" if value is None else pattern.format(value)
+
+
+CSV_COLUMNS = ["server", "client", "status", "n", "roundtrips_per_s_median", "roundtrips_per_s_min",
+               "roundtrips_per_s_max", "roundtrips_per_s_cv", "ci95_low", "ci95_high", "noisy", "p50_ns", "p90_ns",
+               "p99_ns", "p99.9_ns", "max_ns", "server_cpu_us_per_roundtrip", "client_cpu_us_per_roundtrip",
+               "server_cpu_utilization", "client_cpu_utilization", "bottleneck", "server_peak_rss_bytes",
+               "server_loop", "client_loop", "compression_negotiated", "client_tcp_nodelay", "reason"]
+
+
+def render_csv(run: RunResult, summaries: Summaries) -> str:
+    output = io.StringIO()
+    writer = csv.DictWriter(output, fieldnames=CSV_COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    for (server, client), summary in summaries.items():
+        rates = summary.get("roundtrips_per_s") or {}
+        latency = summary.get("latency") or {}
+        writer.writerow({
+            "server": server, "client": client, "status": summary["status"], "n": rates.get("n"),
+            "roundtrips_per_s_median": rates.get("median"), "roundtrips_per_s_min": rates.get("minimum"),
+            "roundtrips_per_s_max": rates.get("maximum"), "roundtrips_per_s_cv": rates.get("cv"),
+            "ci95_low": rates.get("ci_low"), "ci95_high": rates.get("ci_high"), "noisy": summary.get("noisy"),
+            **{key: latency.get(key) for key in ("p50_ns", "p90_ns", "p99_ns", "p99.9_ns", "max_ns")},
+            **{key: summary.get(key) for key in ("server_cpu_us_per_roundtrip", "client_cpu_us_per_roundtrip",
+                                                 "server_cpu_utilization", "client_cpu_utilization", "bottleneck",
+                                                 "server_peak_rss_bytes", "server_loop", "client_loop",
+                                                 "compression_negotiated", "client_tcp_nodelay")},
+            "reason": summary.get("reason") or "; ".join(summary.get("failures", [])) or None,
+        })
+    return output.getvalue()

@@ -1,0 +1,8 @@
+"""WebSocket ping-pong benchmark: every server x every client. See README.md, or run with --help."""
+
+import sys
+
+from pingpong.cli import main
+
+if __name__ == "__main__":
+    sys.exit(main())

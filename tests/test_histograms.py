@@ -1,0 +1,54 @@
+"""HdrHistograms cross runtimes: what the Node driver encodes decodes in Python, and the other way round."""
+
+import json
+import subprocess
+from array import array
+
+from hdrh.histogram import HdrHistogram
+
+from pingpong.driver import encode_histogram
+from pingpong.histograms import latency_summary, merge
+from tests.conftest import ROOT
+
+VALUES = [1_000 * (i % 500 + 50) for i in range(5000)] + [40_000_000] * 5
+
+
+def node(script: str) -> str:
+    return subprocess.run(["node", "-e", script], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+
+
+def test_node_histogram_decodes_in_python_with_same_count_and_percentiles():
+    """A histogram written by node/driver.js has, decoded in Python, Node's own count and percentiles."""
+    script = (f"const d = require('./node/driver.js'); const hdr = require('hdr-histogram-js');"
+              f"const values = {json.dumps(VALUES)}; const encoded = d.encodeHistogram(values);"
+              "const h = hdr.decodeFromCompressedBase64(encoded);"
+              "console.log(JSON.stringify({encoded, count: h.totalCount, p50: h.getValueAtPercentile(50),"
+              "p99: h.getValueAtPercentile(99), p999: h.getValueAtPercentile(99.9), max: h.maxValue}));")
+    out = json.loads(node(script))
+    decoded = HdrHistogram.decode(out["encoded"])
+    assert decoded.get_total_count() == out["count"] == len(VALUES)
+    assert decoded.get_value_at_percentile(50) == out["p50"]
+    assert decoded.get_value_at_percentile(99) == out["p99"]
+    assert decoded.get_value_at_percentile(99.9) == out["p999"]
+    assert decoded.get_max_value() == out["max"]
+
+
+def test_python_histogram_decodes_in_node():
+    """A histogram written by the Python driver decodes in hdr-histogram-js with the same count and p99."""
+    encoded = encode_histogram(array("q", VALUES))
+    out = json.loads(node("const hdr = require('hdr-histogram-js');"
+                          f"const h = hdr.decodeFromCompressedBase64('{encoded}');"
+                          "console.log(JSON.stringify({count: h.totalCount, p99: h.getValueAtPercentile(99)}));"))
+    python = HdrHistogram.decode(encoded)
+    assert out == {"count": len(VALUES), "p99": python.get_value_at_percentile(99)}
+
+
+def test_merge_adds_counts_and_keeps_extremes():
+    """Merging repeats sums counts; percentiles come from all values; slow roundtrips are counted."""
+    fast = encode_histogram(array("q", [100_000] * 1000))
+    slow = encode_histogram(array("q", [50_000_000] * 10))
+    summary = latency_summary(merge([fast, slow]))
+    assert summary["count"] == 1010
+    assert 99_900 <= summary["p50_ns"] <= 100_100
+    assert summary["max_ns"] >= 50_000_000
+    assert summary["slow_share"] == 10 / 1010

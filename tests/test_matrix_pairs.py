@@ -1,0 +1,41 @@
+"""Every server with every client, for a short real run through the orchestrator's attempt runner."""
+
+import pytest
+
+from pingpong.histograms import latency_summary, merge
+from pingpong.runner import CellSettings, run_attempt
+from tests.conftest import CLIENTS, ROOT, SERVERS
+
+SHORT = CellSettings(duration_s=0.5, warmup_s=0.2, loop="auto", compression="default", payload_size=4,
+                     payload_kind="text-ascii", ready_timeout_s=20, stall_timeout_s=5, pin=True)
+
+
+@pytest.mark.parametrize("client", CLIENTS, ids=lambda c: f"client-{c.name}")
+@pytest.mark.parametrize("server", SERVERS, ids=lambda s: f"server-{s.name}")
+def test_pair_completes_verified_roundtrips(server, client):
+    """The pair passes relay verification, completes roundtrips with zero errors, and reports per the contract."""
+    attempt = run_attempt(server, client, SHORT, repeat=1, project_root=ROOT)
+    assert attempt.status == "ok", attempt.reason
+    report = attempt.client_report
+    assert report["errors"] == 0 and report["error"] is None
+    assert attempt.roundtrips >= 1 and attempt.roundtrips == report["roundtrips"]
+    assert 0.5 <= attempt.elapsed_s < 1.5
+    assert report["payload"] == {"kind": "text-ascii", "size": 4}
+    assert [c["name"] for c in report["connections"]] == ["A", "B"]
+    assert all(c["family"] == "ipv4" for c in report["connections"])
+    assert report["libraries"] and report["runtime"]["version"]
+    assert latency_summary(merge([attempt.latency_histogram]))["count"] == attempt.roundtrips
+    assert attempt.server_info["implementation"] == server.name
+    assert attempt.server_cpu_s is not None and attempt.client_cpu_s is not None
+    assert attempt.server_exit_code in (0, -15), "server did not exit cleanly on SIGTERM"
+
+
+@pytest.mark.parametrize("client", CLIENTS, ids=lambda c: f"client-{c.name}")
+@pytest.mark.parametrize("kind,size", [("binary", 1000), ("text-utf8", 37)])
+def test_clients_verify_other_payload_kinds(client, kind, size):
+    """Binary and multi-byte text payloads of odd sizes relay byte-exact through a server."""
+    server = next(s for s in SERVERS if s.name == "websockets")
+    settings = CellSettings(**{**SHORT.__dict__, "payload_kind": kind, "payload_size": size})
+    attempt = run_attempt(server, client, settings, repeat=1, project_root=ROOT)
+    assert attempt.status == "ok", attempt.reason
+    assert attempt.client_report["payload"] == {"kind": kind, "size": size}

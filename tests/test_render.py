@@ -1,0 +1,71 @@
+"""Tables rendered from fixed results: noisy, failed, partial and skipped cells, CSV columns."""
+
+import csv
+import io
+from array import array
+
+from pingpong.driver import encode_histogram
+from pingpong.render import render_csv, render_markdown
+from pingpong.results import Attempt, Cell, RunResult
+from pingpong.summary import summarize_run
+
+CONFIG = {"repeat": 3, "duration_s": 5, "warmup_s": 1, "loop": "auto", "compression": "default",
+          "payload_size": 4, "payload_kind": "text-ascii", "pinned": True}
+HISTOGRAM = encode_histogram(array("q", [200_000] * 100))
+
+
+def ok(repeat, rate):
+    return Attempt(repeat=repeat, status="ok", reason=None, started_at="t", roundtrips=int(rate * 5), elapsed_s=5.0,
+                   roundtrips_per_s=rate, latency_histogram=HISTOGRAM, server_cpu_s=1.0, client_cpu_s=4.5,
+                   window_wall_s=5.0, client_report={"loop": "asyncio", "connections": [
+                       {"extensions": "permessage-deflate", "tcp_nodelay": True, "family": "ipv4"}]},
+                   server_info={"loop": "uvloop"})
+
+
+def failed(repeat):
+    return Attempt(repeat=repeat, status="not-ready", reason="no WebSocket handshake within 15 s", started_at="t")
+
+
+def sample_run():
+    cells = [Cell("steady", "c", attempts=[ok(1, 1000), ok(2, 1010), ok(3, 990)]),
+             Cell("noisy", "c", attempts=[ok(1, 1000), ok(2, 1400), ok(3, 700)]),
+             Cell("broken", "c", attempts=[failed(1), failed(2), failed(3)]),
+             Cell("flaky", "c", attempts=[ok(1, 500), failed(2), ok(3, 520)]),
+             Cell("absent", "c", skipped="server absent unavailable: runtime 'bun' not found")]
+    return RunResult(started_at="2026-11-21T00:00:00+00:00", command_line=[], configuration=CONFIG,
+                     environment={"cpu_model": "Test CPU", "cpu_count": 2}, implementations={}, cells=cells)
+
+
+def row(markdown, name):
+    return next(line for line in markdown.splitlines() if line.startswith(f"| {name} |"))
+
+
+def test_markdown_matrix_marks_each_kind_of_cell():
+    run = sample_run()
+    markdown = render_markdown(run, summarize_run(run))
+    assert row(markdown, "steady").startswith("| steady | 1,000 ±1.0% · p99 200 µs ᶻ |")
+    assert "(noisy)" in row(markdown, "noisy") and "(noisy)" not in row(markdown, "steady")
+    assert "FAILED (not-ready)" in row(markdown, "broken")
+    assert "(1 failed)" in row(markdown, "flaky")
+    assert row(markdown, "absent") == "| absent | — |"
+    assert "Fastest pair: **steady server × c client**, 1,000 roundtrips/s" in markdown
+    assert "- absent × c: not measured: server absent unavailable" in markdown
+    assert "- broken × c: repeat 1: not-ready: no WebSocket handshake within 15 s" in markdown
+
+
+def test_per_cell_figures_cpu_and_bottleneck():
+    """CPU per roundtrip and utilization come from the window samples; the saturated side is the bottleneck."""
+    summary = summarize_run(sample_run())[("steady", "c")]
+    assert summary["client_cpu_us_per_roundtrip"] == 4.5 / (1000 * 5) * 1e6
+    assert summary["client_cpu_utilization"] == 0.9 and summary["server_cpu_utilization"] == 0.2
+    assert summary["bottleneck"] == "client"
+    assert summary["compression_negotiated"] == "permessage-deflate"
+    assert (summary["server_loop"], summary["client_loop"]) == ("uvloop", "asyncio")
+
+
+def test_csv_has_one_row_per_cell():
+    run = sample_run()
+    rows = list(csv.DictReader(io.StringIO(render_csv(run, summarize_run(run)))))
+    assert [r["server"] for r in rows] == ["steady", "noisy", "broken", "flaky", "absent"]
+    assert float(rows[0]["roundtrips_per_s_median"]) == 1000 and rows[1]["noisy"] == "True"
+    assert rows[4]["status"] == "skipped" and "bun" in rows[4]["reason"]

@@ -1,0 +1,49 @@
+"""Room semantics of every server: relayed to the others in the room, never to the sender, never across rooms."""
+
+import pytest
+from websockets.sync.client import connect
+
+from tests.conftest import SERVERS
+
+QUIET_S = 0.3
+
+
+def receive_or_none(connection, timeout=QUIET_S):
+    try:
+        return connection.recv(timeout=timeout)
+    except TimeoutError:
+        return None
+
+
+@pytest.mark.parametrize("server", SERVERS, ids=lambda s: s.name)
+def test_rooms_isolate_and_relay_to_all_others(server, start_server):
+    """A message reaches both other members of its room with the same type and bytes, and nobody else."""
+    base = start_server(server)
+    with connect(f"{base}/room-one") as a, connect(f"{base}/room-one") as b, \
+            connect(f"{base}/room-one?x=1") as c, connect(f"{base}/room-two") as d, connect(base) as e:
+        a.send("from A \u00e9")
+        assert b.recv(timeout=3) == "from A \u00e9"
+        assert c.recv(timeout=3) == "from A \u00e9"
+        payload = bytes(range(256))
+        b.send(payload)
+        assert a.recv(timeout=3) == payload
+        assert c.recv(timeout=3) == payload
+        assert receive_or_none(a) is None, "sender A received something it should not"
+        assert receive_or_none(b) is None, "sender B received its own message"
+        assert receive_or_none(d) is None, "a connection in another room received a message"
+        assert receive_or_none(e) is None, "a connection in the default room received a message"
+        e.send("default room")
+        assert receive_or_none(a) is None
+
+
+@pytest.mark.parametrize("server", SERVERS, ids=lambda s: s.name)
+def test_departed_member_does_not_break_the_room(server, start_server):
+    """After one member leaves, the remaining members keep relaying to each other."""
+    base = start_server(server)
+    with connect(f"{base}/r") as a, connect(f"{base}/r") as b:
+        with connect(f"{base}/r") as c:
+            a.send("before")
+            assert c.recv(timeout=3) == "before"
+            assert b.recv(timeout=3) == "before"
+        a.send("after")
+        assert b.recv(timeout=3) == "after"

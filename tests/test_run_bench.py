@@ -1,0 +1,123 @@
+"""run_bench.py end to end: real processes, the files it writes, its exit codes, and what it leaves behind."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import psutil
+
+from pingpong.histograms import latency_summary, merge
+from tests.conftest import ROOT
+
+FAST = ["--duration", "0.5", "--warmup", "0.2"]
+
+
+def run_bench(*args, timeout=300):
+    return subprocess.run([sys.executable, "run_bench.py", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def assert_gone(pids):
+    alive = [pid for pid in pids if pid and psutil.pid_exists(pid)
+             and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
+    assert not alive, f"processes still running: {alive}"
+
+
+def test_sub_matrix_writes_json_and_markdown(tmp_path):
+    """A 2 x 2 run exits 0, prints its JSON, and writes <stamp>.json/.md and latest.md with all four cells."""
+    completed = run_bench("--servers", "aiohttp,node-ws", "--clients", "websockets,node-ws", "--repeat", "2",
+                          *FAST, "--results-dir", str(tmp_path), "--format", "json")
+    assert completed.returncode == 0, completed.stderr
+    printed = json.loads(completed.stdout)
+    files = sorted(p.name for p in tmp_path.iterdir())
+    stamped_json = [name for name in files if name.endswith(".json") and name != "latest.json"]
+    assert len(stamped_json) == 1 and stamped_json[0].replace(".json", ".md") in files and "latest.md" in files
+    saved = json.loads((tmp_path / stamped_json[0]).read_text())
+    assert saved["cells"] == printed["cells"]
+    assert saved["format_version"] == 1
+    assert saved["configuration"]["repeat"] == 2 and saved["configuration"]["pinned"] is True
+    for key in ("cpu_model", "kernel", "python", "node", "suite_commit", "python_packages", "node_packages"):
+        assert saved["environment"][key], key
+    assert saved["command_line"][1:3] == ["run_bench.py", "--servers"]
+    cells = {(c["server"], c["client"]): c for c in saved["cells"]}
+    assert set(cells) == {(s, c) for s in ("aiohttp", "node-ws") for c in ("websockets", "node-ws")}
+    pids = []
+    for cell in cells.values():
+        assert cell["status"] == "ok"
+        assert [a["repeat"] for a in cell["attempts"]] == [1, 2]
+        for attempt in cell["attempts"]:
+            assert attempt["roundtrips"] > 0 and attempt["status"] == "ok"
+            assert latency_summary(merge([attempt["latency_histogram"]]))["count"] == attempt["roundtrips"]
+            assert attempt["server_cpus"] != attempt["client_cpus"]
+            pids += [attempt["server_pid"], attempt["client_pid"]]
+        summary = cell["summary"]
+        assert summary["roundtrips_per_s"]["n"] == 2 and "p99_ns" in summary["latency"]
+        assert summary["server_cpu_us_per_roundtrip"] > 0 and summary["client_cpu_us_per_roundtrip"] > 0
+    assert_gone(pids)
+    markdown = (tmp_path / "latest.md").read_text()
+    assert "| server \\ client | websockets | node-ws |" in markdown
+    assert "| aiohttp |" in markdown and "| node-ws |" in markdown and "Fastest pair" in markdown
+
+
+def test_unknown_name_is_one_line_exit_2(tmp_path):
+    """An unknown client name gives one line naming the valid ones, exit 2, no traceback."""
+    completed = run_bench("--clients", "websockets,nope", "--results-dir", str(tmp_path))
+    assert completed.returncode == 2
+    assert completed.stderr.strip().count("\n") == 0
+    assert "unknown client 'nope'" in completed.stderr and "websockets, aiohttp, node-ws" in completed.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_nonsense_numbers_are_refused(tmp_path):
+    for args in (["--repeat", "0"], ["--duration", "-2"], ["--warmup", "-1"], ["--payload-size", "0"],
+                 ["--duration", "abc"]):
+        completed = run_bench(*args, "--results-dir", str(tmp_path))
+        assert completed.returncode == 2, args
+        assert completed.stderr.startswith("run_bench.py: error:") and "Traceback" not in completed.stderr
+
+
+def test_list_shows_every_implementation_and_availability():
+    completed = run_bench("--list", "--format", "json")
+    assert completed.returncode == 0
+    rows = json.loads(completed.stdout)
+    assert {(r["role"], r["name"]) for r in rows} >= {("server", "sanic"), ("client", "node-ws")}
+    assert all(r["available"] for r in rows)
+
+
+def test_echoing_server_fails_verification_and_is_not_measured(tmp_path):
+    """A server that echoes to the sender is reported as failing verification; the other cell is measured."""
+    completed = run_bench("--manifest", "manifest.toml", "--manifest", "tests/manifest.toml",
+                          "--servers", "echo-to-sender,websockets", "--clients", "websockets", "--repeat", "1",
+                          *FAST, "--results-dir", str(tmp_path), "--format", "json")
+    assert completed.returncode == 1
+    cells = {c["server"]: c for c in json.loads(completed.stdout)["cells"]}
+    bad = cells["echo-to-sender"]
+    assert bad["status"] == "failed"
+    assert bad["attempts"][0]["status"] == "verification-failed"
+    assert "sent A's message back to A" in bad["attempts"][0]["reason"]
+    assert bad["attempts"][0]["roundtrips"] is None
+    assert cells["websockets"]["status"] == "ok"
+
+
+def test_interrupt_saves_partial_results_and_leaves_nothing(tmp_path):
+    """SIGINT mid-run: exit 130, the finished cell is in the results marked interrupted, no process survives."""
+    process = subprocess.Popen([sys.executable, "run_bench.py", "--servers", "websockets", "--clients",
+                                "websockets", "--repeat", "5", "--duration", "1", "--warmup", "0.2",
+                                "--results-dir", str(tmp_path)], cwd=ROOT, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE, text=True)
+    latest = tmp_path / "latest.json"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if latest.exists() and json.loads(latest.read_text())["cells"][0]["attempts"]:
+            break
+        time.sleep(0.1)
+    children = [p.pid for p in psutil.Process(process.pid).children(recursive=True)]
+    process.send_signal(signal.SIGINT)
+    assert process.wait(60) == 130
+    saved = json.loads(latest.read_text())
+    assert saved["interrupted"] is True and saved["finished_at"]
+    assert len(saved["cells"][0]["attempts"]) >= 1
+    assert_gone(children + [a["server_pid"] for a in saved["cells"][0]["attempts"]])
