@@ -32,6 +32,7 @@ function parseDriverArgs(argv) {
         'payload-kind': { type: 'string', default: 'text-ascii' },
         'stall-timeout': { type: 'string', default: '10' },
         'no-latency': { type: 'boolean', default: false },
+        'ab-windows': { type: 'string', default: '0' },
       },
     }));
   } catch (error) {
@@ -47,11 +48,13 @@ function parseDriverArgs(argv) {
     payloadKind: values['payload-kind'],
     stallTimeout: Number(values['stall-timeout']),
     recordLatency: !values['no-latency'],
+    abWindows: Number(values['ab-windows']),
   };
   if (!args.url) usageError('--url is required');
   if (!(args.duration > 0) || !(args.warmup >= 0) || !(args.stallTimeout > 0)) {
     usageError('--duration and --stall-timeout must be > 0, --warmup >= 0');
   }
+  if (!Number.isInteger(args.abWindows) || args.abWindows < 0) usageError('--ab-windows must be an integer >= 0');
   if (!Number.isInteger(args.payloadSize) || args.payloadSize < 1) usageError('--payload-size must be an integer >= 1');
   if (!PAYLOAD_KINDS.includes(args.payloadKind)) usageError(`--payload-kind must be one of ${PAYLOAD_KINDS.join(', ')}`);
   if (!COMPRESSION_CHOICES.includes(args.compression)) usageError(`--compression must be one of ${COMPRESSION_CHOICES.join(', ')}`);
@@ -122,12 +125,21 @@ function measure(openConnection, args, onOpened) {
     const eventsFd = process.env.PINGPONG_EVENTS_FD ? Number(process.env.PINGPONG_EVENTS_FD) : null;
     const emit = (name) => { if (eventsFd !== null) fs.writeSync(eventsFd, `${name}\n`); };
     const clock = process.hrtime.bigint;
+    // Normally one window, recording as asked. --ab-windows N (a benchmark of the recording's own cost) runs 2N
+    // windows on the same connections, recording on and off in ABBA order, and reports each window's rate.
+    const plan = args.abWindows > 0
+      ? Array.from({ length: 2 * args.abWindows }, (_, i) => i % 4 === 0 || i % 4 === 3)
+      : [args.recordLatency];
+    const windows = [];
     const latencies = [];
+    let record = plan[0];
     let phase = 'connecting';
     let warmupRoundtrips = 0;
     let windowRoundtrips = 0;
+    let totalRoundtrips = 0;
     let warmupStart = 0n;
     let warmupDeadline = 0n;
+    let firstStart = 0n;
     let start = 0n;
     let deadline = 0n;
     let roundtripStart = 0n;
@@ -146,13 +158,13 @@ function measure(openConnection, args, onOpened) {
     let lastSeen = '';
     let lastChange = Date.now();
     const watchdog = setInterval(() => {
-      const state = `${phase}/${warmupRoundtrips}/${windowRoundtrips}`;
+      const state = `${phase}/${warmupRoundtrips}/${totalRoundtrips + windowRoundtrips}`;
       if (state !== lastSeen) {
         lastSeen = state;
         lastChange = Date.now();
       } else if (Date.now() - lastChange >= args.stallTimeout * 1000) {
         fail(`stall: no roundtrip completed for ${args.stallTimeout} s (phase ${phase}, `
-          + `${warmupRoundtrips + windowRoundtrips} roundtrips completed before)`);
+          + `${warmupRoundtrips + totalRoundtrips + windowRoundtrips} roundtrips completed before)`);
       }
     }, Math.min(1000, args.stallTimeout * 250));
 
@@ -173,12 +185,9 @@ function measure(openConnection, args, onOpened) {
       const now = clock();
       if (phase === 'measure') {
         windowRoundtrips += 1;
-        if (args.recordLatency) latencies.push(Number(now - roundtripStart));
+        if (record) latencies.push(Number(now - roundtripStart));
         roundtripStart = now;
-        if (now >= deadline) {
-          complete(now);
-          return;
-        }
+        if (now >= deadline && closeWindow(now)) return;
       } else {
         warmupRoundtrips += 1;
         if (now >= warmupDeadline) openWindow();
@@ -187,34 +196,57 @@ function measure(openConnection, args, onOpened) {
     };
 
     const openWindow = () => {
-      phase = 'measure';
-      emit('window-start');
-      cpuStart = process.cpuUsage();
+      if (phase !== 'measure') {
+        phase = 'measure';
+        emit('window-start');
+        cpuStart = process.cpuUsage();
+      }
+      record = plan[windows.length];
+      windowRoundtrips = 0;
       start = clock();
+      if (windows.length === 0) firstStart = start;
       roundtripStart = start;
       deadline = start + BigInt(Math.round(args.duration * 1e9));
     };
 
-    const complete = (end) => {
+    // Ends the current window; opens the next one and returns false, or completes and returns true.
+    const closeWindow = (end) => {
+      windows.push({ recording: record, roundtrips: windowRoundtrips, elapsed_ns: end - start });
+      totalRoundtrips += windowRoundtrips;
+      if (windows.length < plan.length) {
+        openWindow();
+        return false;
+      }
+      complete();
+      return true;
+    };
+
+    const complete = () => {
       const cpu = process.cpuUsage(cpuStart);
       emit('window-end');
       phase = 'report';
       done = true;
       clearInterval(watchdog);
-      const elapsed = Number(end - start) / 1e9;
-      resolve({
-        warmup: { roundtrips: warmupRoundtrips, elapsed_s: Number(start - warmupStart) / 1e9 },
-        roundtrips: windowRoundtrips,
+      const elapsed = windows.reduce((sum, w) => sum + Number(w.elapsed_ns), 0) / 1e9;
+      const measurement = {
+        warmup: { roundtrips: warmupRoundtrips, elapsed_s: Number(firstStart - warmupStart) / 1e9 },
+        roundtrips: totalRoundtrips,
         elapsed_s: elapsed,
-        roundtrips_per_s: windowRoundtrips / elapsed,
+        roundtrips_per_s: totalRoundtrips / elapsed,
         latency: {
           unit: 'ns',
-          recorded: args.recordLatency,
-          hdr_histogram: args.recordLatency ? encodeHistogram(latencies) : null,
+          recorded: plan.some(Boolean),
+          hdr_histogram: plan.some(Boolean) ? encodeHistogram(latencies) : null,
         },
         cpu: { user_s: cpu.user / 1e6, system_s: cpu.system / 1e6 },
         connections: [{ name: 'A', ...a.details() }, { name: 'B', ...b.details() }],
-      });
+      };
+      if (args.abWindows > 0) {
+        measurement.ab_windows = windows.map((w) => ({
+          recording: w.recording, roundtrips: w.roundtrips, roundtrips_per_s: w.roundtrips / (Number(w.elapsed_ns) / 1e9),
+        }));
+      }
+      resolve(measurement);
     };
 
     (async () => {

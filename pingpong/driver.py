@@ -64,6 +64,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="fail when no roundtrip completes for this many seconds")
     parser.add_argument("--no-latency", action="store_true",
                         help="do not record per-roundtrip latency (only for measuring the recording's cost)")
+    parser.add_argument("--ab-windows", type=int, default=0, metavar="N",
+                        help="benchmark of the recording's cost: 2N windows alternating recording on/off")
     args = parser.parse_args(argv)
     if args.duration <= 0 or args.warmup < 0 or args.payload_size < 1 or args.stall_timeout <= 0:
         parser.error("--duration and --stall-timeout must be > 0, --warmup >= 0, --payload-size >= 1")
@@ -230,29 +232,58 @@ async def _ping_pong(a: Connection, b: Connection, ping: Any, pong: Any, args: a
         now = clock()
 
     progress.phase = "measure"
+    # Normally one window, recording as asked. --ab-windows N (a benchmark of the recording's own cost) runs 2N
+    # windows on the same connections, recording on and off in ABBA order, and reports each window's rate.
+    if args.ab_windows:
+        plan = [(i % 4) in (0, 3) for i in range(2 * args.ab_windows)]
+    else:
+        plan = [not args.no_latency]
+    duration_ns = int(args.duration * 1e9)
     events.emit("window-start")
     usage_start = resource.getrusage(resource.RUSAGE_SELF)
+    windows = []
+    for record in plan:
+        windows.append(await _measured_window(send_a, recv_a, send_b, recv_b, ping, pong, duration_ns, record,
+                                              progress))
+    usage_end = resource.getrusage(resource.RUSAGE_SELF)
+    events.emit("window-end")
+    progress.phase = "report"
+
+    count = sum(window[0] for window in windows)
+    elapsed_s = sum(window[2] - window[1] for window in windows) / 1e9
+    recorded = [value for window in windows for value in window[3]]
+    result = {
+        "warmup": {"roundtrips": progress.warmup_roundtrips, "elapsed_s": (windows[0][1] - warmup_start) / 1e9},
+        "roundtrips": count,
+        "elapsed_s": elapsed_s,
+        "roundtrips_per_s": count / elapsed_s,
+        "latency": {
+            "unit": "ns",
+            "recorded": any(plan),
+            "hdr_histogram": encode_histogram(recorded) if any(plan) else None,
+        },
+        "cpu": {
+            "user_s": usage_end.ru_utime - usage_start.ru_utime,
+            "system_s": usage_end.ru_stime - usage_start.ru_stime,
+        },
+    }
+    if args.ab_windows:
+        result["ab_windows"] = [
+            {"recording": record, "roundtrips": window[0], "roundtrips_per_s": window[0] / (window[2] - window[1]) * 1e9}
+            for record, window in zip(plan, windows)]
+    return result
+
+
+async def _measured_window(send_a, recv_a, send_b, recv_b, ping: Any, pong: Any, duration_ns: int, record: bool,
+                           progress: Progress) -> tuple[int, int, int, array]:
+    """The measured loop: (roundtrips, start ns, end ns, latencies ns). Recording is one array append."""
+    clock = time.monotonic_ns
+    latencies = array("q")
+    progress.window = latencies
     start = clock()
-    deadline = start + int(args.duration * 1e9)
-    latencies = progress.window
+    deadline = start + duration_ns
     roundtrip_start = start
-    if args.no_latency:
-        count = 0
-        while True:
-            await send_a(ping)
-            received = await recv_b()
-            if received != ping:
-                raise DriverError(_mismatch("B", ping, received))
-            await send_b(pong)
-            received = await recv_a()
-            if received != pong:
-                raise DriverError(_mismatch("A", pong, received))
-            count += 1
-            progress.window_roundtrips = count
-            end = clock()
-            if end >= deadline:
-                break
-    else:
+    if record:
         append = latencies.append
         while True:
             await send_a(ping)
@@ -267,28 +298,22 @@ async def _ping_pong(a: Connection, b: Connection, ping: Any, pong: Any, args: a
             append(end - roundtrip_start)
             roundtrip_start = end
             if end >= deadline:
-                break
-        count = len(latencies)
-    usage_end = resource.getrusage(resource.RUSAGE_SELF)
-    events.emit("window-end")
-    progress.phase = "report"
-
-    elapsed_s = (end - start) / 1e9
-    return {
-        "warmup": {"roundtrips": progress.warmup_roundtrips, "elapsed_s": (start - warmup_start) / 1e9},
-        "roundtrips": count,
-        "elapsed_s": elapsed_s,
-        "roundtrips_per_s": count / elapsed_s,
-        "latency": {
-            "unit": "ns",
-            "recorded": not args.no_latency,
-            "hdr_histogram": None if args.no_latency else encode_histogram(latencies),
-        },
-        "cpu": {
-            "user_s": usage_end.ru_utime - usage_start.ru_utime,
-            "system_s": usage_end.ru_stime - usage_start.ru_stime,
-        },
-    }
+                return len(latencies), start, end, latencies
+    count = 0
+    while True:
+        await send_a(ping)
+        received = await recv_b()
+        if received != ping:
+            raise DriverError(_mismatch("B", ping, received))
+        await send_b(pong)
+        received = await recv_a()
+        if received != pong:
+            raise DriverError(_mismatch("A", pong, received))
+        count += 1
+        progress.window_roundtrips = count
+        end = clock()
+        if end >= deadline:
+            return count, start, end, latencies
 
 
 def _mismatch(receiver: str, expected: Any, received: Any) -> str:
@@ -304,7 +329,7 @@ def _describe(payload: Any) -> str:
     return repr(payload)[:80]
 
 
-def encode_histogram(latencies_ns: array) -> str:
+def encode_histogram(latencies_ns) -> str:
     """Fold the window's raw durations into an HdrHistogram (after the window, so it costs nothing inside it)."""
     from hdrh.histogram import HdrHistogram
 
