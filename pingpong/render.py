@@ -149,7 +149,7 @@ def render_markdown(run: RunResult, summaries: Summaries) -> str:
             summary.get("bottleneck") or "–",
             _number(summary.get("server_peak_rss_bytes") and summary["server_peak_rss_bytes"] / 2**20, "{:.0f} MiB"),
             f"{summary.get('server_loop') or '?'}/{summary.get('client_loop') or '?'}",
-            summary.get("compression_negotiated") or "none",
+            short_extensions(summary.get("compression_negotiated")),
             {True: "on", False: "OFF", None: "not readable"}[summary.get("client_tcp_nodelay")],
         ]) + " |")
 
@@ -162,6 +162,15 @@ def render_markdown(run: RunResult, summaries: Summaries) -> str:
             for failure in summary.get("failures", []):
                 lines.append(f"- {server} × {client}: {failure}")
     return "\n".join(lines) + "\n"
+
+
+def short_extensions(extensions: str | None) -> str:
+    """'permessage-deflate; server_max_window_bits=12; ...' as 'deflate (server_max_window_bits=12, ...)'."""
+    if not extensions:
+        return "none"
+    name, *parameters = [part.strip() for part in extensions.split(";")]
+    name = "deflate" if name == "permessage-deflate" else name
+    return f"{name} ({', '.join(parameters)})" if parameters else name
 
 
 def _number(value: float | None, pattern: str) -> str:
