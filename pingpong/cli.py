@@ -17,7 +17,7 @@ from pingpong.environment import describe_environment
 from pingpong.manifest import (COMPRESSION_MODES, LOOPS, Implementation, ManifestError, check_availability,
                                load_manifest)
 from pingpong.payloads import DEFAULT_PAYLOAD_KIND, DEFAULT_PAYLOAD_SIZE, PAYLOAD_KINDS
-from pingpong.results import Cell, RunResult, write_atomically
+from pingpong.results import Attempt, Cell, RunResult, load, write_atomically
 from pingpong.runner import CellSettings, plan_cpus, run_attempt
 from pingpong.summary import summarize_run
 
@@ -66,10 +66,15 @@ def build_parser() -> argparse.ArgumentParser:
                            help="seconds a server may take to accept its first WebSocket (default 15)")
     measuring.add_argument("--stall-timeout", type=float, default=10.0,
                            help="seconds without a completed roundtrip before a client gives up (default 10)")
+    measuring.add_argument("--client-grace", type=float, default=30.0,
+                           help="seconds a client may take beyond warmup + duration before it is stopped as hung")
     output = parser.add_argument_group("output")
     output.add_argument("--format", choices=("md", "json", "csv"), default="md", help="what to print on stdout")
     output.add_argument("--results-dir", type=Path, default=DEFAULT_RESULTS_DIR,
                         help="where <timestamp>.json/.md and latest.md go (default results/)")
+    output.add_argument("--resume", type=Path, metavar="FILE",
+                        help="continue the interrupted run saved in FILE: measure only its missing attempts "
+                             "(the options must match the ones it was made with)")
     return parser
 
 
@@ -94,9 +99,12 @@ def run(argv: list[str] | None) -> int:
     settings = CellSettings(duration_s=options.duration, warmup_s=options.warmup, loop=options.loop,
                             compression=options.compression, payload_size=options.payload_size,
                             payload_kind=options.payload_kind, ready_timeout_s=options.ready_timeout,
-                            stall_timeout_s=options.stall_timeout, pin=not options.no_pin)
+                            stall_timeout_s=options.stall_timeout, pin=not options.no_pin,
+                            client_grace_s=options.client_grace)
     result = new_run(argv, options, settings, implementations, servers, clients)
     paths = ResultPaths.for_run(options.results_dir, result.started_at)
+    if options.resume:
+        result, paths = resume(options.resume, result, options.results_dir)
     save(result, paths)
     measure_matrix(result, settings, servers, clients, options.repeat, paths)
     summaries = summarize_run(result)
@@ -121,8 +129,8 @@ def parse_options(argv: list[str] | None) -> argparse.Namespace:
         problems.append(f"--repeat must be at least 1, got {options.repeat}")
     if options.payload_size < 1:
         problems.append(f"--payload-size must be at least 1 byte, got {options.payload_size}")
-    if not options.ready_timeout > 0 or not options.stall_timeout > 0:
-        problems.append("--ready-timeout and --stall-timeout must be > 0 seconds")
+    if not options.ready_timeout > 0 or not options.stall_timeout > 0 or not options.client_grace > 0:
+        problems.append("--ready-timeout, --stall-timeout and --client-grace must be > 0 seconds")
     if problems:
         raise UsageError("; ".join(problems))
     return options
@@ -194,6 +202,30 @@ def new_run(argv, options, settings: CellSettings, implementations, servers, cli
                      implementations=listing, cells=cells)
 
 
+# The configuration keys that shape the figures: a resumed run must not change any of them.
+RESUME_KEYS = ("duration_s", "warmup_s", "repeat", "loop", "compression", "payload_size", "payload_kind", "pin",
+               "servers", "clients")
+
+
+def resume(path: Path, fresh: RunResult, results_dir: Path) -> tuple[RunResult, "ResultPaths"]:
+    """The saved run to continue, after checking this command asks for the same configuration."""
+    try:
+        saved = load(path)
+    except FileNotFoundError:
+        raise UsageError(f"--resume: {path} does not exist") from None
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise UsageError(f"--resume: {path} is not a results file of this suite ({exc})") from None
+    differences = [f"{key} {saved.configuration.get(key)!r} (this command: {fresh.configuration.get(key)!r})"
+                   for key in RESUME_KEYS if saved.configuration.get(key) != fresh.configuration.get(key)]
+    if differences:
+        raise UsageError(f"--resume: {path.name} was measured with other settings: {'; '.join(differences)}; "
+                         f"repeat its original options")
+    saved.interrupted = False
+    saved.finished_at = None
+    saved.command_line = saved.command_line + ["# resumed:"] + fresh.command_line[1:]
+    return saved, ResultPaths(path, path.with_suffix(".md"), results_dir / "latest.md", results_dir / "latest.json")
+
+
 @dataclass(frozen=True)
 class ResultPaths:
     json: Path
@@ -219,23 +251,41 @@ def save(result: RunResult, paths: ResultPaths) -> None:
     write_atomically(paths.latest_markdown, markdown)
 
 
+NOT_READY_LIMIT = 2  # consecutive not-ready attempts after which a server's remaining attempts are not tried
+
+
 def measure_matrix(result: RunResult, settings: CellSettings, servers: list[Implementation],
                    clients: list[Implementation], repeats: int, paths: ResultPaths) -> None:
-    """Round-robin over cells, one repeat at a time, so slow drift of the machine spreads over every cell."""
+    """Round-robin over cells, one repeat at a time, so slow drift of the machine spreads over every cell.
+
+    Attempts already in the result (a resumed run) are not measured again. A server that fails to become ready
+    NOT_READY_LIMIT times in a row has its remaining attempts recorded as not attempted, with the reason.
+    """
     by_name = {("server", s.name): s for s in servers} | {("client", c.name): c for c in clients}
-    todo = [cell for cell in result.cells if not cell.skipped]
-    total = len(todo) * repeats
-    progress = Progress(total, settings)
+    plan = [(repeat, cell) for repeat in range(1, repeats + 1) for cell in result.cells
+            if not cell.skipped and not any(attempt.repeat == repeat for attempt in cell.attempts)]
+    progress = Progress(len(plan), settings)
+    not_ready_streak: dict[str, int] = {}
+    given_up: dict[str, str] = {}
     previous_handler = signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
-        for repeat in range(1, repeats + 1):
-            for cell in todo:
+        for repeat, cell in plan:
+            if cell.server in given_up:
+                attempt = Attempt(repeat=repeat, status="not-ready", reason=given_up[cell.server],
+                                  started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
+            else:
                 progress.before(cell, repeat, repeats)
-                attempt = run_attempt(by_name[("server", cell.server)], by_name[("client", cell.client)], settings,
-                                      repeat, PROJECT_ROOT)
-                cell.attempts.append(attempt)
-                progress.after(cell, attempt)
-                save(result, paths)
+                attempt = run_attempt(by_name[("server", cell.server)], by_name[("client", cell.client)],
+                                      settings, repeat, PROJECT_ROOT)
+                streak = not_ready_streak.get(cell.server, 0) + 1 if attempt.status == "not-ready" else 0
+                not_ready_streak[cell.server] = streak
+                if streak >= NOT_READY_LIMIT:
+                    given_up[cell.server] = (f"not attempted: server {cell.server} failed to become ready "
+                                             f"{streak} times in a row (last: {attempt.reason})")
+            cell.attempts.append(attempt)
+            cell.attempts.sort(key=lambda a: a.repeat)
+            progress.after(cell, attempt)
+            save(result, paths)
     except KeyboardInterrupt:
         result.interrupted = True
         print("\ninterrupted: saving what was measured", file=sys.stderr)

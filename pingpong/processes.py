@@ -6,7 +6,9 @@ import os
 import signal
 import socket
 import subprocess
+import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -77,6 +79,27 @@ def stop(process: ManagedProcess, grace_s: float = STOP_GRACE_S) -> int | None:
         return popen.wait(grace_s)
     except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL cannot be ignored
         return None
+
+
+@contextmanager
+def interrupts_deferred():
+    """Hold SIGINT/SIGTERM while children are being stopped; raise KeyboardInterrupt afterwards if one came.
+
+    A second Ctrl-C during cleanup would otherwise abandon the processes still being stopped.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    received: list[int] = []
+    previous = {number: signal.signal(number, lambda signum, frame: received.append(signum))
+                for number in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+        if received:
+            raise KeyboardInterrupt
 
 
 def kill_group(pgid: int) -> None:

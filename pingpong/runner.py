@@ -13,13 +13,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from pingpong import cpu, probe, processes
+from pingpong import cpu, listeners, probe, processes
 from pingpong.manifest import Implementation, resolve_command
 from pingpong.results import Attempt
 
 EVENTS_FD_ENV = "PINGPONG_EVENTS_FD"
 INFO_FILE_ENV = "PINGPONG_INFO_FILE"
-CLIENT_GRACE_S = 30.0  # beyond warmup + duration: connecting, encoding the histogram, exiting
 STDERR_TAIL_LINES = 20
 
 
@@ -36,6 +35,7 @@ class CellSettings:
     ready_timeout_s: float
     stall_timeout_s: float
     pin: bool
+    client_grace_s: float = 30.0  # a client may run warmup + duration + this before it is stopped as hung
 
 
 def plan_cpus(pin: bool) -> tuple[set[int] | None, set[int] | None]:
@@ -56,7 +56,7 @@ def loop_for(implementation: Implementation, requested: str) -> str:
 def run_attempt(server: Implementation, client: Implementation, settings: CellSettings, repeat: int,
                 project_root: Path) -> Attempt:
     """Measure one repeat of a cell; every failure becomes an Attempt with a status and a one-line reason."""
-    port = processes.free_port()
+    port = free_port_checked()
     server_cpus, client_cpus = plan_cpus(settings.pin)
     base = dict(repeat=repeat, started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"), port=port,
                 server_cpus=sorted(server_cpus) if server_cpus else None,
@@ -77,9 +77,10 @@ def run_attempt(server: Implementation, client: Implementation, settings: CellSe
         except Exception as exc:  # a bug or an OS error in one cell must not end the run
             outcome = dict(status="error", reason=f"orchestrator: {type(exc).__name__}: {exc}")
         finally:
-            for process in running:
-                processes.stop(process)
-            server_code = processes.stop(server_process)
+            with processes.interrupts_deferred():
+                for process in running:
+                    processes.stop(process)
+                server_code = processes.stop(server_process)
         if outcome["status"] != "ok" and "server_stderr_tail" not in outcome:
             outcome["server_stderr_tail"] = server_process.stderr_tail(STDERR_TAIL_LINES)
         return Attempt(**base, **outcome, server_exit_code=server_code)
@@ -88,10 +89,15 @@ def run_attempt(server: Implementation, client: Implementation, settings: CellSe
 def _measure(server_process: processes.ManagedProcess, base_url: str, client: Implementation,
              settings: CellSettings, repeat: int, project_root: Path, work_dir: Path, info_path: Path,
              client_cpus: set[int] | None, running: list[processes.ManagedProcess]) -> dict[str, Any]:
+    port = int(base_url.rsplit(":", 1)[1])
     try:
         ready_after = probe.wait_until_ready(base_url, server_process, settings.ready_timeout_s)
     except probe.NotReady as exc:
-        return dict(status="not-ready", reason=str(exc))
+        return dict(status="not-ready", reason=str(exc) + diagnose_port(port, server_process))
+    owner = listeners.port_owner(port)
+    if owner is not None and owner not in listeners.process_tree(server_process.pid):
+        return dict(status="port-conflict", reason=f"port {port} answered, but it is held by another process "
+                                                   f"(pid {owner}), not by the server")
     problem = probe.verify_relay(base_url)
     if problem:
         return dict(status="verification-failed", reason=problem, ready_after_s=round(ready_after, 4))
@@ -115,7 +121,7 @@ def _measure(server_process: processes.ManagedProcess, base_url: str, client: Im
     common = dict(client_pid=client_process.pid)
     window = WindowWatcher(read_fd, server_process.pid, client_process.pid)
     common.update(ready_after_s=round(ready_after, 4), server_info=server_info)
-    timeout_s = settings.warmup_s + settings.duration_s + CLIENT_GRACE_S
+    timeout_s = settings.warmup_s + settings.duration_s + settings.client_grace_s
     try:
         client_code = client_process.popen.wait(timeout_s)
     except subprocess.TimeoutExpired:
@@ -126,6 +132,28 @@ def _measure(server_process: processes.ManagedProcess, base_url: str, client: Im
                     client_stderr_tail=client_process.stderr_tail(STDERR_TAIL_LINES), **common)
     window.join()
     return _judge(server_process, client_process, client_code, window, common)
+
+
+def free_port_checked(attempts: int = 5) -> int:
+    """A free port, re-checked so a port another process grabbed in between is not handed to the server."""
+    for _ in range(attempts):
+        port = processes.free_port()
+        if processes.port_is_free(port):
+            return port
+    return port
+
+
+def diagnose_port(port: int, server_process: processes.ManagedProcess) -> str:
+    """Why a server was not reachable on its port, as far as /proc tells: appended to the not-ready reason."""
+    if server_process.popen.poll() is None:
+        elsewhere = [f"{host}:{listened}" for host, listened in listeners.listeners_of_tree(server_process.pid)
+                     if listened != port]
+        if elsewhere:
+            return f"; the server listens on {', '.join(elsewhere)}, not on the requested 127.0.0.1:{port}"
+    owner = listeners.port_owner(port)
+    if owner is not None and owner not in listeners.process_tree(server_process.pid):
+        return f"; port {port} is already in use by another process (pid {owner})"
+    return ""
 
 
 def _judge(server_process: processes.ManagedProcess, client_process: processes.ManagedProcess, client_code: int,

@@ -1,0 +1,77 @@
+"""Which process listens on which TCP port, read from /proc: to tell a taken port or a misplaced server apart."""
+
+from __future__ import annotations
+
+import os
+import socket
+import struct
+
+import psutil
+
+
+def _decode_address(hex_address: str) -> tuple[str, int]:
+    address, port = hex_address.split(":")
+    raw = bytes.fromhex(address)
+    if len(raw) == 4:
+        host = socket.inet_ntop(socket.AF_INET, struct.pack("<I", struct.unpack(">I", raw)[0]))
+    else:
+        host = socket.inet_ntop(socket.AF_INET6, b"".join(struct.pack("<I", struct.unpack(">I", raw[i:i + 4])[0])
+                                                          for i in range(0, 16, 4)))
+    return host, int(port, 16)
+
+
+def listening_sockets() -> dict[int, tuple[str, int]]:
+    """Socket inode -> (host, port) of every listening TCP socket on this machine."""
+    found = {}
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table) as file:
+                next(file)
+                for line in file:
+                    fields = line.split()
+                    if fields[3] == "0A":  # TCP_LISTEN
+                        found[int(fields[9])] = _decode_address(fields[1])
+        except OSError:
+            continue
+    return found
+
+
+def process_tree(pid: int) -> list[int]:
+    try:
+        root = psutil.Process(pid)
+        return [pid] + [child.pid for child in root.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return []
+
+
+def socket_inodes(pid: int) -> set[int]:
+    inodes = set()
+    try:
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            try:
+                target = os.readlink(f"/proc/{pid}/fd/{fd}")
+            except OSError:
+                continue
+            if target.startswith("socket:["):
+                inodes.add(int(target[8:-1]))
+    except OSError:
+        pass
+    return inodes
+
+
+def listeners_of_tree(pid: int) -> list[tuple[str, int]]:
+    """(host, port) of every socket the process tree of pid listens on."""
+    listening = listening_sockets()
+    inodes = set().union(*(socket_inodes(member) for member in process_tree(pid)))
+    return sorted({listening[inode] for inode in inodes if inode in listening})
+
+
+def port_owner(port: int) -> int | None:
+    """PID of a process listening on port (any address), if it can be found."""
+    inodes = {inode for inode, (_, listened) in listening_sockets().items() if listened == port}
+    if not inodes:
+        return None
+    for process in psutil.process_iter(["pid"]):
+        if socket_inodes(process.info["pid"]) & inodes:
+            return process.info["pid"]
+    return None

@@ -1,0 +1,25 @@
+"""TEST ONLY: a client driver that breaks the contract on purpose, as --fault says (see tests/manifest.toml)."""
+
+import json
+import sys
+import time
+
+FAULT = sys.argv[sys.argv.index("--fault") + 1]
+
+if FAULT == "crash":
+    print("faulty client: crashing on purpose", file=sys.stderr)
+    sys.exit(4)
+if FAULT == "hang":
+    print("faulty client: hanging on purpose", file=sys.stderr, flush=True)
+    while True:
+        time.sleep(1)
+if FAULT == "no-json":
+    print("faulty client: printing nothing on stdout", file=sys.stderr)
+    sys.exit(0)
+if FAULT == "garbage-json":
+    print("roundtrips: lots")
+    sys.exit(0)
+if FAULT == "zero-roundtrips":
+    print(json.dumps({"roundtrips": 0, "elapsed_s": 1.0, "roundtrips_per_s": 0.0, "error": None, "errors": 0}))
+    sys.exit(0)
+sys.exit(f"unknown fault {FAULT}")

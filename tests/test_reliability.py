@@ -1,0 +1,213 @@
+"""Reliability: faulty servers and clients are contained, bad input is refused, ports are checked, runs resume."""
+
+import json
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+
+from pingpong import listeners, processes, probe
+from pingpong.abuse import ABUSES, abuse_server
+from pingpong.manifest import resolve_command
+from pingpong.runner import diagnose_port
+from tests.conftest import ROOT, SERVERS, by_name
+
+FAULTY_SERVERS = ["crash-at-start", "never-ready", "crash-mid-run", "hang-mid-run", "corrupt-mid-run",
+                  "binds-elsewhere"]
+FAULTY_CLIENTS = ["crash", "hang", "no-json", "garbage-json", "zero-roundtrips"]
+QUICK = ["--duration", "0.5", "--warmup", "0.2", "--repeat", "1", "--ready-timeout", "2", "--stall-timeout", "2",
+         "--client-grace", "3"]
+BOTH_MANIFESTS = ["--manifest", "manifest.toml", "--manifest", "tests/manifest.toml"]
+
+
+def run_bench(*args, timeout=300):
+    return subprocess.run([sys.executable, "run_bench.py", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def assert_gone(pids):
+    alive = [pid for pid in pids if pid and processes.group_members(pid)]
+    assert not alive, f"process groups still alive: {alive}"
+
+
+def test_faulty_servers_fail_their_cells_and_the_run_goes_on(tmp_path):
+    """Each kind of server fault gives its own status and reason; the healthy server's cell is still measured."""
+    completed = run_bench(*BOTH_MANIFESTS, "--servers", ",".join(f"faulty-{f}" for f in FAULTY_SERVERS)
+                          + ",websockets", "--clients", "websockets", *QUICK, "--results-dir", str(tmp_path),
+                          "--format", "json")
+    assert completed.returncode == 1, completed.stderr
+    cells = {c["server"].removeprefix("faulty-"): c for c in json.loads(completed.stdout)["cells"]}
+    expected = {
+        "crash-at-start": ("not-ready", "server exited with code 3"),
+        "never-ready": ("not-ready", "no WebSocket handshake within 2 s"),
+        "crash-mid-run": ("server-crashed", "server exited with code 3 during the run"),
+        "hang-mid-run": ("client-failed", "stall: no roundtrip completed for 2 s"),
+        "corrupt-mid-run": ("client-failed", "payload mismatch"),
+        "binds-elsewhere": ("not-ready", "not on the requested 127.0.0.1:"),
+    }
+    for fault, (status, reason) in expected.items():
+        attempt = cells[fault]["attempts"][0]
+        assert attempt["status"] == status and reason in attempt["reason"], (fault, attempt["reason"])
+        assert cells[fault]["status"] == "failed"
+    assert "crashing on purpose at start" in cells["crash-at-start"]["attempts"][0]["server_stderr_tail"]
+    assert cells["websockets"]["status"] == "ok"
+    assert_gone([a["server_pid"] for c in cells.values() for a in c["attempts"]])
+
+
+def test_faulty_clients_fail_their_cells_with_stderr_kept(tmp_path):
+    """Crash, hang, no JSON, garbage JSON and zero roundtrips are each reported; the hung client is stopped."""
+    completed = run_bench(*BOTH_MANIFESTS, "--servers", "node-ws", "--clients",
+                          ",".join(f"faulty-{f}" for f in FAULTY_CLIENTS) + ",node-ws", *QUICK,
+                          "--results-dir", str(tmp_path), "--format", "json")
+    assert completed.returncode == 1
+    cells = {c["client"].removeprefix("faulty-"): c for c in json.loads(completed.stdout)["cells"]}
+    expected = {
+        "crash": ("client-failed", "client printed no JSON on stdout (exit code 4)"),
+        "hang": ("timeout", "client did not finish within 3.7 s"),
+        "no-json": ("client-failed", "client printed no JSON on stdout (exit code 0)"),
+        "garbage-json": ("client-failed", "client stdout is not JSON"),
+        "zero-roundtrips": ("client-failed", "client reported zero roundtrips"),
+    }
+    for fault, (status, reason) in expected.items():
+        attempt = cells[fault]["attempts"][0]
+        assert (attempt["status"], reason in attempt["reason"]) == (status, True), (fault, attempt["reason"])
+    assert "crashing on purpose" in cells["crash"]["attempts"][0]["client_stderr_tail"]
+    assert cells["node-ws"]["status"] == "ok"
+    assert_gone([a[key] for c in cells.values() for a in c["attempts"] for key in ("server_pid", "client_pid")])
+
+
+def test_server_that_never_gets_ready_loses_its_row_after_two_tries(tmp_path):
+    """After two not-ready attempts in a row the server's remaining cells are recorded, not retried."""
+    completed = run_bench(*BOTH_MANIFESTS, "--servers", "faulty-never-ready",
+                          "--clients", "websockets,aiohttp,node-ws", *QUICK, "--results-dir", str(tmp_path), "--format", "json")
+    attempts = [c["attempts"][0] for c in json.loads(completed.stdout)["cells"]]
+    assert [a["server_pid"] is not None for a in attempts] == [True, True, False]
+    assert attempts[2]["reason"].startswith("not attempted: server faulty-never-ready failed to become ready 2 times")
+
+
+def test_taken_port_is_named(tmp_path):
+    """A server started on a port another process holds is reported as such, with that process's PID."""
+    holder = socket.socket()
+    holder.bind(("127.0.0.1", 0))
+    holder.listen()
+    port = holder.getsockname()[1]
+    try:
+        argv = resolve_command(by_name("server", "websockets"), ROOT) + ["--port", str(port)]
+        server = processes.start("srv", argv, ROOT, tmp_path)
+        try:
+            with pytest.raises(probe.NotReady):
+                server.popen.wait(20)  # it exits: address in use
+                probe.wait_until_ready(f"ws://127.0.0.1:{port}/", server, 2)
+            assert diagnose_port(port, server) == f"; port {port} is already in use by another process " \
+                                                  f"(pid {listeners.port_owner(port)})"
+        finally:
+            processes.stop(server)
+    finally:
+        holder.close()
+
+
+def test_missing_requirement_skips_cells_with_the_reason(tmp_path):
+    """An implementation whose runtime or tool is missing is skipped with the reason; the run still exits 0."""
+    manifest = tmp_path / "extra.toml"
+    manifest.write_text((ROOT / "tests" / "manifest.toml").read_text().split("[[server]]")[0] + """
+[[client]]
+name = "needs-missing-tool"
+runtime = "python"
+protocol = "websocket"
+command = ["{python}", "-m", "clients.websockets_client"]
+requires = ["executable:definitely-not-installed-here"]
+loops = ["auto"]
+compression = ["default"]
+""")
+    completed = run_bench("--manifest", "manifest.toml", "--manifest", str(manifest), "--servers", "websockets",
+                          "--clients", "websockets,needs-missing-tool", *QUICK, "--results-dir", str(tmp_path / "r"),
+                          "--format", "json")
+    assert completed.returncode == 0, completed.stderr
+    cells = {c["client"]: c for c in json.loads(completed.stdout)["cells"]}
+    assert cells["needs-missing-tool"]["skipped"] == ("client needs-missing-tool unavailable: executable "
+                                                      "'definitely-not-installed-here' not found on PATH")
+    assert cells["websockets"]["status"] == "ok"
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--manifest", "no/such/manifest.toml"], "cannot read manifest no/such/manifest.toml"),
+    (["--results-dir", "/proc/no-such-dir"], "results folder /proc/no-such-dir is not writable"),
+    (["--client-grace", "0"], "--client-grace must be > 0"),
+])
+def test_bad_input_is_one_line_exit_2(args, message):
+    completed = run_bench(*args)
+    assert completed.returncode == 2
+    assert message in completed.stderr and completed.stderr.count("\n") == 1
+
+
+def test_invalid_manifest_entry_names_entry_and_field(tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[[client]]\nname = "broken"\nruntime = "python"\nprotocol = "websocket"\ncommand = []\n'
+                   'requires = []\nloops = ["auto"]\ncompression = ["default"]\n')
+    completed = run_bench("--manifest", str(bad))
+    assert completed.returncode == 2
+    assert "client 'broken': field 'command' is empty" in completed.stderr
+
+
+def test_resume_measures_only_missing_attempts_and_refuses_other_settings(tmp_path):
+    """--resume fills in the attempts an interrupted run lacks, and refuses a different configuration."""
+    args = ["--servers", "websockets", "--clients", "websockets,node-ws", "--duration", "0.3", "--warmup", "0.1",
+            "--repeat", "2", "--results-dir", str(tmp_path)]
+    assert run_bench(*args).returncode == 0
+    saved_path = next(p for p in tmp_path.glob("2*.json"))
+    saved = json.loads(saved_path.read_text())
+    kept_pid = saved["cells"][0]["attempts"][0]["server_pid"]
+    saved["cells"][0]["attempts"] = saved["cells"][0]["attempts"][:1]  # as if interrupted after 3 attempts
+    saved["cells"][1]["attempts"] = saved["cells"][1]["attempts"][:1]
+    saved["interrupted"] = True
+    saved_path.write_text(json.dumps(saved))
+
+    refused = run_bench(*args[:-4], "--repeat", "3", "--results-dir", str(tmp_path), "--resume", str(saved_path))
+    assert refused.returncode == 2 and "repeat 2 (this command: 3)" in refused.stderr
+
+    resumed = run_bench(*args, "--resume", str(saved_path))
+    assert resumed.returncode == 0, resumed.stderr
+    final = json.loads(saved_path.read_text())
+    assert final["interrupted"] is False
+    for cell in final["cells"]:
+        assert [a["repeat"] for a in cell["attempts"]] == [1, 2] and cell["status"] == "ok"
+    assert final["cells"][0]["attempts"][0]["server_pid"] == kept_pid  # repeat 1 kept, not re-measured
+    assert "[2/2]" in resumed.stderr and "[3/" not in resumed.stderr
+
+
+def test_sigterm_stops_every_child_including_worker_processes(tmp_path):
+    """SIGTERM to run_bench.py mid-run (sanic serves from a worker process) leaves no process of any group."""
+    process = subprocess.Popen([sys.executable, "run_bench.py", "--servers", "sanic", "--clients", "websockets",
+                                "--duration", "20", "--warmup", "0.2", "--repeat", "1", "--results-dir",
+                                str(tmp_path)], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    tree = []
+    while time.monotonic() < deadline:
+        tree = psutil.Process(process.pid).children(recursive=True)
+        if len(tree) >= 3:  # sanic main + worker + client
+            break
+        time.sleep(0.1)
+    assert len(tree) >= 3
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(60) == 130
+    saved = json.loads((tmp_path / "latest.json").read_text())
+    assert saved["interrupted"] is True
+    assert not [p.pid for p in tree if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+
+
+@pytest.mark.parametrize("server", SERVERS, ids=lambda s: s.name)
+def test_servers_under_abuse_keep_serving_other_rooms(server):
+    """Every rogue behaviour against every server: the server lives and the other room's pair keeps playing."""
+    outcomes = abuse_server(server)
+    assert [o.abuse for o in outcomes] == list(ABUSES)
+    for outcome in outcomes:
+        assert outcome.server_alive, f"{outcome.abuse} killed the server"
+        assert outcome.pair_error is None, f"{outcome.abuse}: {outcome.pair_error}"
+        assert outcome.before_per_s > 0 and outcome.after_per_s > 0
+        assert outcome.survived, f"{outcome.abuse}: {outcome.verdict}"
+    flood = next(o for o in outcomes if o.abuse == "flood-without-reading")
+    assert flood.abuse_detail and flood.abuse_detail.startswith("sent ")
