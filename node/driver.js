@@ -1,6 +1,7 @@
 'use strict';
 // The ping-pong measurement shared by the JavaScript client drivers: the twin of pingpong/driver.py.
-// A driver supplies openConnection(url, options) -> {send(payload), onMessage(handler), close(), details};
+// A driver supplies openConnection(url, options) -> {send(payload), onMessage(handler), close(), details}, where
+// handler(data, binary) takes a Buffer (or a Uint8Array) with its binary flag, or a string for a text message;
 // this module owns the CLI contract, warmup, the measured window, payload checks, stall detection and the report.
 
 const fs = require('fs');
@@ -79,9 +80,17 @@ function encodeHistogram(latencies) {
   return hdr.encodeIntoCompressedBase64(histogram);
 }
 
-function describe(bytes, binary) {
-  const shown = binary ? bytes.subarray(0, 24).toString('hex') : JSON.stringify(bytes.subarray(0, 24).toString('utf8'));
-  return `${binary ? 'binary' : 'text'} of ${bytes.length} bytes ${shown}`;
+/** Whether a received message is the expected payload: a string (text) or bytes with a binary flag. */
+function matches(data, binary, expected) {
+  if (typeof data === 'string') return !expected.binary && data === expected.text;
+  return binary === expected.binary && expected.bytes.equals(data);
+}
+
+function describe(data, binary) {
+  const bytes = typeof data === 'string' ? Buffer.from(data, 'utf8') : data;
+  const isBinary = typeof data === 'string' ? false : binary;
+  const shown = isBinary ? bytes.subarray(0, 24).toString('hex') : JSON.stringify(bytes.subarray(0, 24).toString('utf8'));
+  return `${isBinary ? 'binary' : 'text'} of ${bytes.length} bytes ${shown}`;
 }
 
 /**
@@ -169,7 +178,7 @@ function measure(openConnection, args, onOpened) {
     }, Math.min(1000, args.stallTimeout * 250));
 
     const onB = (data, binary) => {
-      if (binary !== ping.binary || !data.equals(ping.bytes)) {
+      if (!matches(data, binary, ping)) {
         fail(`payload mismatch: connection B expected ${describe(ping.bytes, ping.binary)}, received ${describe(data, binary)}`);
         return;
       }
@@ -178,7 +187,7 @@ function measure(openConnection, args, onOpened) {
 
     const onA = (data, binary) => {
       if (done) return;
-      if (binary !== pong.binary || !data.equals(pong.bytes)) {
+      if (!matches(data, binary, pong)) {
         fail(`payload mismatch: connection A expected ${describe(pong.bytes, pong.binary)}, received ${describe(data, binary)}`);
         return;
       }

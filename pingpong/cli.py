@@ -361,4 +361,6 @@ def render_listing(implementations: list[Implementation], output_format: str) ->
         lines.append(f"{row['role']:<7} {row['name']:<12} {row['runtime']:<7} {row['protocol']:<10} {state}")
         if row["description"]:
             lines.append(f"{'':<39}{row['description']}")
+    lines.append("Servers and clients pair only when they speak the same protocol: a websocket server with websocket "
+                 "clients, a raw-tcp floor with raw-tcp clients; other pairs show as '—'.")
     return "\n".join(lines)

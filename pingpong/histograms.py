@@ -36,3 +36,11 @@ def latency_summary(histogram: HdrHistogram) -> dict[str, float | int]:
                      if item.value_iterated_to <= SLOW_ROUNDTRIP_NS)
     summary["slow_share"] = (count - below_slow) / count
     return summary
+
+
+def encode_value_counts(value_counts: list[list[int]]) -> str:
+    """Encode [value_ns, count] pairs (from a driver without an HdrHistogram library) as a compressed histogram."""
+    histogram = empty_histogram()
+    for value, count in value_counts:
+        histogram.record_value(min(max(int(value), HISTOGRAM_LOWEST_NS), HISTOGRAM_HIGHEST_NS), int(count))
+    return histogram.encode().decode("ascii")

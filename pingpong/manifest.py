@@ -10,11 +10,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROLES = ("server", "client")
-RUNTIMES = ("python", "node", "bun")
-PROTOCOLS = ("websocket",)
+RUNTIMES = ("python", "node", "bun", "native")
+PROTOCOLS = ("websocket", "raw-tcp")
 LOOPS = ("auto", "asyncio", "uvloop")
 COMPRESSION_MODES = ("default", "off", "on")
-REQUIREMENT_KINDS = ("python-module", "node-package", "executable")
+REQUIREMENT_KINDS = ("python-module", "node-package", "executable", "file")
 
 
 class ManifestError(Exception):
@@ -123,6 +123,8 @@ def runtime_executable(runtime: str, project_root: Path) -> str | None:
         return sys.executable
     if runtime == "node":
         return shutil.which("node")
+    if runtime == "native":  # a program built by the setup step, named by its path in the command
+        return "native"
     if runtime == "bun":
         local = project_root / "node_modules" / ".bin" / "bun"
         return str(local) if local.exists() else shutil.which("bun")
@@ -140,10 +142,13 @@ def check_availability(implementation: Implementation, project_root: Path) -> Av
             return Availability(False, f"npm package '{name}' is not installed (npm ci)")
         if kind == "executable" and shutil.which(name) is None and runtime_executable(name, project_root) is None:
             return Availability(False, f"executable '{name}' not found on PATH")
+        if kind == "file" and not (project_root / name).exists():
+            return Availability(False, f"'{name}' has not been built (npm ci builds it; or run sh native/build.sh)")
     return Availability(True)
 
 
 def resolve_command(implementation: Implementation, project_root: Path) -> list[str]:
-    """The command with its runtime placeholders replaced by real executables."""
+    """The command with its runtime placeholders replaced by real executables ("{root}" = the project folder)."""
     replacements = {f"{{{runtime}}}": runtime_executable(runtime, project_root) for runtime in RUNTIMES}
-    return [replacements.get(part) or part for part in implementation.command]
+    replacements["{root}"] = str(project_root)
+    return [replacements.get(part) or part.replace("{root}", str(project_root)) for part in implementation.command]

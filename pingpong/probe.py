@@ -9,6 +9,7 @@ from contextlib import ExitStack
 from websockets.sync.client import connect
 
 from pingpong.processes import ManagedProcess
+from pingpong.raw_tcp import BlockingConnection
 
 PROBE_INTERVAL_S = 0.02
 VERIFY_TIMEOUT_S = 3.0
@@ -20,8 +21,29 @@ class NotReady(Exception):
     """The server never completed a WebSocket handshake (message says why)."""
 
 
+def open_connection(base_url: str, path: str, timeout_s: float):
+    """A blocking connection to a room, by the URL's scheme: ws:// (WebSocket) or tcp:// (the raw-TCP floor)."""
+    if base_url.startswith("tcp://"):
+        host, port = base_url[len("tcp://"):].rsplit(":", 1)
+        return BlockingRawConnection(host, int(port), path, timeout_s)
+    return connect(f"{base_url}{path}", open_timeout=timeout_s, compression=None, ping_interval=None)
+
+
+class BlockingRawConnection(BlockingConnection):
+    """The raw-TCP connection with the websockets sync client's send/recv(timeout) shape (bytes only)."""
+
+    def send(self, payload) -> None:
+        super().send(payload.encode() if isinstance(payload, str) else payload)
+
+    def recv(self, timeout: float | None = None):
+        received = super().recv(VERIFY_TIMEOUT_S if timeout is None else timeout)
+        if received is None:
+            raise TimeoutError
+        return received
+
+
 def wait_until_ready(base_url: str, process: ManagedProcess, timeout_s: float) -> float:
-    """Retry a WebSocket handshake until one succeeds; return seconds waited.
+    """Retry a handshake (WebSocket, or joining a room for raw TCP) until one succeeds; return seconds waited.
 
     Fails early when the server process exits, and after timeout_s otherwise.
     """
@@ -33,8 +55,7 @@ def wait_until_ready(base_url: str, process: ManagedProcess, timeout_s: float) -
         if code is not None:
             raise NotReady(f"server exited with code {code} before accepting a WebSocket connection")
         try:
-            with connect(f"{base_url}/__readiness_probe__", open_timeout=min(2.0, timeout_s),
-                         compression=None, ping_interval=None):
+            with open_connection(base_url, "/__readiness_probe__", min(2.0, timeout_s)):
                 return time.monotonic() - started
         except Exception as exc:  # refused, reset, bad handshake: the server is not ready yet
             last_error = f"{type(exc).__name__}: {exc}"
@@ -51,13 +72,13 @@ def verify_relay(base_url: str) -> str | None:
     """
     room = f"/verify-{uuid.uuid4().hex[:12]}"
     other_room = f"{room}-other"
-    text_message = "verify: text \u00e9\u20ac"
+    raw = base_url.startswith("tcp://")  # raw TCP has no message types: both messages travel as bytes
+    text_message = "verify: text \u00e9\u20ac".encode() if raw else "verify: text \u00e9\u20ac"
     binary_message = bytes(range(256))[::-1]
     try:
         with ExitStack() as stack:
             def open_in(path: str):
-                return stack.enter_context(connect(f"{base_url}{path}", open_timeout=VERIFY_TIMEOUT_S,
-                                                   compression=None, ping_interval=None))
+                return stack.enter_context(open_connection(base_url, path, VERIFY_TIMEOUT_S))
 
             a, b, c = open_in(room), open_in(room), open_in(other_room)
             a.send(text_message)

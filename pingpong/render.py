@@ -77,6 +77,33 @@ def relative_to_fastest(run: RunResult, summaries: Summaries) -> dict[tuple[str,
             for cell in run.cells if cell.rates()}
 
 
+PYTHON_FLOOR = ("raw-tcp-python", "raw-tcp-python")
+C_FLOOR = ("raw-tcp-c", "raw-tcp-c")
+
+
+def websocket_cost(run: RunResult, summaries: Summaries) -> dict[tuple[str, str], tuple[Ratio, tuple[str, str]]]:
+    """For each measured WebSocket cell: the matching raw-TCP floor's rate over the cell's, and which floor.
+
+    Cells with a Python client are held against the Python floor, all others against the C floor; a floor that
+    was not measured in this run leaves its cells out (ratios are only taken within one run).
+    """
+    protocols = {(role, name): entry.get("protocol") for role, entries in run.implementations.items()
+                 for name, entry in entries.items()}
+    runtimes = {name: entry.get("runtime") for name, entry in run.implementations.get("client", {}).items()}
+    costs = {}
+    for cell in run.cells:
+        if protocols.get(("server", cell.server)) != "websocket" or not cell.rates():
+            continue
+        floor = PYTHON_FLOOR if runtimes.get(cell.client) == "python" else C_FLOOR
+        try:
+            floor_rates = run.cell(*floor).rates()
+        except KeyError:
+            continue
+        if floor_rates:
+            costs[(cell.server, cell.client)] = (ratio_of_medians(floor_rates, cell.rates()), floor)
+    return costs
+
+
 def format_ratio(ratio: Ratio) -> str:
     if ratio.low is None:
         return f"{ratio.value:.2f}×"
@@ -121,6 +148,19 @@ def render_markdown(run: RunResult, summaries: Summaries) -> str:
                   "| server \\ client | " + " | ".join(clients) + " |", "|---|" + "---:|" * len(clients)]
         for server in servers:
             row = [format_ratio(ratios[(server, client)]) if (server, client) in ratios else "—" for client in clients]
+            lines.append(f"| {server} | " + " | ".join(row) + " |")
+
+    costs = websocket_cost(run, summaries)
+    if costs:
+        websocket_servers = [server for server in servers if any((server, c) in costs for c in clients)]
+        websocket_clients = [client for client in clients if any((s, client) in costs for s in servers)]
+        lines += ["", "WebSocket cost: the raw-TCP floor's rate over the cell's (how many times slower than the same "
+                  "ping-pong without WebSocket; Python clients against the Python floor, others against the C floor):",
+                  "", "| server \\ client | " + " | ".join(websocket_clients) + " |",
+                  "|---|" + "---:|" * len(websocket_clients)]
+        for server in websocket_servers:
+            row = [format_ratio(costs[(server, client)][0]) if (server, client) in costs else "—"
+                   for client in websocket_clients]
             lines.append(f"| {server} | " + " | ".join(row) + " |")
 
     lines += ["", "## Per cell", "",

@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from pingpong import cpu, listeners, probe, processes
+from pingpong import cpu, histograms, listeners, probe, processes
 from pingpong.manifest import Implementation, resolve_command
 from pingpong.results import Attempt
 
@@ -72,7 +72,8 @@ def run_attempt(server: Implementation, client: Implementation, settings: CellSe
         running: list[processes.ManagedProcess] = []
         base["server_pid"] = server_process.pid
         try:
-            outcome = _measure(server_process, f"ws://127.0.0.1:{port}", client, settings, repeat, project_root,
+            scheme = "tcp" if server.protocol == "raw-tcp" else "ws"
+            outcome = _measure(server_process, f"{scheme}://127.0.0.1:{port}", client, settings, repeat, project_root,
                                work_dir, info_path, client_cpus, running)
         except Exception as exc:  # a bug or an OS error in one cell must not end the run
             outcome = dict(status="error", reason=f"orchestrator: {type(exc).__name__}: {exc}")
@@ -173,7 +174,11 @@ def _judge(server_process: processes.ManagedProcess, client_process: processes.M
     if not report.get("roundtrips"):
         return dict(status="client-failed", reason="client reported zero roundtrips", client_exit_code=client_code,
                     client_report=report, client_stderr_tail=client_tail, **common)
-    histogram = (report.get("latency") or {}).pop("hdr_histogram", None)
+    latency = report.get("latency") or {}
+    histogram = latency.pop("hdr_histogram", None)
+    value_counts = latency.pop("value_counts", None)
+    if histogram is None and value_counts:
+        histogram = histograms.encode_value_counts(value_counts)
     return dict(status="ok", reason=None, client_exit_code=client_code,
                 roundtrips=report["roundtrips"], elapsed_s=report["elapsed_s"],
                 roundtrips_per_s=report["roundtrips_per_s"], latency_histogram=histogram,

@@ -16,7 +16,14 @@ ROOT = Path(__file__).resolve().parent.parent
 IMPLEMENTATIONS = load_manifest(ROOT / "manifest.toml")
 SERVERS = [i for i in IMPLEMENTATIONS if i.role == "server"]
 CLIENTS = [i for i in IMPLEMENTATIONS if i.role == "client"]
+WEBSOCKET_SERVERS = [s for s in SERVERS if s.protocol == "websocket"]
+RAW_TCP_SERVERS = [s for s in SERVERS if s.protocol == "raw-tcp"]
+COMPATIBLE_PAIRS = [(s, c) for s in SERVERS for c in CLIENTS if s.protocol == c.protocol]
 TEST_IMPLEMENTATIONS = load_manifest(ROOT / "tests" / "manifest.toml")
+
+
+def url_scheme(implementation) -> str:
+    return "tcp" if implementation.protocol == "raw-tcp" else "ws"
 
 
 def by_name(role: str, name: str):
@@ -66,7 +73,7 @@ def start_server(tmp_path):
         argv = resolve_command(implementation, ROOT) + ["--host", "127.0.0.1", "--port", str(port), *extra]
         process = processes.start(f"{implementation.name}-{port}", argv, ROOT, tmp_path)
         started.append(process)
-        base_url = f"ws://127.0.0.1:{port}"
+        base_url = f"{url_scheme(implementation)}://127.0.0.1:{port}"
         probe.wait_until_ready(base_url, process, timeout_s=20)
         return base_url
 

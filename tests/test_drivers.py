@@ -9,14 +9,14 @@ import pytest
 from pingpong import processes
 from pingpong.manifest import resolve_command
 from pingpong.payloads import PAYLOAD_KINDS, make_payload, wire_bytes
-from tests.conftest import CLIENTS, ROOT
+from tests.conftest import CLIENTS, ROOT, url_scheme
 
 
 @pytest.mark.parametrize("client", CLIENTS, ids=lambda c: c.name)
 def test_client_reports_connection_failure_as_json_and_exit_1(client):
     """With nothing listening, the driver prints one JSON object with an error and exits 1."""
     port = processes.free_port()
-    completed = subprocess.run(resolve_command(client, ROOT) + ["--url", f"ws://127.0.0.1:{port}/x",
+    completed = subprocess.run(resolve_command(client, ROOT) + ["--url", f"{url_scheme(client)}://127.0.0.1:{port}/x",
                                                                   "--duration", "0.5", "--warmup", "0"],
                                cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert completed.returncode == 1
@@ -30,7 +30,8 @@ def test_client_reports_connection_failure_as_json_and_exit_1(client):
 @pytest.mark.parametrize("client", CLIENTS, ids=lambda c: c.name)
 def test_client_rejects_bad_numbers_with_exit_2(client):
     """A nonsense duration is refused before connecting, with exit code 2."""
-    completed = subprocess.run(resolve_command(client, ROOT) + ["--url", "ws://127.0.0.1:1/x", "--duration", "-1"],
+    completed = subprocess.run(resolve_command(client, ROOT) + ["--url", f"{url_scheme(client)}://127.0.0.1:1/x",
+                                                                  "--duration", "-1"],
                                cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert completed.returncode == 2
     assert completed.stdout == ""

@@ -32,6 +32,23 @@ def test_project_manifest_lists_the_seed_matrix():
         assert check_availability(implementation, ROOT).available, implementation.name
 
 
+def test_beyond_the_seed_anchors_are_listed():
+    """picows, Bun, Node's built-in client and the two raw-TCP floors are registered with their protocols."""
+    protocols = {(i.role, i.name): i.protocol for i in IMPLEMENTATIONS}
+    for role, name in [("server", "picows"), ("server", "bun"), ("client", "picows"), ("client", "bun"),
+                       ("client", "node-builtin")]:
+        assert protocols[(role, name)] == "websocket"
+    for role in ("server", "client"):
+        assert protocols[(role, "raw-tcp-python")] == protocols[(role, "raw-tcp-c")] == "raw-tcp"
+
+
+def test_c_floor_is_built_by_the_setup():
+    """npm ci's postinstall builds the C floor: both binaries exist and are executable."""
+    for program in ("raw_tcp_server", "raw_tcp_client"):
+        path = ROOT / "build" / program
+        assert path.exists() and path.stat().st_mode & 0o111, f"{path} missing: npm ci should build it"
+
+
 @pytest.mark.parametrize("change,message", [
     (('runtime = "python"', 'runtime = "ruby"'), "server 'x': field 'runtime' is 'ruby'"),
     (('loops = ["auto"]', 'loops = ["fast"]'), "field 'loops' has 'fast'"),

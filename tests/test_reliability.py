@@ -14,7 +14,7 @@ from pingpong import listeners, processes, probe
 from pingpong.abuse import ABUSES, abuse_server
 from pingpong.manifest import resolve_command
 from pingpong.runner import diagnose_port
-from tests.conftest import ROOT, SERVERS, by_name
+from tests.conftest import ROOT, WEBSOCKET_SERVERS, by_name
 
 FAULTY_SERVERS = ["crash-at-start", "never-ready", "crash-mid-run", "hang-mid-run", "corrupt-mid-run",
                   "binds-elsewhere"]
@@ -199,7 +199,7 @@ def test_sigterm_stops_every_child_including_worker_processes(tmp_path):
     assert not [p.pid for p in tree if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
 
 
-@pytest.mark.parametrize("server", SERVERS, ids=lambda s: s.name)
+@pytest.mark.parametrize("server", WEBSOCKET_SERVERS, ids=lambda s: s.name)
 def test_servers_under_abuse_keep_serving_other_rooms(server):
     """Every rogue behaviour against every server: the server lives and the other room's pair keeps playing."""
     outcomes = abuse_server(server)

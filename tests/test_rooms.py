@@ -3,7 +3,8 @@
 import pytest
 from websockets.sync.client import connect
 
-from tests.conftest import SERVERS
+from pingpong.raw_tcp import BlockingConnection
+from tests.conftest import RAW_TCP_SERVERS, WEBSOCKET_SERVERS
 
 QUIET_S = 0.3
 
@@ -15,7 +16,7 @@ def receive_or_none(connection, timeout=QUIET_S):
         return None
 
 
-@pytest.mark.parametrize("server", SERVERS, ids=lambda s: s.name)
+@pytest.mark.parametrize("server", WEBSOCKET_SERVERS, ids=lambda s: s.name)
 def test_rooms_isolate_and_relay_to_all_others(server, start_server):
     """A message reaches both other members of its room with the same type and bytes, and nobody else."""
     base = start_server(server)
@@ -36,7 +37,7 @@ def test_rooms_isolate_and_relay_to_all_others(server, start_server):
         assert receive_or_none(a) is None
 
 
-@pytest.mark.parametrize("server", SERVERS, ids=lambda s: s.name)
+@pytest.mark.parametrize("server", WEBSOCKET_SERVERS, ids=lambda s: s.name)
 def test_departed_member_does_not_break_the_room(server, start_server):
     """After one member leaves, the remaining members keep relaying to each other."""
     base = start_server(server)
@@ -47,3 +48,31 @@ def test_departed_member_does_not_break_the_room(server, start_server):
             assert b.recv(timeout=3) == "before"
         a.send("after")
         assert b.recv(timeout=3) == "after"
+
+
+@pytest.mark.parametrize("server", RAW_TCP_SERVERS, ids=lambda s: s.name)
+def test_raw_tcp_floor_rooms(server, start_server):
+    """The raw-TCP floors relay frames byte-exact to the others in the room, never to the sender or other rooms."""
+    base = start_server(server)
+    host, port = base.removeprefix("tcp://").rsplit(":", 1)
+    with BlockingConnection(host, int(port), "/one") as a, BlockingConnection(host, int(port), "/one") as b, \
+            BlockingConnection(host, int(port), "/one") as c, BlockingConnection(host, int(port), "/two") as d:
+        payload = bytes(range(256)) * 300  # 76,800 bytes: several reads on the way
+        a.send(payload)
+        assert b.recv(5) == payload and c.recv(5) == payload
+        b.send(b"")
+        assert a.recv(3) == b"" and c.recv(3) == b""
+        assert a.recv(QUIET_S) is None and b.recv(QUIET_S) is None and d.recv(QUIET_S) is None
+
+
+@pytest.mark.parametrize("server", RAW_TCP_SERVERS, ids=lambda s: s.name)
+def test_raw_tcp_floor_refuses_websocket_peers(server, start_server):
+    """A WebSocket handshake against a raw-TCP floor fails cleanly, and the floor keeps serving."""
+    base = start_server(server)
+    host, port = base.removeprefix("tcp://").rsplit(":", 1)
+    with pytest.raises(Exception):
+        with connect(f"ws://{host}:{port}/x", open_timeout=2):
+            pass
+    with BlockingConnection(host, int(port), "/after") as a, BlockingConnection(host, int(port), "/after") as b:
+        a.send(b"still serving")
+        assert b.recv(3) == b"still serving"

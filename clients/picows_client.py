@@ -1,0 +1,98 @@
+"""Ping-pong client driver on picows (ws_connect with a WSListener).
+
+picows calls back with frames; the shared driver awaits messages. The adapter below turns frames into awaitable
+messages with one future per receive, the usual bridge from picows's callbacks to coroutines. That costs a little
+against a pure-callback client, and it is the same await-based loop every Python client runs.
+"""
+
+import asyncio
+from collections import deque
+
+from picows import WSListener, WSMsgType, WSTransport, ws_connect
+
+from pingpong import driver
+
+
+class MessageListener(WSListener):
+    """Reassembles frames into messages (str for text, bytes for binary) and hands them to recv()."""
+
+    def __init__(self) -> None:
+        self.transport: WSTransport | None = None
+        self.messages: deque = deque()
+        self.waiter: asyncio.Future | None = None
+        self.fragments: list[bytes] = []
+        self.fragment_type = None
+
+    def on_ws_connected(self, transport: WSTransport) -> None:
+        self.transport = transport
+
+    def on_ws_frame(self, transport: WSTransport, frame) -> None:
+        msg_type = frame.msg_type
+        if msg_type == WSMsgType.CLOSE:
+            transport.send_close(frame.get_close_code())
+            transport.disconnect()
+            return
+        if msg_type == WSMsgType.CONTINUATION or not frame.fin:
+            if msg_type != WSMsgType.CONTINUATION:
+                self.fragment_type = msg_type
+            self.fragments.append(frame.get_payload_as_bytes())
+            if not frame.fin:
+                return
+            data, msg_type = b"".join(self.fragments), self.fragment_type
+            self.fragments = []
+        elif msg_type == WSMsgType.TEXT or msg_type == WSMsgType.BINARY:
+            data = frame.get_payload_as_bytes()
+        else:
+            return
+        message = data.decode() if msg_type == WSMsgType.TEXT else data
+        waiter = self.waiter
+        if waiter is not None and not waiter.done():
+            self.waiter = None
+            waiter.set_result(message)
+        else:
+            self.messages.append(message)
+
+    def on_ws_disconnected(self, transport: WSTransport) -> None:
+        if self.waiter is not None and not self.waiter.done():
+            self.waiter.set_exception(ConnectionError("connection closed by the server"))
+
+    async def recv(self):
+        if self.messages:
+            return self.messages.popleft()
+        self.waiter = asyncio.get_running_loop().create_future()
+        return await self.waiter
+
+
+def settings(args):
+    return {"compression_offered": False, "auto_ping": False, "max_frame_size": 10 * 2**20}
+
+
+async def open_connection(url, args):
+    if args.compression == "on":
+        raise driver.DriverError("picows does not support permessage-deflate")
+    transport, listener = await ws_connect(MessageListener, url, enable_auto_ping=False)
+    text_type, binary_type = WSMsgType.TEXT, WSMsgType.BINARY
+    send_frame = transport.send
+
+    async def send(payload):
+        send_frame(text_type if isinstance(payload, str) else binary_type, payload)
+
+    async def close():
+        transport.send_close()
+        transport.disconnect()
+        await transport.wait_disconnected()
+
+    return driver.Connection(
+        send=send,
+        recv=listener.recv,
+        close=close,
+        details={
+            "extensions": transport.response.headers.get("Sec-WebSocket-Extensions"),
+            "subprotocol": transport.response.headers.get("Sec-WebSocket-Protocol"),
+            **driver.socket_details(transport.underlying_transport.get_extra_info("socket")),
+        },
+    )
+
+
+if __name__ == "__main__":
+    driver.main("picows", ["picows"], open_connection, settings)

@@ -1,0 +1,272 @@
+/* The C floor's client driver: two blocking TCP connections in one room, the same ping-pong, timing and report
+ * as the other drivers (README, "The contract"). Payloads mirror pingpong/payloads.py byte for byte.
+ * Latencies are reported as [value_ns, count] pairs rounded to 11 significant bits (HdrHistogram's precision at
+ * 3 significant digits); the orchestrator folds them into an HdrHistogram.
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+static const char *ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789";
+static const char *UTF8_CYCLE[4] = {"a", "\xc3\xa9", "\xe2\x82\xac", "\xf0\x9f\x98\x80"};
+static char error_message[512];
+
+static uint64_t now_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+static double cpu_seconds(int user) {
+    struct rusage usage;
+    getrusage(RUSAGE_SELF, &usage);
+    struct timeval t = user ? usage.ru_utime : usage.ru_stime;
+    return (double)t.tv_sec + (double)t.tv_usec / 1e6;
+}
+
+/* The ping (which=0) or pong (which=1) payload of exactly size bytes; see pingpong/payloads.py. */
+static char *make_payload(const char *kind, size_t size, int which) {
+    char *out = malloc(size);
+    if (!strcmp(kind, "text-ascii")) {
+        for (size_t i = 0; i < size; i++) out[i] = ALPHABET[(i + (size_t)which) % 36];
+    } else if (!strcmp(kind, "binary")) {
+        for (size_t i = 0; i < size; i++) out[i] = (char)((i * 31 + 7 + (size_t)which * 101) & 0xff);
+    } else {
+        size_t used = 0, index = (size_t)which;
+        while (used < size) {
+            const char *c = UTF8_CYCLE[index % 4];
+            size_t width = strlen(c);
+            if (used + width > size) { c = &ALPHABET[(index + (size_t)which) % 36]; width = 1; }
+            memcpy(out + used, c, width);
+            used += width;
+            index++;
+        }
+    }
+    return out;
+}
+
+static int write_all(int fd, const char *data, size_t length) {
+    while (length) {
+        ssize_t written = send(fd, data, length, MSG_NOSIGNAL);
+        if (written < 0) { if (errno == EINTR) continue; return -1; }
+        data += written;
+        length -= (size_t)written;
+    }
+    return 0;
+}
+
+static int read_all(int fd, char *data, size_t length, double stall_timeout) {
+    while (length) {
+        ssize_t received = recv(fd, data, length, 0);
+        if (received == 0) { snprintf(error_message, sizeof error_message, "connection closed by the server"); return -1; }
+        if (received < 0) {
+            if (errno == EINTR) continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK)
+                snprintf(error_message, sizeof error_message, "stall: no roundtrip completed for %g s", stall_timeout);
+            else
+                snprintf(error_message, sizeof error_message, "receive failed: %s", strerror(errno));
+            return -1;
+        }
+        data += received;
+        length -= (size_t)received;
+    }
+    return 0;
+}
+
+/* Read one frame and check it is exactly `expected`. */
+static int expect_frame(int fd, const char *expected, size_t size, char *scratch, const char *who, double stall) {
+    uint32_t length;
+    if (read_all(fd, (char *)&length, 4, stall) < 0) return -1;
+    length = ntohl(length);
+    if (length != size) {
+        snprintf(error_message, sizeof error_message, "payload mismatch: connection %s expected %zu bytes, received %u",
+                 who, size, length);
+        return -1;
+    }
+    if (read_all(fd, scratch, size, stall) < 0) return -1;
+    if (memcmp(scratch, expected, size) != 0) {
+        snprintf(error_message, sizeof error_message, "payload mismatch: connection %s received other bytes", who);
+        return -1;
+    }
+    return 0;
+}
+
+static int open_member(const char *host, int port, const char *room, double stall_timeout) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+    struct sockaddr_in address = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    inet_pton(AF_INET, host, &address.sin_addr);
+    if (connect(fd, (struct sockaddr *)&address, sizeof address) < 0) {
+        snprintf(error_message, sizeof error_message, "cannot connect to %s:%d: %s", host, port, strerror(errno));
+        return -1;
+    }
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    struct timeval timeout = {.tv_sec = (long)stall_timeout, .tv_usec = (long)((stall_timeout - (long)stall_timeout) * 1e6)};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+    uint32_t length = htonl((uint32_t)strlen(room)), ack;
+    if (write_all(fd, (char *)&length, 4) < 0 || write_all(fd, room, strlen(room)) < 0) return -1;
+    if (read_all(fd, (char *)&ack, 4, stall_timeout) < 0 || ack != 0) {
+        snprintf(error_message, sizeof error_message, "the server did not acknowledge joining the room");
+        return -1;
+    }
+    return fd;
+}
+
+static void describe_socket(int fd, char *out, size_t size) {
+    struct sockaddr_in local, peer;
+    socklen_t length = sizeof local;
+    getsockname(fd, (struct sockaddr *)&local, &length);
+    length = sizeof peer;
+    getpeername(fd, (struct sockaddr *)&peer, &length);
+    int nodelay = 0;
+    socklen_t option_length = sizeof nodelay;
+    getsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &nodelay, &option_length);
+    char local_host[64], peer_host[64];
+    inet_ntop(AF_INET, &local.sin_addr, local_host, sizeof local_host);
+    inet_ntop(AF_INET, &peer.sin_addr, peer_host, sizeof peer_host);
+    snprintf(out, size, "\"extensions\": null, \"subprotocol\": null, \"family\": \"ipv4\", \"local_address\": \"%s:%d\", "
+             "\"peer_address\": \"%s:%d\", \"tcp_nodelay\": %s", local_host, ntohs(local.sin_port), peer_host,
+             ntohs(peer.sin_port), nodelay ? "true" : "false");
+}
+
+static int compare_u64(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static uint64_t round_to_hdr_precision(uint64_t value) {
+    int bits = 64 - __builtin_clzll(value | 1);
+    int shift = bits > 11 ? bits - 11 : 0;
+    return (value >> shift) << shift;
+}
+
+static void emit(FILE *out, const char *kind, size_t size, const char *compression, int record) {
+    fprintf(out, "{\"format_version\": 1, \"role\": \"client\", \"implementation\": \"raw-tcp-c\", "
+                 "\"runtime\": {\"name\": \"c\", \"version\": \"%s\"}, \"libraries\": {}, \"loop\": \"blocking\", "
+                 "\"settings\": {\"compression\": \"%s\", \"tcp_nodelay\": true, \"framing\": \"u32 length\", "
+                 "\"latency_recorded\": %s}, \"payload\": {\"kind\": \"%s\", \"size\": %zu}",
+            __VERSION__, compression, record ? "true" : "false", kind, size);
+}
+
+int main(int argc, char **argv) {
+    const char *url = NULL, *kind = "text-ascii", *compression = "default", *loop = "auto";
+    double duration = 5, warmup = 1, stall_timeout = 10;
+    long size = 4;
+    int record = 1;
+    for (int i = 1; i < argc; i++) {
+        const char *value = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(argv[i], "--no-latency")) { record = 0; continue; }
+        if (!value) { fprintf(stderr, "raw_tcp_client: %s needs a value\n", argv[i]); return 2; }
+        if (!strcmp(argv[i], "--url")) url = value;
+        else if (!strcmp(argv[i], "--duration")) duration = atof(value);
+        else if (!strcmp(argv[i], "--warmup")) warmup = atof(value);
+        else if (!strcmp(argv[i], "--loop")) loop = value;
+        else if (!strcmp(argv[i], "--compression")) compression = value;
+        else if (!strcmp(argv[i], "--payload-size")) size = strtol(value, NULL, 10);
+        else if (!strcmp(argv[i], "--payload-kind")) kind = value;
+        else if (!strcmp(argv[i], "--stall-timeout")) stall_timeout = atof(value);
+        else { fprintf(stderr, "raw_tcp_client: unknown option %s\n", argv[i]); return 2; }
+        i++;
+    }
+    char host[256] = {0}, room[1024] = "/";
+    int port = 0;
+    if (!url || sscanf(url, "tcp://%255[^:]:%d%1023s", host, &port, room) < 2 || duration <= 0 || warmup < 0 ||
+        size < 1 || stall_timeout <= 0 || strcmp(loop, "auto") || !strcmp(compression, "on") ||
+        (strcmp(kind, "text-ascii") && strcmp(kind, "text-utf8") && strcmp(kind, "binary"))) {
+        fprintf(stderr, "usage: raw_tcp_client --url tcp://H:P/ROOM --duration S --warmup W [--payload-size N] "
+                        "[--payload-kind text-ascii|text-utf8|binary] [--stall-timeout S] [--no-latency]\n");
+        return 2;
+    }
+    char *ping = make_payload(kind, (size_t)size, 0), *pong = make_payload(kind, (size_t)size, 1);
+    char *ping_frame = malloc(4 + (size_t)size), *pong_frame = malloc(4 + (size_t)size), *scratch = malloc((size_t)size);
+    uint32_t network_size = htonl((uint32_t)size);
+    memcpy(ping_frame, &network_size, 4); memcpy(ping_frame + 4, ping, (size_t)size);
+    memcpy(pong_frame, &network_size, 4); memcpy(pong_frame + 4, pong, (size_t)size);
+    const char *events_fd_text = getenv("PINGPONG_EVENTS_FD");
+    int events_fd = events_fd_text ? atoi(events_fd_text) : -1;
+
+    int a = open_member(host, port, room, stall_timeout);
+    int b = a < 0 ? -1 : open_member(host, port, room, stall_timeout);
+    size_t capacity = 1 << 16, count = 0, warmup_count = 0;
+    uint64_t *latencies = malloc(capacity * sizeof *latencies);
+    uint64_t warmup_start = now_ns(), start = 0, end = 0;
+    double user_start = 0, system_start = 0, user_s = 0, system_s = 0;
+    int failed = b < 0;
+    if (!failed) {
+        uint64_t deadline = warmup_start + (uint64_t)(warmup * 1e9), t = warmup_start;
+        while (t < deadline) {
+            if (write_all(a, ping_frame, 4 + (size_t)size) < 0 || expect_frame(b, ping, (size_t)size, scratch, "B", stall_timeout) < 0 ||
+                write_all(b, pong_frame, 4 + (size_t)size) < 0 || expect_frame(a, pong, (size_t)size, scratch, "A", stall_timeout) < 0) {
+                failed = 1;
+                break;
+            }
+            warmup_count++;
+            t = now_ns();
+        }
+    }
+    if (!failed) {
+        if (events_fd >= 0 && write(events_fd, "window-start\n", 13) < 0) events_fd = -1;
+        user_start = cpu_seconds(1);
+        system_start = cpu_seconds(0);
+        start = now_ns();
+        uint64_t deadline = start + (uint64_t)(duration * 1e9), roundtrip_start = start;
+        for (;;) {
+            if (write_all(a, ping_frame, 4 + (size_t)size) < 0 || expect_frame(b, ping, (size_t)size, scratch, "B", stall_timeout) < 0 ||
+                write_all(b, pong_frame, 4 + (size_t)size) < 0 || expect_frame(a, pong, (size_t)size, scratch, "A", stall_timeout) < 0) {
+                failed = 1;
+                break;
+            }
+            end = now_ns();
+            if (record) {
+                if (count == capacity) { capacity *= 2; latencies = realloc(latencies, capacity * sizeof *latencies); }
+                latencies[count] = end - roundtrip_start;
+            }
+            count++;
+            roundtrip_start = end;
+            if (end >= deadline) break;
+        }
+        user_s = cpu_seconds(1) - user_start;
+        system_s = cpu_seconds(0) - system_start;
+        if (events_fd >= 0 && write(events_fd, "window-end\n", 11) < 0) events_fd = -1;
+    }
+    emit(stdout, kind, (size_t)size, compression, record);
+    if (failed) {
+        for (char *c = error_message; *c; c++) if (*c == '"' || *c == '\\') *c = '\'';
+        printf(", \"error\": \"%s\", \"errors\": 1}\n", error_message[0] ? error_message : "failed");
+        fprintf(stderr, "raw-tcp-c client: %s\n", error_message);
+        return 1;
+    }
+    double elapsed = (double)(end - start) / 1e9;
+    printf(", \"error\": null, \"errors\": 0, \"warmup\": {\"roundtrips\": %zu, \"elapsed_s\": %.9f}, "
+           "\"roundtrips\": %zu, \"elapsed_s\": %.9f, \"roundtrips_per_s\": %.6f, "
+           "\"cpu\": {\"user_s\": %.6f, \"system_s\": %.6f}, \"latency\": {\"unit\": \"ns\", \"recorded\": %s, "
+           "\"hdr_histogram\": null, \"value_counts\": [",
+           warmup_count, (double)(start - warmup_start) / 1e9, count, elapsed, (double)count / elapsed, user_s,
+           system_s, record ? "true" : "false");
+    if (record) {
+        for (size_t i = 0; i < count; i++) latencies[i] = round_to_hdr_precision(latencies[i]);
+        qsort(latencies, count, sizeof *latencies, compare_u64);
+        for (size_t i = 0; i < count;) {
+            size_t j = i;
+            while (j < count && latencies[j] == latencies[i]) j++;
+            printf("%s[%llu, %zu]", i ? ", " : "", (unsigned long long)latencies[i], j - i);
+            i = j;
+        }
+    }
+    char a_details[512], b_details[512];
+    describe_socket(a, a_details, sizeof a_details);
+    describe_socket(b, b_details, sizeof b_details);
+    printf("]}, \"connections\": [{\"name\": \"A\", %s}, {\"name\": \"B\", %s}]}\n", a_details, b_details);
+    close(a);
+    close(b);
+    return 0;
+}
