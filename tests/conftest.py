@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import time
+import uuid
 from pathlib import Path
 
 import psutil
@@ -33,34 +34,50 @@ def by_name(role: str, name: str):
     raise KeyError(name)
 
 
-def processes_started_since(since: float) -> list[psutil.Process]:
-    """Processes started after `since` from this checkout (by their working directory), other than pytest."""
+TEST_TOKEN_ENV = "PINGPONG_TEST_TOKEN"
+
+
+def processes_carrying(token: str) -> list[psutil.Process]:
+    """Live processes whose environment carries this test's token: exactly those the test started, at any depth.
+
+    Every child inherits the token (the harness passes os.environ on), so grandchildren reparented to init are
+    found too, and processes the test did not start (a developer's shell, other tests' runs) never are.
+    """
+    marker = f"{TEST_TOKEN_ENV}={token}".encode()
     found = []
-    for process in psutil.process_iter(["pid", "create_time", "cwd", "status"]):
-        info = process.info
-        if info["pid"] == os.getpid() or info["status"] == psutil.STATUS_ZOMBIE:
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
             continue
-        if info["create_time"] and info["create_time"] >= since and info["cwd"] and Path(info["cwd"]) == ROOT:
-            found.append(process)
+        try:
+            with open(f"/proc/{entry.name}/environ", "rb") as environ:
+                if marker not in environ.read().split(b"\0"):
+                    continue
+            process = psutil.Process(int(entry.name))
+            if process.status() != psutil.STATUS_ZOMBIE:
+                found.append(process)
+        except (OSError, psutil.Error):
+            continue
     return found
 
 
 @pytest.fixture(autouse=True)
-def no_process_left_behind():
+def no_process_left_behind(monkeypatch):
     """After every test, no process the test started (directly or not) may still be running."""
-    started = time.time() - 0.1
+    token = uuid.uuid4().hex
+    monkeypatch.setenv(TEST_TOKEN_ENV, token)
     yield
     deadline = time.monotonic() + 5
-    leftovers = processes_started_since(started)
+    leftovers = processes_carrying(token)
     while leftovers and time.monotonic() < deadline:
         time.sleep(0.05)
-        leftovers = processes_started_since(started)
-    for process in leftovers:  # kill so one leak does not cascade into later tests, then fail
+        leftovers = processes_carrying(token)
+    described = [(p.pid, p.cmdline()) for p in leftovers]
+    for process in leftovers:  # they carry this test's token: started by it, so ours to end
         try:
             process.kill()
         except psutil.Error:
             pass
-    assert not leftovers, f"processes left running: {[(p.pid, p.cmdline()) for p in leftovers]}"
+    assert not leftovers, f"processes left running: {described}"
 
 
 @pytest.fixture

@@ -45,3 +45,24 @@ def test_incompatible_pairs_are_skipped_with_a_reason():
     raw = implementation("client", "raw", protocol="raw-tcp")
     assert cli.skip_reason(server, raw, SETTINGS) == "server speaks websocket, client speaks raw-tcp"
     assert cli.skip_reason(server, implementation("client", "c"), SETTINGS) is None
+
+
+def test_leak_check_sees_only_processes_the_test_started():
+    """The no-process-left check finds a child carrying this test's token and ignores one started without it."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import TEST_TOKEN_ENV, processes_carrying
+
+    token = os.environ[TEST_TOKEN_ENV]
+    ours = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    foreign_env = {k: v for k, v in os.environ.items() if k != TEST_TOKEN_ENV}
+    foreign = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"], env=foreign_env)
+    try:
+        found = {p.pid for p in processes_carrying(token)}
+        assert ours.pid in found and foreign.pid not in found
+    finally:
+        for process in (ours, foreign):
+            process.kill()
+            process.wait()
