@@ -27,6 +27,7 @@ struct buffer { char *data; size_t length, capacity; };
 struct connection { int fd; int room; struct buffer in, out; };
 
 static struct connection *connections[MAX_FDS];
+static int highest_fd = -1; /* relaying scans connections[0..highest_fd], not all MAX_FDS slots */
 static char *room_names[MAX_ROOMS];
 static int room_count;
 static int epoll_fd;
@@ -52,6 +53,7 @@ static void close_connection(struct connection *c) {
     epoll_ctl(epoll_fd, EPOLL_CTL_DEL, c->fd, NULL);
     close(c->fd);
     connections[c->fd] = NULL;
+    while (highest_fd >= 0 && !connections[highest_fd]) highest_fd--;
     free(c->in.data);
     free(c->out.data);
     free(c);
@@ -119,7 +121,7 @@ static int handle_input(struct connection *c) {
             static const char joined[4] = {0, 0, 0, 0};
             if (send_or_queue(c, joined, 4) < 0) return -1;
         } else {
-            for (int fd = 0; fd < MAX_FDS; fd++) {
+            for (int fd = 0; fd <= highest_fd; fd++) {
                 struct connection *other = connections[fd];
                 if (other && other != c && other->room == c->room)
                     if (send_or_queue(other, frame, 4 + (size_t)length) < 0) close_connection(other);
@@ -199,6 +201,7 @@ int main(int argc, char **argv) {
                     c->fd = client;
                     c->room = -1;
                     connections[client] = c;
+                    if (client > highest_fd) highest_fd = client;
                     struct epoll_event client_event = {.events = EPOLLIN, .data.fd = client};
                     epoll_ctl(epoll_fd, EPOLL_CTL_ADD, client, &client_event);
                 }
@@ -220,7 +223,7 @@ int main(int argc, char **argv) {
             }
         }
     }
-    for (int fd = 0; fd < MAX_FDS; fd++)
+    for (int fd = highest_fd; fd >= 0; fd--)
         if (connections[fd]) close_connection(connections[fd]);
     close(listener);
     return 0;
