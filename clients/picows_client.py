@@ -5,9 +5,6 @@ messages with one future per receive, the usual bridge from picows's callbacks t
 against a pure-callback client, and it is the same await-based loop every Python client runs.
 """
 
-import asyncio
-from collections import deque
-
 from picows import WSListener, WSMsgType, WSTransport, ws_connect
 
 from pingpong import driver
@@ -18,8 +15,7 @@ class MessageListener(WSListener):
 
     def __init__(self) -> None:
         self.transport: WSTransport | None = None
-        self.messages: deque = deque()
-        self.waiter: asyncio.Future | None = None
+        self.queue = driver.MessageQueue()
         self.fragments: list[bytes] = []
         self.fragment_type = None
 
@@ -44,23 +40,10 @@ class MessageListener(WSListener):
             data = frame.get_payload_as_bytes()
         else:
             return
-        message = data.decode() if msg_type == WSMsgType.TEXT else data
-        waiter = self.waiter
-        if waiter is not None and not waiter.done():
-            self.waiter = None
-            waiter.set_result(message)
-        else:
-            self.messages.append(message)
+        self.queue.deliver(data.decode() if msg_type == WSMsgType.TEXT else data)
 
     def on_ws_disconnected(self, transport: WSTransport) -> None:
-        if self.waiter is not None and not self.waiter.done():
-            self.waiter.set_exception(ConnectionError("connection closed by the server"))
-
-    async def recv(self):
-        if self.messages:
-            return self.messages.popleft()
-        self.waiter = asyncio.get_running_loop().create_future()
-        return await self.waiter
+        self.queue.fail(ConnectionError("connection closed by the server"))
 
 
 def settings(args):
@@ -84,7 +67,7 @@ async def open_connection(url, args):
 
     return driver.Connection(
         send=send,
-        recv=listener.recv,
+        recv=listener.queue.recv,
         close=close,
         details={
             "extensions": transport.response.headers.get("Sec-WebSocket-Extensions"),

@@ -5,7 +5,6 @@ Wire format in pingpong/raw_tcp.py. The URL is tcp://HOST:PORT/ROOM.
 
 import asyncio
 import socket
-from collections import deque
 from urllib.parse import urlsplit
 
 from pingpong import driver
@@ -18,9 +17,7 @@ class FrameProtocol(asyncio.Protocol):
     def __init__(self, text: bool) -> None:
         self.text = text
         self.buffer = bytearray()
-        self.messages: deque = deque()
-        self.waiter: asyncio.Future | None = None
-        self.lost: Exception | None = None
+        self.queue = driver.MessageQueue()
 
     def connection_made(self, transport) -> None:
         self.transport = transport
@@ -35,26 +32,10 @@ class FrameProtocol(asyncio.Protocol):
                 return
             payload = bytes(buffer[4:4 + length])
             del buffer[:4 + length]
-            message = payload.decode() if self.text else payload
-            waiter = self.waiter
-            if waiter is not None and not waiter.done():
-                self.waiter = None
-                waiter.set_result(message)
-            else:
-                self.messages.append(message)
+            self.queue.deliver(payload.decode() if self.text else payload)
 
     def connection_lost(self, exc) -> None:
-        self.lost = ConnectionError("connection closed by the server")
-        if self.waiter is not None and not self.waiter.done():
-            self.waiter.set_exception(self.lost)
-
-    async def recv(self):
-        if self.messages:
-            return self.messages.popleft()
-        if self.lost:
-            raise self.lost
-        self.waiter = asyncio.get_running_loop().create_future()
-        return await self.waiter
+        self.queue.fail(ConnectionError("connection closed by the server"))
 
 
 def settings(args):
@@ -70,7 +51,7 @@ async def open_connection(url, args):
         lambda: FrameProtocol(text), parts.hostname, parts.port)
     room = (parts.path or "/").encode()
     transport.write(HEADER.pack(len(room)) + room)
-    if await protocol.recv() not in ("", b""):
+    if await protocol.queue.recv() not in ("", b""):
         raise driver.DriverError("the server did not acknowledge joining the room with an empty frame")
     frames: dict = {}  # payload -> its frame, built once (ping and pong are the same objects every time)
     write = transport.write
@@ -85,7 +66,7 @@ async def open_connection(url, args):
     async def close():
         transport.close()
 
-    return driver.Connection(send=send, recv=protocol.recv, close=close,
+    return driver.Connection(send=send, recv=protocol.queue.recv, close=close,
                              details={"extensions": None, "subprotocol": None,
                                       **driver.socket_details(transport.get_extra_info("socket"))})
 

@@ -17,6 +17,7 @@ import socket
 import sys
 import time
 from array import array
+from collections import deque
 from dataclasses import dataclass, field
 from importlib import metadata
 from typing import Any, Awaitable, Callable
@@ -48,6 +49,39 @@ class Connection:
 
 
 OpenConnection = Callable[[str, argparse.Namespace], Awaitable[Connection]]
+
+
+class MessageQueue:
+    """Bridges a callback API (picows, asyncio Protocols) to the awaitable recv() the measured loop uses.
+
+    deliver() hands a message to a waiting recv() directly, or queues it; fail() wakes a waiter with the error.
+    """
+
+    def __init__(self) -> None:
+        self.messages: deque = deque()
+        self.waiter: asyncio.Future | None = None
+        self.error: Exception | None = None
+
+    def deliver(self, message: Any) -> None:
+        waiter = self.waiter
+        if waiter is not None and not waiter.done():
+            self.waiter = None
+            waiter.set_result(message)
+        else:
+            self.messages.append(message)
+
+    def fail(self, error: Exception) -> None:
+        self.error = error
+        if self.waiter is not None and not self.waiter.done():
+            self.waiter.set_exception(error)
+
+    async def recv(self) -> Any:
+        if self.messages:
+            return self.messages.popleft()
+        if self.error:
+            raise self.error
+        self.waiter = asyncio.get_running_loop().create_future()
+        return await self.waiter
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
+import signal
 import os
 import platform
 import sys
 from typing import Any
 
-from pingpong.driver import COMPRESSION_CHOICES, LOOP_CHOICES, library_versions, running_loop_name
+from pingpong.driver import COMPRESSION_CHOICES, LOOP_CHOICES, library_versions, run_on_loop, running_loop_name
 
 INFO_FILE_ENV = "PINGPONG_INFO_FILE"
 REPORT_FORMAT_VERSION = 1
@@ -65,3 +67,17 @@ def write_server_info(implementation: str, libraries: list[str], args: argparse.
     with open(temporary, "w") as file:
         json.dump(info, file)
     os.replace(temporary, path)
+
+
+def stop_requested() -> asyncio.Future:
+    """A future that completes on the first SIGTERM or SIGINT: await it to serve until told to stop."""
+    loop = asyncio.get_running_loop()
+    stop = loop.create_future()
+    for signal_number in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signal_number, lambda: stop.done() or stop.set_result(None))
+    return stop
+
+
+def run(main, args: argparse.Namespace) -> None:
+    """Run main(args) on the loop --loop asks for ('auto' = plain asyncio.run, what the program gets by itself)."""
+    run_on_loop(args.loop, lambda: main(args))

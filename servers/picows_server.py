@@ -4,8 +4,6 @@ picows hands the application frames, not messages: each data frame is relayed as
 payload and FIN bit, so fragmented messages stay fragmented and whole.
 """
 
-import asyncio
-import signal
 
 from picows import WSListener, WSMsgType, WSTransport, ws_create_server
 
@@ -50,9 +48,7 @@ async def main(args):
         "auto_ping": False,  # keepalive pings off, for every server of the suite
         "max_frame_size": 10 * 2**20,
     }
-    stop = asyncio.get_running_loop().create_future()
-    for signal_number in (signal.SIGTERM, signal.SIGINT):
-        asyncio.get_running_loop().add_signal_handler(signal_number, lambda: stop.done() or stop.set_result(None))
+    stop = server_support.stop_requested()
     server = await ws_create_server(listener_for, args.host, args.port, enable_auto_ping=False)
     server_support.write_server_info("picows", ["picows"], args, settings)
     server_support.log(f"picows server listening on {args.host}:{args.port}")
@@ -62,9 +58,4 @@ async def main(args):
 
 if __name__ == "__main__":
     ARGS = server_support.parse_args(__doc__, compression_choices=("default", "off"))
-    if ARGS.loop == "uvloop":
-        import uvloop
-
-        uvloop.run(main(ARGS))
-    else:
-        asyncio.run(main(ARGS))
+    server_support.run(main, ARGS)

@@ -4,7 +4,6 @@ Wire format in pingpong/raw_tcp.py: length-prefixed frames, the first naming the
 """
 
 import asyncio
-import signal
 import socket
 
 from pingpong import server_support
@@ -50,9 +49,7 @@ class RelayProtocol(asyncio.Protocol):
 
 async def main(args):
     loop = asyncio.get_running_loop()
-    stop = loop.create_future()
-    for signal_number in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signal_number, lambda: stop.done() or stop.set_result(None))
+    stop = server_support.stop_requested()
     server = await loop.create_server(RelayProtocol, args.host, args.port)
     server_support.write_server_info("raw-tcp-python", [], args, {"tcp_nodelay": True, "framing": "u32 length"})
     server_support.log(f"raw TCP server listening on {args.host}:{args.port}")
@@ -62,9 +59,4 @@ async def main(args):
 
 if __name__ == "__main__":
     ARGS = server_support.parse_args(__doc__, compression_choices=("default", "off"))
-    if ARGS.loop == "uvloop":
-        import uvloop
-
-        uvloop.run(main(ARGS))
-    else:
-        asyncio.run(main(ARGS))
+    server_support.run(main, ARGS)

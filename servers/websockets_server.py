@@ -1,7 +1,6 @@
 """Ping-pong relay server on websockets' asyncio implementation (websockets.asyncio.server)."""
 
 import asyncio
-import signal
 
 from websockets.asyncio.server import serve
 from websockets.exceptions import ConnectionClosed
@@ -35,10 +34,7 @@ async def main(args):
         "max_size": 2**20,
         "max_queue": 16,
     }
-    stop = asyncio.get_running_loop().create_future()
-    for signal_number in (signal.SIGTERM, signal.SIGINT):
-        asyncio.get_running_loop().add_signal_handler(
-            signal_number, lambda: stop.done() or stop.set_result(None))
+    stop = server_support.stop_requested()
     async with serve(relay, args.host, args.port, compression=settings["compression_effective"],
                      ping_interval=settings["ping_interval"], max_size=settings["max_size"],
                      max_queue=settings["max_queue"]):
@@ -49,9 +45,4 @@ async def main(args):
 
 if __name__ == "__main__":
     ARGS = server_support.parse_args(__doc__)
-    if ARGS.loop == "uvloop":
-        import uvloop
-
-        uvloop.run(main(ARGS))
-    else:
-        asyncio.run(main(ARGS))
+    server_support.run(main, ARGS)

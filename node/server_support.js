@@ -1,0 +1,46 @@
+'use strict';
+// What the JavaScript relay servers share: the contract's flags and the optional server report (the twin of
+// pingpong/server_support.py).
+
+const fs = require('fs');
+const { parseArgs } = require('util');
+
+/** Parse --host --port --loop --compression; exit 2 with one message on bad input. */
+function parseServerArgs(program, loops) {
+  const usage = `usage: ${program} --host H --port P [--loop ${loops.join('|')}] [--compression default|off|on]`;
+  let values;
+  try {
+    ({ values } = parseArgs({
+      options: {
+        host: { type: 'string', default: '127.0.0.1' },
+        port: { type: 'string' },
+        loop: { type: 'string', default: 'auto' },
+        compression: { type: 'string', default: 'default' },
+      },
+    }));
+  } catch (error) {
+    process.stderr.write(`${error.message}\n${usage}\n`);
+    process.exit(2);
+  }
+  const port = Number(values.port);
+  const problems = [];
+  if (!Number.isInteger(port) || port < 0 || port > 65535) problems.push('--port must be an integer 0-65535');
+  if (!loops.includes(values.loop)) problems.push(`--loop ${values.loop} is not available here (use auto)`);
+  if (!['default', 'off', 'on'].includes(values.compression)) problems.push('--compression must be default, off or on');
+  if (problems.length) {
+    process.stderr.write(`${problems.join('; ')}\n${usage}\n`);
+    process.exit(2);
+  }
+  return { host: values.host, port, loop: values.loop, compression: values.compression };
+}
+
+/** Write the server report atomically to PINGPONG_INFO_FILE, when the orchestrator set it. */
+function writeServerInfo(info) {
+  const path = process.env.PINGPONG_INFO_FILE;
+  if (!path) return;
+  const temporary = `${path}.${process.pid}.tmp`;
+  fs.writeFileSync(temporary, JSON.stringify({ format_version: 1, role: 'server', pid: process.pid, ...info }));
+  fs.renameSync(temporary, path);
+}
+
+module.exports = { parseServerArgs, writeServerInfo };
