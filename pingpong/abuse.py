@@ -30,8 +30,7 @@ PHASE_S = 1.0  # the pair is counted for this long before and after each abuse
 FLOOD_S = 2.0
 FLOOD_MAX_BYTES = 64 * 2**20
 FLOOD_FRAME_BYTES = 64 * 1024
-RECOVERED_SHARE = 0.5  # 'after' must reach half of 'before' for the server to count as having recovered
-UNDISTURBED_SHARE = 0.5  # 'during' at half of 'before' or more: the abuse did not disturb the other room
+UNDISTURBED_SHARE = 0.5  # at half of 'before' or more, a phase counts as undisturbed (informational only)
 
 
 def handshake(port: int, path: str) -> socket.socket:
@@ -183,20 +182,26 @@ class AbuseOutcome:
 
     @property
     def verdict(self) -> str:
-        """server died | pair broken (no recovery) | stalled (0 during) | slowed (< half during) | unaffected."""
+        """server died | pair broken | stalled (0 during) | slowed (< half during) | slow after | unaffected.
+
+        Only the first two mean the server did not survive. The others compare rates of 1-second phases, which a
+        noisy machine moves by itself, so they describe what was seen rather than judge it.
+        """
         if not self.server_alive:
             return "server died"
-        if self.pair_error or self.after_per_s < RECOVERED_SHARE * self.before_per_s:
+        if self.pair_error or self.after_per_s == 0:
             return "pair broken"
         if self.during_per_s == 0:
             return "stalled"
         if self.during_per_s < UNDISTURBED_SHARE * self.before_per_s:
             return "slowed"
+        if self.after_per_s < UNDISTURBED_SHARE * self.before_per_s:
+            return "slow after"
         return "unaffected"
 
     @property
     def survived(self) -> bool:
-        """The server kept serving: alive, and the other room's pair recovered after the abuse."""
+        """The server kept serving: it is alive, and the other room's pair kept its ping-pong going after."""
         return self.verdict not in ("server died", "pair broken")
 
 

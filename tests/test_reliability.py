@@ -211,3 +211,18 @@ def test_servers_under_abuse_keep_serving_other_rooms(server):
         assert outcome.survived, f"{outcome.abuse}: {outcome.verdict}"
     flood = next(o for o in outcomes if o.abuse == "flood-without-reading")
     assert flood.abuse_detail and flood.abuse_detail.startswith("sent ")
+
+
+def test_abuse_verdicts_on_fixed_outcomes():
+    """Survival means alive with the pair still playing after; rate ratios only label what was seen."""
+    from pingpong.abuse import AbuseOutcome
+
+    def outcome(before, during, after, alive=True, pair_error=None):
+        return AbuseOutcome("s", "a", before, during, after, alive, None, pair_error)
+
+    cases = [(outcome(1000, 900, 950), "unaffected", True), (outcome(1000, 300, 950), "slowed", True),
+             (outcome(1000, 0, 950), "stalled", True), (outcome(1000, 900, 300), "slow after", True),
+             (outcome(1000, 900, 0), "pair broken", False), (outcome(1000, 900, 950, pair_error="x"), "pair broken", False),
+             (outcome(1000, 900, 950, alive=False), "server died", False)]
+    for case, verdict, survived in cases:
+        assert (case.verdict, case.survived) == (verdict, survived)
