@@ -18,7 +18,9 @@ def test_pair_completes_verified_roundtrips(server, client):
     report = attempt.client_report
     assert report["errors"] == 0 and report["error"] is None
     assert attempt.roundtrips >= 1 and attempt.roundtrips == report["roundtrips"]
-    assert 0.5 <= attempt.elapsed_s < 1.5
+    # The window ends at the first roundtrip completed after the deadline: at least the duration, and less than
+    # duration + stall timeout (one roundtrip may be slow on a busy machine, none may stall).
+    assert SHORT.duration_s <= attempt.elapsed_s < SHORT.duration_s + SHORT.stall_timeout_s
     assert report["payload"] == {"kind": "text-ascii", "size": 4}
     assert [c["name"] for c in report["connections"]] == ["A", "B"]
     assert all(c["family"] == "ipv4" for c in report["connections"])

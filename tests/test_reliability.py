@@ -45,7 +45,7 @@ def test_faulty_servers_fail_their_cells_and_the_run_goes_on(tmp_path):
         "crash-at-start": ("not-ready", "server exited with code 3"),
         "never-ready": ("not-ready", "no WebSocket handshake within 2 s"),
         "crash-mid-run": ("server-crashed", "server exited with code 3 during the run"),
-        "hang-mid-run": ("client-failed", "stall: no roundtrip completed for 2 s"),
+        "hang-mid-run": ("client-failed", "stall: no roundtrip completed for 2 s"),  # after 9 or 10 roundtrips
         "corrupt-mid-run": ("client-failed", "payload mismatch"),
         "binds-elsewhere": ("not-ready", "not on the requested 127.0.0.1:"),
     }
