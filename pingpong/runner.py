@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import Any
 
 from pingpong import cpu, histograms, listeners, probe, processes
+from pingpong.driver import EVENTS_FD_ENV
 from pingpong.manifest import Implementation, resolve_command
+from pingpong.server_support import INFO_FILE_ENV
 from pingpong.results import Attempt
 
-EVENTS_FD_ENV = "PINGPONG_EVENTS_FD"
-INFO_FILE_ENV = "PINGPONG_INFO_FILE"
 STDERR_TAIL_LINES = 20
 
 
