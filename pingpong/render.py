@@ -57,6 +57,8 @@ def matrix_cell_text(summary: dict[str, Any]) -> str:
         text += " (noisy)"
     if summary.get("compression_negotiated"):
         text += " ᶻ"
+    if summary.get("flags"):
+        text += " ⚑"
     if status == "partial":
         text += f" ({len(summary['failures'])} failed)"
     return text
@@ -129,7 +131,7 @@ def render_markdown(run: RunResult, summaries: Summaries) -> str:
         "",
         "Each cell: median roundtrips/s over the repeats, ± coefficient of variation, p99 roundtrip latency "
         f"(all repeats merged). (noisy) = CV ≥ {NOISY_CV:.0%}; ᶻ = permessage-deflate negotiated; "
-        "— = not measured (see below).",
+        "⚑ = flagged as odd (reasons below); — = not measured (see below).",
         "",
         "| server \\ client | " + " | ".join(clients) + " |",
         "|---|" + "---:|" * len(clients),
@@ -163,14 +165,17 @@ def render_markdown(run: RunResult, summaries: Summaries) -> str:
                    for client in websocket_clients]
             lines.append(f"| {server} | " + " | ".join(row) + " |")
 
+    lines += flagged_section(summaries)
+
     lines += ["", "## Per cell", "",
               "CPU is user+system time of each side's process tree over the measured window; utilization is that "
               "CPU time over wall time (1.0 = one core busy). The bottleneck is the side at ≥ 80% of a core; "
               "'neither' means the pair waits rather than computes.", "",
               "| server | client | roundtrips/s median [min–max] | n | CV | p50 | p90 | p99 | p99.9 | max "
               "| server µs/rt | client µs/rt | server util | client util | bottleneck | server peak RSS "
-              "| loops (server/client) | compression | client TCP_NODELAY |",
-              "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---|---|---|"]
+              "| loops (server/client) | compression | TCP_NODELAY (server/client) | TCP segments/message "
+              "| delayed ACKs/rt |",
+              "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---|---|---|---:|---:|"]
     for (server, client), summary in summaries.items():
         if "roundtrips_per_s" not in summary:
             continue
@@ -190,7 +195,9 @@ def render_markdown(run: RunResult, summaries: Summaries) -> str:
             _number(summary.get("server_peak_rss_bytes") and summary["server_peak_rss_bytes"] / 2**20, "{:.0f} MiB"),
             f"{summary.get('server_loop') or '?'}/{summary.get('client_loop') or '?'}",
             short_extensions(summary.get("compression_negotiated")),
-            {True: "on", False: "OFF", None: "not readable"}[summary.get("client_tcp_nodelay")],
+            f"{NODELAY_TEXT[summary.get('server_tcp_nodelay')]}/{NODELAY_TEXT[summary.get('client_tcp_nodelay')]}",
+            _number(summary.get("segments_per_message"), "{:.2f}"),
+            _number(summary.get("delayed_acks_per_roundtrip"), "{:.3f}"),
         ]) + " |")
 
     problems = [(key, s) for key, s in summaries.items() if s["status"] in ("skipped", "failed", "partial")]
@@ -202,6 +209,24 @@ def render_markdown(run: RunResult, summaries: Summaries) -> str:
             for failure in summary.get("failures", []):
                 lines.append(f"- {server} × {client}: {failure}")
     return "\n".join(lines) + "\n"
+
+
+NODELAY_TEXT = {True: "on", False: "OFF", None: "?"}
+
+
+def flagged_section(summaries: Summaries) -> list[str]:
+    """'## Flagged cells': each odd cell with its one-line reasons, and how to dig further."""
+    flagged = [(key, summary["flags"]) for key, summary in summaries.items() if summary.get("flags")]
+    if not flagged:
+        return ["", "No cell is flagged: every measured cell is within 3× of what its server and client predict, "
+                "and no signal rule fired."]
+    lines = ["", "## Flagged cells", "",
+             "A cell is flagged when it runs under 1/3 of the rate its row and column predict (log-space model "
+             "rate ≈ server factor × client factor, fitted without it), or when one of its signals is out of "
+             "line. `python run_bench.py diagnose SERVER CLIENT` measures a flagged cell in depth.", ""]
+    for (server, client), flags in flagged:
+        lines.append(f"- **{server} × {client}**: " + "; ".join(flags))
+    return lines
 
 
 def short_extensions(extensions: str | None) -> str:
@@ -221,7 +246,9 @@ CSV_COLUMNS = ["server", "client", "status", "n", "roundtrips_per_s_median", "ro
                "roundtrips_per_s_max", "roundtrips_per_s_cv", "ci95_low", "ci95_high", "noisy", "p50_ns", "p90_ns",
                "p99_ns", "p99.9_ns", "max_ns", "server_cpu_us_per_roundtrip", "client_cpu_us_per_roundtrip",
                "server_cpu_utilization", "client_cpu_utilization", "bottleneck", "server_peak_rss_bytes",
-               "server_loop", "client_loop", "compression_negotiated", "client_tcp_nodelay", "reason"]
+               "server_loop", "client_loop", "compression_negotiated", "server_tcp_nodelay", "client_tcp_nodelay",
+               "segments_per_message", "delayed_acks_per_roundtrip", "retransmits_per_roundtrip",
+               "expected_roundtrips_per_s", "flags", "reason"]
 
 
 def render_csv(run: RunResult, summaries: Summaries) -> str:
@@ -240,7 +267,11 @@ def render_csv(run: RunResult, summaries: Summaries) -> str:
             **{key: summary.get(key) for key in ("server_cpu_us_per_roundtrip", "client_cpu_us_per_roundtrip",
                                                  "server_cpu_utilization", "client_cpu_utilization", "bottleneck",
                                                  "server_peak_rss_bytes", "server_loop", "client_loop",
-                                                 "compression_negotiated", "client_tcp_nodelay")},
+                                                 "compression_negotiated", "server_tcp_nodelay",
+                                                 "client_tcp_nodelay", "segments_per_message",
+                                                 "delayed_acks_per_roundtrip", "retransmits_per_roundtrip",
+                                                 "expected_roundtrips_per_s")},
+            "flags": "; ".join(summary.get("flags") or []) or None,
             "reason": summary.get("reason") or "; ".join(summary.get("failures", [])) or None,
         })
     return output.getvalue()

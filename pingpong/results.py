@@ -34,6 +34,9 @@ class Attempt:
     client_cpu_s: float | None = None  # the same for the client's process tree
     window_wall_s: float | None = None  # wall time between the orchestrator's two CPU samples
     server_peak_rss_bytes: int | None = None  # sum of VmHWM over the server's process tree
+    tcp_counters: dict[str, int] | None = None  # deltas of /proc/net/snmp and /proc/net/netstat over the window
+    sockets: dict[str, Any] | None = None  # per side: TCP_NODELAY of each connection as the kernel has it
+    syscalls: dict[str, Any] | None = None  # per side: strace -c counts over the window (diagnose only)
     server_exit_code: int | None = None
     client_exit_code: int | None = None
     server_stderr_tail: str | None = None  # kept when the attempt failed

@@ -13,7 +13,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from pingpong import cpu, histograms, listeners, probe, processes
+from pingpong import cpu, histograms, kernel_signals, listeners, probe, processes
+from pingpong.syscall_trace import SyscallTracer
 from pingpong.driver import EVENTS_FD_ENV
 from pingpong.manifest import Implementation, resolve_command
 from pingpong.server_support import INFO_FILE_ENV
@@ -36,6 +37,11 @@ class CellSettings:
     stall_timeout_s: float
     pin: bool
     client_grace_s: float = 30.0  # a client may run warmup + duration + this before it is stopped as hung
+    # Switches for diagnose's A/B experiments; the defaults are what the matrix always runs with.
+    client_host: str = "127.0.0.1"  # the host in the client's URL; the server always listens on 127.0.0.1
+    client_compression: str | None = None  # overrides compression for the client only
+    force_nodelay: bool = False  # set TCP_NODELAY on both sides' sockets from outside when the window starts
+    trace_syscalls: bool = False  # attach strace -c -f to both sides for the window (slows the cell down)
 
 
 def plan_cpus(pin: bool) -> tuple[set[int] | None, set[int] | None]:
@@ -103,10 +109,12 @@ def _measure(server_process: processes.ManagedProcess, base_url: str, client: Im
     if problem:
         return dict(status="verification-failed", reason=problem, ready_after_s=round(ready_after, 4))
     server_info = _read_json_file(info_path)
+    client_url = base_url.replace("127.0.0.1", settings.client_host, 1)
     client_argv = resolve_command(client, project_root) + [
-        "--url", f"{base_url}/bench-r{repeat}",
+        "--url", f"{client_url}/bench-r{repeat}",
         "--duration", str(settings.duration_s), "--warmup", str(settings.warmup_s),
-        "--loop", loop_for(client, settings.loop), "--compression", settings.compression,
+        "--loop", loop_for(client, settings.loop),
+        "--compression", settings.client_compression or settings.compression,
         "--payload-size", str(settings.payload_size), "--payload-kind", settings.payload_kind,
         "--stall-timeout", str(settings.stall_timeout_s)]
     read_fd, write_fd = os.pipe()
@@ -120,7 +128,7 @@ def _measure(server_process: processes.ManagedProcess, base_url: str, client: Im
         os.close(write_fd)
     running.append(client_process)
     common = dict(client_pid=client_process.pid)
-    window = WindowWatcher(read_fd, server_process.pid, client_process.pid)
+    window = WindowWatcher(read_fd, server_process.pid, client_process.pid, port, settings, work_dir)
     common.update(ready_after_s=round(ready_after, 4), server_info=server_info)
     timeout_s = settings.warmup_s + settings.duration_s + settings.client_grace_s
     try:
@@ -184,6 +192,7 @@ def _judge(server_process: processes.ManagedProcess, client_process: processes.M
                 roundtrips_per_s=report["roundtrips_per_s"], latency_histogram=histogram,
                 server_cpu_s=window.server_cpu_s, client_cpu_s=window.client_cpu_s,
                 window_wall_s=window.wall_s, server_peak_rss_bytes=window.server_peak_rss_bytes,
+                tcp_counters=window.tcp_counters, sockets=window.sockets, syscalls=window.syscalls,
                 client_report=report, **common)
 
 
@@ -214,31 +223,66 @@ def _read_json_file(path: Path) -> dict | None:
 
 
 class WindowWatcher:
-    """Reads the driver's window-start / window-end events and samples both process trees at those instants."""
+    """Reads the driver's window-start / window-end events and samples both sides at those instants.
 
-    def __init__(self, read_fd: int, server_pid: int, client_pid: int) -> None:
+    Per window: CPU of both process trees, the kernel's TCP counters, TCP_NODELAY of both sides' sockets as the
+    kernel has it (forced on first when settings.force_nodelay), and strace counts when settings.trace_syscalls.
+    The sampling happens in this thread, outside the processes measured.
+    """
+
+    def __init__(self, read_fd: int, server_pid: int, client_pid: int, port: int, settings: CellSettings,
+                 work_dir: Path) -> None:
         self.server_pid = server_pid
         self.client_pid = client_pid
+        self.port = port
+        self.settings = settings
+        self.work_dir = work_dir
         self.server_cpu_s: float | None = None
         self.client_cpu_s: float | None = None
         self.wall_s: float | None = None
         self.server_peak_rss_bytes: int | None = None
+        self.tcp_counters: dict[str, int] | None = None
+        self.sockets: dict[str, Any] | None = None
+        self.syscalls: dict[str, Any] | None = None
         self._thread = threading.Thread(target=self._watch, args=(read_fd,), daemon=True)
         self._thread.start()
 
     def join(self) -> None:
-        self._thread.join(5)
+        self._thread.join(15)
 
     def _watch(self, read_fd: int) -> None:
         start = None
-        with os.fdopen(read_fd, "rb") as stream:
-            for line in stream:
-                event = line.strip()
-                if event == b"window-start":
-                    start = (time.monotonic(), cpu.sample_tree(self.server_pid), cpu.sample_tree(self.client_pid))
-                elif event == b"window-end" and start is not None:
-                    server_end, client_end = cpu.sample_tree(self.server_pid), cpu.sample_tree(self.client_pid)
-                    self.wall_s = time.monotonic() - start[0]
-                    self.server_cpu_s = server_end.cpu_s - start[1].cpu_s
-                    self.client_cpu_s = client_end.cpu_s - start[2].cpu_s
-                    self.server_peak_rss_bytes = cpu.peak_rss_bytes(self.server_pid)
+        tracers: dict[str, SyscallTracer] = {}
+        try:
+            with os.fdopen(read_fd, "rb") as stream:
+                for line in stream:
+                    event = line.strip()
+                    if event == b"window-start":
+                        self.sockets = {side: kernel_signals.inspect_sockets(pid, self.port,
+                                                                             self.settings.force_nodelay)
+                                        for side, pid in (("server", self.server_pid), ("client", self.client_pid))}
+                        if self.settings.trace_syscalls:
+                            tracers = {side: SyscallTracer(pid, self.work_dir / f"strace-{side}.txt")
+                                       for side, pid in (("server", self.server_pid), ("client", self.client_pid))}
+                        start = (time.monotonic(), cpu.sample_tree(self.server_pid), cpu.sample_tree(self.client_pid),
+                                 kernel_signals.read_tcp_counters())
+                    elif event == b"window-end" and start is not None:
+                        server_end, client_end = cpu.sample_tree(self.server_pid), cpu.sample_tree(self.client_pid)
+                        counters_end = kernel_signals.read_tcp_counters()
+                        self.wall_s = time.monotonic() - start[0]
+                        self.server_cpu_s = server_end.cpu_s - start[1].cpu_s
+                        self.client_cpu_s = client_end.cpu_s - start[2].cpu_s
+                        self.tcp_counters = kernel_signals.counter_deltas(start[3], counters_end)
+                        self.server_peak_rss_bytes = cpu.peak_rss_bytes(self.server_pid)
+                        self._stop_tracers(tracers)
+                        tracers = {}
+        finally:
+            self._stop_tracers(tracers)
+
+    def _stop_tracers(self, tracers: dict[str, SyscallTracer]) -> None:
+        if not tracers:
+            return
+        self.syscalls = {}
+        for side, tracer in tracers.items():
+            counts = tracer.stop()
+            self.syscalls[side] = {"calls": counts} if counts is not None else {"error": tracer.error}

@@ -6,7 +6,8 @@ import statistics
 from dataclasses import asdict
 from typing import Any
 
-from pingpong import histograms
+from pingpong import anomalies, histograms
+from pingpong.payloads import DEFAULT_PAYLOAD_SIZE
 from pingpong.results import Cell, RunResult
 from pingpong.stats import summarize
 
@@ -41,7 +42,57 @@ def summarize_cell(cell: Cell) -> dict[str, Any]:
     peaks = [a.server_peak_rss_bytes for a in good if a.server_peak_rss_bytes]
     summary["server_peak_rss_bytes"] = max(peaks) if peaks else None
     summary.update(observed_settings(good[-1]))
+    summary.update(tcp_signals(good))
+    summary.update(socket_signals(good[-1], summary))
     return summary
+
+
+MESSAGES_PER_ROUNDTRIP = 4  # A -> server, server -> B, B -> server, server -> A: each a send() with data
+
+
+def tcp_signals(good: list) -> dict[str, Any]:
+    """The kernel's TCP counters per roundtrip (median over repeats), from deltas over each measured window.
+
+    The orchestrator's samples bracket the driver's window; roundtrips in the sampled interval are estimated as
+    the driver's rate times the sampled wall time.
+    """
+    per_roundtrip: dict[str, list[float]] = {}
+    for attempt in good:
+        counters = attempt.tcp_counters
+        if not counters or not attempt.window_wall_s or not attempt.roundtrips_per_s:
+            continue
+        roundtrips = attempt.roundtrips_per_s * attempt.window_wall_s
+        for name, delta in counters.items():
+            per_roundtrip.setdefault(name, []).append(delta / roundtrips)
+    if not per_roundtrip:
+        return {"tcp_per_roundtrip": None}
+    medians = {name: statistics.median(values) for name, values in per_roundtrip.items()}
+    segments = medians.get("Tcp.OutSegs")
+    return {
+        "tcp_per_roundtrip": medians,
+        "segments_per_message": segments / MESSAGES_PER_ROUNDTRIP if segments is not None else None,
+        "delayed_acks_per_roundtrip": medians.get("TcpExt.DelayedACKs"),
+        "retransmits_per_roundtrip": medians.get("Tcp.RetransSegs"),
+    }
+
+
+def socket_signals(attempt, summary: dict[str, Any]) -> dict[str, Any]:
+    """TCP_NODELAY of each side's connections as the kernel has it (read from outside every runtime).
+
+    Falls back to the client's own report where the kernel could not be asked.
+    """
+    found: dict[str, Any] = {}
+    for side in ("server", "client"):
+        reading = (attempt.sockets or {}).get(side) or {}
+        values = reading.get("tcp_nodelay")
+        if values:
+            found[f"{side}_tcp_nodelay"] = all(values)
+        elif side == "client":
+            found["client_tcp_nodelay"] = summary.get("client_tcp_nodelay")
+        else:
+            found["server_tcp_nodelay"] = None
+        found[f"{side}_sockets_note"] = reading.get("error")
+    return found
 
 
 def bottleneck(server_utilization: float | None, client_utilization: float | None) -> str:
@@ -74,4 +125,7 @@ def observed_settings(attempt) -> dict[str, Any]:
 
 
 def summarize_run(run: RunResult) -> dict[tuple[str, str], dict[str, Any]]:
-    return {(cell.server, cell.client): summarize_cell(cell) for cell in run.cells}
+    """Every cell's summary, with the anomaly flags that need the whole matrix."""
+    summaries = {(cell.server, cell.client): summarize_cell(cell) for cell in run.cells}
+    anomalies.annotate(summaries, run.configuration.get("payload_size", DEFAULT_PAYLOAD_SIZE))
+    return summaries

@@ -1,0 +1,170 @@
+"""Which cells are odd, and the likely why: pure functions over a run's per-cell summaries.
+
+Two kinds of flag:
+- the model: in a ping-pong matrix a cell's rate is roughly (how fast the server is) × (how fast the client is).
+  Fitting log(rate) = server factor + client factor by least squares gives every cell an expected rate; a cell
+  far below it (observed/expected < MODEL_THRESHOLD) is slow *for this pair*, not because of its row or column.
+  Outliers are removed one at a time, worst first, each judged against a fit that leaves it out, so one or two
+  bad cells cannot drag their row's and column's factors down and hide themselves or each other.
+- rules over the signals recorded per cell: TCP segments and delayed ACKs per roundtrip, negotiated compression
+  on small messages, sockets without TCP_NODELAY, and sides that mostly wait.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+Cell = tuple[str, str]  # (server, client)
+
+MODEL_THRESHOLD = 1 / 3
+SEGMENTS_PER_MESSAGE_LIMIT = 1.1
+DELAYED_ACKS_PER_ROUNDTRIP_LIMIT = 0.01
+RETRANSMITS_PER_ROUNDTRIP_LIMIT = 0.01
+SMALL_MESSAGE_BYTES = 1024  # below this, deflate cannot save bytes worth its CPU on loopback
+WAITING_UTILIZATION = 0.3  # CPU time / wall time below this on both sides: the pair waits, it does not compute
+ENVELOPE_TOLERANCE = 2.0  # an expectation may exceed the best rate seen in its row or column by this much at most
+FIT_ITERATIONS = 500
+FIT_TOLERANCE = 1e-9
+
+
+def fit_log_factors(rates: dict[Cell, float]) -> tuple[dict[str, float], dict[str, float]]:
+    """Least squares fit of log(rate) = server factor + client factor, by alternating means (converges to LS).
+
+    Cells may be missing; each connected block of the matrix gets its own consistent factors.
+    """
+    logs = {cell: math.log(rate) for cell, rate in rates.items() if rate > 0}
+    by_server: dict[str, list[tuple[str, float]]] = {}
+    by_client: dict[str, list[tuple[str, float]]] = {}
+    for (server, client), value in logs.items():
+        by_server.setdefault(server, []).append((client, value))
+        by_client.setdefault(client, []).append((server, value))
+    server_factor = {server: 0.0 for server in by_server}
+    client_factor = {client: 0.0 for client in by_client}
+    for _ in range(FIT_ITERATIONS):
+        for client, cells in by_client.items():
+            client_factor[client] = sum(value - server_factor[s] for s, value in cells) / len(cells)
+        change = 0.0
+        for server, cells in by_server.items():
+            new = sum(value - client_factor[c] for c, value in cells) / len(cells)
+            change = max(change, abs(new - server_factor[server]))
+            server_factor[server] = new
+        if change < FIT_TOLERANCE:
+            break
+    return server_factor, client_factor
+
+
+def expected_rate(others: dict[Cell, float], cell: Cell) -> float | None:
+    """The rate the model fitted on others predicts for cell; None when its row or column is not among them."""
+    server, client = cell
+    if not any(s == server for s, _ in others) or not any(c == client for _, c in others):
+        return None
+    server_factor, client_factor = fit_log_factors(others)
+    return math.exp(server_factor[server] + client_factor[client])
+
+
+def envelope(others: dict[Cell, float], cell: Cell) -> float:
+    """The best rate seen among others in cell's row or column: what its server and client reach elsewhere."""
+    return max((rate for (s, c), rate in others.items() if s == cell[0] or c == cell[1]), default=0.0)
+
+
+def _judge_removal(kept: dict[Cell, float], cells: tuple[Cell, ...], threshold: float) -> float | None:
+    """The worst observed/expected ratio of cells, judged by a fit without them; None if not all are outliers.
+
+    An outlier must be below threshold, and its expectation must stay within reach of its row's and column's
+    best (ENVELOPE_TOLERANCE): a fit that calls a cell slow by expecting more than anything near it measured is
+    blaming the wrong cells.
+    """
+    others = {cell: rate for cell, rate in kept.items() if cell not in cells}
+    worst = 0.0
+    for cell in cells:
+        expected = expected_rate(others, cell)
+        if expected is None or expected > ENVELOPE_TOLERANCE * envelope(others, cell):
+            return None
+        ratio = kept[cell] / expected
+        if ratio >= threshold:
+            return None
+        worst = max(worst, ratio)
+    return worst
+
+
+def model_outliers(rates: dict[Cell, float], threshold: float = MODEL_THRESHOLD) -> dict[Cell, dict[str, Any]]:
+    """Every judgeable cell's {"expected", "ratio", "outlier"}; ratio = observed / expected.
+
+    Removes outliers a step at a time: the single cell that is furthest below a fit without it; or, when no single
+    cell qualifies, two cells sharing a row or column, judged by a fit without both (two slow cells in one column
+    pull its factor down and hide each other from a one-at-a-time test). Final expectations: for kept cells, a fit
+    over the other kept cells; for outliers, a fit over all kept cells.
+    """
+    kept = dict(rates)
+    removed: list[Cell] = []
+    while len(kept) > 2:
+        candidates = [((cell,), _judge_removal(kept, (cell,), threshold)) for cell in kept]
+        candidates = [(cells, ratio) for cells, ratio in candidates if ratio is not None]
+        if not candidates:
+            pairs = [(a, b) for i, a in enumerate(kept) for b in list(kept)[i + 1:] if a[0] == b[0] or a[1] == b[1]]
+            candidates = [(pair, _judge_removal(kept, pair, threshold)) for pair in pairs]
+            candidates = [(cells, ratio) for cells, ratio in candidates if ratio is not None]
+        if not candidates:
+            break
+        cells, _ = min(candidates, key=lambda candidate: candidate[1])
+        for cell in cells:
+            removed.append(cell)
+            del kept[cell]
+    verdicts = {}
+    for cell, rate in rates.items():
+        others = {other: value for other, value in kept.items() if other != cell}
+        expected = expected_rate(others, cell)
+        if expected:
+            verdicts[cell] = {"expected": expected, "ratio": rate / expected, "outlier": cell in removed}
+    return verdicts
+
+
+def rule_flags(summary: dict[str, Any], payload_size: int) -> list[str]:
+    """One-line reasons from one cell's recorded signals; empty for a healthy cell."""
+    flags = []
+    segments = summary.get("segments_per_message")
+    if segments is not None and segments > SEGMENTS_PER_MESSAGE_LIMIT:
+        flags.append(f"{segments:.2f} TCP segments per message (a healthy pair sends 1): messages are written in "
+                     f"pieces")
+    delayed = summary.get("delayed_acks_per_roundtrip")
+    if delayed is not None and delayed > DELAYED_ACKS_PER_ROUNDTRIP_LIMIT:
+        flags.append(f"{delayed:.2f} delayed ACKs per roundtrip: a side waits ~40 ms for the peer's delayed ACK "
+                     f"before it may send (Nagle's algorithm)")
+    retransmits = summary.get("retransmits_per_roundtrip")
+    if retransmits is not None and retransmits > RETRANSMITS_PER_ROUNDTRIP_LIMIT:
+        flags.append(f"{retransmits:.2f} TCP retransmissions per roundtrip on loopback")
+    if summary.get("compression_negotiated") and payload_size < SMALL_MESSAGE_BYTES:
+        flags.append(f"permessage-deflate negotiated for {payload_size}-byte messages: every message goes through "
+                     f"zlib for nothing (rerun with --compression off to compare)")
+    off = [side for side in ("server", "client") if summary.get(f"{side}_tcp_nodelay") is False]
+    if off:
+        flags.append(f"TCP_NODELAY off on the {' and '.join(off)}'s sockets: Nagle's algorithm may hold small "
+                     f"writes back")
+    server_utilization = summary.get("server_cpu_utilization")
+    client_utilization = summary.get("client_cpu_utilization")
+    if (server_utilization is not None and client_utilization is not None
+            and max(server_utilization, client_utilization) < WAITING_UTILIZATION):
+        flags.append(f"both sides mostly wait: CPU/wall {server_utilization:.2f} server, {client_utilization:.2f} "
+                     f"client (a computing side is near 1)")
+    return flags
+
+
+def annotate(summaries: dict[Cell, dict[str, Any]], payload_size: int) -> None:
+    """Add "flags" (one-line reasons) and the model's "expected_roundtrips_per_s" to every measured summary."""
+    rates = {cell: summary["roundtrips_per_s"]["median"] for cell, summary in summaries.items()
+             if "roundtrips_per_s" in summary}
+    verdicts = model_outliers(rates)
+    for cell, summary in summaries.items():
+        if cell not in rates:
+            continue
+        flags = []
+        verdict = verdicts.get(cell)
+        if verdict:
+            summary["expected_roundtrips_per_s"] = round(verdict["expected"], 1)
+            summary["rate_vs_expected"] = round(verdict["ratio"], 4)
+            if verdict["outlier"]:
+                flags.append(f"{1 / verdict['ratio']:.1f}× slower than its server and client predict "
+                             f"({rates[cell]:,.0f} against an expected {verdict['expected']:,.0f} roundtrips/s)")
+        flags += rule_flags(summary, payload_size)
+        summary["flags"] = flags
