@@ -72,7 +72,7 @@ function runtimeInfo() {
 }
 
 function encodeHistogram(latencies) {
-  const hdr = require('hdr-histogram-js');
+  const hdr = require('./dependencies')('hdr-histogram-js');
   const histogram = hdr.build({ ...HISTOGRAM, bitBucketSize: 64 });
   for (const value of latencies) {
     histogram.recordValue(Math.min(Math.max(value, HISTOGRAM.lowestDiscernibleValue), HISTOGRAM.highestTrackableValue));

@@ -1,7 +1,8 @@
 'use strict';
 // Ping-pong client driver on the `ws` library (new WebSocket(url, options), as ws's README shows).
 
-const WebSocket = require('ws');
+const requireDependency = require('./dependencies');
+const WebSocket = requireDependency('ws');
 const driver = require('./driver');
 
 function openConnection(url, args, onError) {
@@ -34,7 +35,7 @@ function openConnection(url, args, onError) {
 
 driver.main({
   implementation: 'node-ws',
-  libraries: { ws: require('ws/package.json').version },
+  libraries: { ws: requireDependency('ws/package.json').version },
   openConnection,
   settings: (args) => ({
     per_message_deflate_offered: args.compression !== 'off',

@@ -1,7 +1,8 @@
 'use strict';
 // Ping-pong relay server on the `ws` library (WebSocketServer, as ws's README shows).
 
-const { WebSocketServer, WebSocket } = require('ws');
+const requireDependency = require('./dependencies');
+const { WebSocketServer, WebSocket } = requireDependency('ws');
 const { parseServerArgs, writeServerInfo } = require('./server_support');
 
 const args = parseServerArgs('ws_server.js', ['auto', 'libuv']);
@@ -28,7 +29,7 @@ server.on('listening', () => {
   writeServerInfo({
     implementation: 'node-ws',
     runtime: { name: 'node', version: process.versions.node },
-    libraries: { ws: require('ws/package.json').version },
+    libraries: { ws: requireDependency('ws/package.json').version },
     loop_requested: args.loop,
     loop: 'libuv',
     settings,

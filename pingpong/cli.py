@@ -12,7 +12,9 @@ from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from pingpong import render
+from typing import Any
+
+from pingpong import package_envs, render
 from pingpong.environment import describe_environment
 from pingpong.manifest import (COMPRESSION_MODES, LOOPS, Implementation, ManifestError, check_availability,
                                load_manifest)
@@ -20,21 +22,13 @@ from pingpong.payloads import DEFAULT_PAYLOAD_KIND, DEFAULT_PAYLOAD_SIZE, PAYLOA
 from pingpong.results import Attempt, Cell, RunResult, load, write_atomically
 from pingpong.runner import CellSettings, plan_cpus, run_attempt
 from pingpong.summary import summarize_run
+from pingpong.usage import OneLineArgumentParser, UsageError
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_MANIFEST = PROJECT_ROOT / "manifest.toml"
 DEFAULT_RESULTS_DIR = PROJECT_ROOT / "results"
 EXIT_OK, EXIT_CELL_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 QUICK = {"duration": 1.0, "warmup": 0.5, "repeat": 1}
-
-
-class UsageError(Exception):
-    """Bad input: reported as one line on stderr with exit code 2."""
-
-
-class OneLineArgumentParser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # argparse's default prints the whole usage first
-        raise UsageError(message)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -68,6 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
                            help="seconds without a completed roundtrip before a client gives up (default 10)")
     measuring.add_argument("--client-grace", type=float, default=30.0,
                            help="seconds a client may take beyond warmup + duration before it is stopped as hung")
+    add_package_options(parser)
     output = parser.add_argument_group("output")
     output.add_argument("--format", choices=("md", "json", "csv"), default="md", help="what to print on stdout")
     output.add_argument("--results-dir", type=Path, default=DEFAULT_RESULTS_DIR,
@@ -76,6 +71,39 @@ def build_parser() -> argparse.ArgumentParser:
                         help="continue the interrupted run saved in FILE: measure only its missing attempts "
                              "(the options must match the ones it was made with)")
     return parser
+
+
+def add_package_options(parser: argparse.ArgumentParser) -> None:
+    versions = parser.add_argument_group("other package versions (old releases on demand)")
+    versions.add_argument("--python-packages", metavar="SPECS",
+                          help='e.g. "aiohttp==3.9.1 uvicorn==0.24.0.post1": every Python implementation runs in a '
+                               'cached virtual environment with these instead of the pinned versions')
+    versions.add_argument("--node-packages", metavar="SPECS",
+                          help='e.g. "ws@8.14.2": every JavaScript implementation loads these versions from a cached '
+                               'node_modules instead of the project\'s')
+
+
+def package_environments(options: argparse.Namespace) -> tuple[dict[str, str | None], dict[str, Any]]:
+    """Build (or reuse) the environments --python-packages / --node-packages ask for.
+
+    Returns the CellSettings fields that point at them and a record of what they hold, for the results.
+    """
+    fields: dict[str, str | None] = {"python_executable": None, "node_modules": None}
+    record: dict[str, Any] = {}
+    try:
+        if options.python_packages is not None:
+            environment = package_envs.python_environment(package_envs.parse_python_specs(options.python_packages),
+                                                         PROJECT_ROOT)
+            fields["python_executable"] = environment.executable_or_modules
+            record["python"] = asdict(environment)
+        if options.node_packages is not None:
+            environment = package_envs.node_environment(package_envs.parse_node_specs(options.node_packages),
+                                                       PROJECT_ROOT)
+            fields["node_modules"] = environment.executable_or_modules
+            record["node"] = asdict(environment)
+    except package_envs.EnvironmentBuildError as exc:
+        raise UsageError(f"could not build the package environment: {exc}") from None
+    return fields, record
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -87,7 +115,14 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE
 
 
+SUBCOMMANDS = ("diagnose",)
+
+
 def run(argv: list[str] | None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["diagnose"]:
+        from pingpong import diagnose
+        return diagnose.run(argv[1:])
     options = parse_options(argv)
     implementations = load_manifests(options.manifest)
     if options.list:
@@ -96,12 +131,14 @@ def run(argv: list[str] | None) -> int:
     servers = select(implementations, "server", options.servers)
     clients = select(implementations, "client", options.clients)
     prepare_results_dir(options.results_dir)
+    package_fields, package_record = package_environments(options)
     settings = CellSettings(duration_s=options.duration, warmup_s=options.warmup, loop=options.loop,
                             compression=options.compression, payload_size=options.payload_size,
                             payload_kind=options.payload_kind, ready_timeout_s=options.ready_timeout,
                             stall_timeout_s=options.stall_timeout, pin=not options.no_pin,
-                            client_grace_s=options.client_grace)
+                            client_grace_s=options.client_grace, **package_fields)
     result = new_run(argv, options, settings, implementations, servers, clients)
+    result.environment["package_environments"] = package_record
     paths = ResultPaths.for_run(options.results_dir, result.started_at)
     if options.resume:
         result, paths = resume(options.resume, result, options.results_dir)
@@ -190,6 +227,7 @@ def new_run(argv, options, settings: CellSettings, implementations, servers, cli
                      "server_cpus": sorted(server_cpus) if server_cpus else None,
                      "client_cpus": sorted(client_cpus) if client_cpus else None,
                      "servers": [s.name for s in servers], "clients": [c.name for c in clients],
+                     "python_packages": options.python_packages, "node_packages": options.node_packages,
                      "manifests": [str(path) for path in options.manifest]}
     listing = {"server": {}, "client": {}}
     for implementation in implementations:
@@ -204,7 +242,7 @@ def new_run(argv, options, settings: CellSettings, implementations, servers, cli
 
 # The configuration keys that shape the figures: a resumed run must not change any of them.
 RESUME_KEYS = ("duration_s", "warmup_s", "repeat", "loop", "compression", "payload_size", "payload_kind", "pin",
-               "servers", "clients")
+               "servers", "clients", "python_packages", "node_packages")
 
 
 def resume(path: Path, fresh: RunResult, results_dir: Path) -> tuple[RunResult, "ResultPaths"]:

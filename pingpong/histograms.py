@@ -44,3 +44,30 @@ def encode_value_counts(value_counts: list[list[int]]) -> str:
     for value, count in value_counts:
         histogram.record_value(min(max(int(value), HISTOGRAM_LOWEST_NS), HISTOGRAM_HIGHEST_NS), int(count))
     return histogram.encode().decode("ascii")
+
+
+def text_histogram(histogram: HdrHistogram, width: int = 40) -> list[str]:
+    """The latency distribution as text lines, one per power-of-two bucket: range, share of roundtrips, bar."""
+    count = histogram.get_total_count()
+    if count == 0:
+        return ["(no roundtrips recorded)"]
+    buckets: dict[int, int] = {}
+    for item in histogram.get_recorded_iterator():
+        value = max(item.value_iterated_to, 1)
+        buckets[value.bit_length() - 1] = buckets.get(value.bit_length() - 1, 0) + item.count_added_in_this_iter_step
+    lines = []
+    largest = max(buckets.values())
+    for exponent in range(min(buckets), max(buckets) + 1):
+        in_bucket = buckets.get(exponent, 0)
+        label = f"{_short_ns(2 ** exponent)}–{_short_ns(2 ** (exponent + 1))}"
+        bar = "█" * round(width * in_bucket / largest) if in_bucket else ""
+        lines.append(f"{label:>17} {in_bucket / count * 100:6.2f}% {bar}")
+    return lines
+
+
+def _short_ns(value: int) -> str:
+    if value >= 1_000_000_000:
+        return f"{value / 1e9:.3g} s"
+    if value >= 1_000_000:
+        return f"{value / 1e6:.3g} ms"
+    return f"{value / 1e3:.3g} µs"

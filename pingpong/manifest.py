@@ -147,8 +147,13 @@ def check_availability(implementation: Implementation, project_root: Path) -> Av
     return Availability(True)
 
 
-def resolve_command(implementation: Implementation, project_root: Path) -> list[str]:
-    """The command with its runtime placeholders replaced by real executables ("{root}" = the project folder)."""
+def resolve_command(implementation: Implementation, project_root: Path, python: str | None = None) -> list[str]:
+    """The command with its runtime placeholders replaced by real executables ("{root}" = the project folder).
+
+    python: another interpreter for "{python}" (a --python-packages environment's).
+    """
     replacements = {f"{{{runtime}}}": runtime_executable(runtime, project_root) for runtime in RUNTIMES}
+    if python:
+        replacements["{python}"] = python
     replacements["{root}"] = str(project_root)
     return [replacements.get(part) or part.replace("{root}", str(project_root)) for part in implementation.command]

@@ -21,6 +21,7 @@ from pingpong.server_support import INFO_FILE_ENV
 from pingpong.results import Attempt
 
 STDERR_TAIL_LINES = 20
+NODE_MODULES_ENV = "PINGPONG_NODE_MODULES"  # read by node/dependencies.js
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,17 @@ class CellSettings:
     client_compression: str | None = None  # overrides compression for the client only
     force_nodelay: bool = False  # set TCP_NODELAY on both sides' sockets from outside when the window starts
     trace_syscalls: bool = False  # attach strace -c -f to both sides for the window (slows the cell down)
+    # Old releases on demand (--python-packages, --node-packages): where the other versions are installed.
+    python_executable: str | None = None  # replaces "{python}" in every command
+    node_modules: str | None = None  # JavaScript implementations load their packages from here
+
+
+def process_environment(settings: CellSettings, **extra: str) -> dict[str, str]:
+    """The environment of a server or client process: ours, plus the package environment's location."""
+    environment = {**os.environ, **extra}
+    if settings.node_modules:
+        environment[NODE_MODULES_ENV] = settings.node_modules
+    return environment
 
 
 def plan_cpus(pin: bool) -> tuple[set[int] | None, set[int] | None]:
@@ -70,11 +82,12 @@ def run_attempt(server: Implementation, client: Implementation, settings: CellSe
     with tempfile.TemporaryDirectory(prefix="pingpong-cell-") as work:
         work_dir = Path(work)
         info_path = work_dir / "server-info.json"
-        server_argv = resolve_command(server, project_root) + [
+        server_argv = resolve_command(server, project_root, settings.python_executable) + [
             "--host", "127.0.0.1", "--port", str(port),
             "--loop", loop_for(server, settings.loop), "--compression", settings.compression]
         server_process = processes.start("server", server_argv, project_root, work_dir,
-                                         env={**os.environ, INFO_FILE_ENV: str(info_path)}, cpus=server_cpus)
+                                         env=process_environment(settings, **{INFO_FILE_ENV: str(info_path)}),
+                                         cpus=server_cpus)
         running: list[processes.ManagedProcess] = []
         base["server_pid"] = server_process.pid
         try:
@@ -110,7 +123,7 @@ def _measure(server_process: processes.ManagedProcess, base_url: str, client: Im
         return dict(status="verification-failed", reason=problem, ready_after_s=round(ready_after, 4))
     server_info = _read_json_file(info_path)
     client_url = base_url.replace("127.0.0.1", settings.client_host, 1)
-    client_argv = resolve_command(client, project_root) + [
+    client_argv = resolve_command(client, project_root, settings.python_executable) + [
         "--url", f"{client_url}/bench-r{repeat}",
         "--duration", str(settings.duration_s), "--warmup", str(settings.warmup_s),
         "--loop", loop_for(client, settings.loop),
@@ -120,7 +133,8 @@ def _measure(server_process: processes.ManagedProcess, base_url: str, client: Im
     read_fd, write_fd = os.pipe()
     try:
         client_process = processes.start("client", client_argv, project_root, work_dir, cpus=client_cpus,
-                                         pass_fds=(write_fd,), env={**os.environ, EVENTS_FD_ENV: str(write_fd)})
+                                         pass_fds=(write_fd,),
+                                         env=process_environment(settings, **{EVENTS_FD_ENV: str(write_fd)}))
     except BaseException:
         os.close(read_fd)
         raise
@@ -264,6 +278,7 @@ class WindowWatcher:
                         if self.settings.trace_syscalls:
                             tracers = {side: SyscallTracer(pid, self.work_dir / f"strace-{side}.txt")
                                        for side, pid in (("server", self.server_pid), ("client", self.client_pid))}
+                            traced_from = time.monotonic()  # both tracers attached (or gave up)
                         start = (time.monotonic(), cpu.sample_tree(self.server_pid), cpu.sample_tree(self.client_pid),
                                  kernel_signals.read_tcp_counters())
                     elif event == b"window-end" and start is not None:
@@ -274,15 +289,17 @@ class WindowWatcher:
                         self.client_cpu_s = client_end.cpu_s - start[2].cpu_s
                         self.tcp_counters = kernel_signals.counter_deltas(start[3], counters_end)
                         self.server_peak_rss_bytes = cpu.peak_rss_bytes(self.server_pid)
-                        self._stop_tracers(tracers)
+                        if tracers:
+                            self._stop_tracers(tracers, time.monotonic() - traced_from)
                         tracers = {}
         finally:
-            self._stop_tracers(tracers)
+            if tracers:
+                self._stop_tracers(tracers, None)
 
-    def _stop_tracers(self, tracers: dict[str, SyscallTracer]) -> None:
-        if not tracers:
-            return
+    def _stop_tracers(self, tracers: dict[str, SyscallTracer], traced_wall_s: float | None) -> None:
+        """Detach strace; traced_wall_s is how long both were attached, to turn counts into per-roundtrip figures."""
         self.syscalls = {}
         for side, tracer in tracers.items():
             counts = tracer.stop()
-            self.syscalls[side] = {"calls": counts} if counts is not None else {"error": tracer.error}
+            self.syscalls[side] = ({"calls": counts, "traced_wall_s": traced_wall_s} if counts is not None
+                                   else {"error": tracer.error})

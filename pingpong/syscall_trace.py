@@ -31,20 +31,20 @@ class SyscallTracer:
         if executable is None:
             self.error = STRACE_MISSING
             return
-        threads = [tid for pid in listeners.process_tree(root_pid) for tid in _threads(pid)]
-        if not threads:
+        members = listeners.process_tree(root_pid)
+        if not members:
             self.error = f"process {root_pid} is gone; nothing to trace"
             return
         argv = [executable, "-c", "-f", "-o", str(output)]
-        for tid in threads:
-            argv += ["-p", str(tid)]
+        for pid in members:  # with -f, "-p PID" attaches every thread of PID ("attached with N threads")
+            argv += ["-p", str(pid)]
         self.attach_log = output.with_suffix(".log")
         self._log = open(self.attach_log, "w")
         self.process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=self._log, start_new_session=True)
-        self._wait_attached(len(threads))
+        self._wait_attached(len(members))
 
     def _wait_attached(self, expected: int) -> None:
-        """strace says 'Process N attached' per thread on stderr; wait for them so the window is traced whole."""
+        """strace says 'Process N attached' per process on stderr; wait for them so the window is traced whole."""
         deadline = time.monotonic() + ATTACH_TIMEOUT_S
         while time.monotonic() < deadline and self.process.poll() is None:
             if self.attach_log.read_text().count(" attached") >= expected:
@@ -74,13 +74,6 @@ class SyscallTracer:
             self.error = f"strace counted no syscalls (it said: {tail[0]})"
             return None
         return counts
-
-
-def _threads(pid: int) -> list[int]:
-    try:
-        return [int(tid) for tid in os.listdir(f"/proc/{pid}/task")]
-    except OSError:
-        return []
 
 
 def parse_strace_summary(text: str) -> dict[str, int]:

@@ -1,0 +1,94 @@
+"""Anomaly detection as pure functions: the log-space model, its outlier removal, and the signal rules."""
+
+import pytest
+
+from pingpong.anomalies import annotate, fit_log_factors, model_outliers, rule_flags
+
+SERVERS = {"s1": 3000.0, "s2": 5000.0, "s3": 8000.0, "s4": 12000.0}
+CLIENTS = {"c1": 0.5, "c2": 0.8, "c3": 1.0, "c4": 1.4}
+
+
+def product_matrix(noise=None):
+    """rate = server factor × client factor, optionally times a per-cell multiplier."""
+    noise = noise or {}
+    return {(s, c): sf * cf * noise.get((s, c), 1.0) for s, sf in SERVERS.items() for c, cf in CLIENTS.items()}
+
+
+def test_fit_recovers_a_product_matrix_exactly():
+    """On an exact server × client product the fitted factors reproduce every cell."""
+    rates = product_matrix()
+    server_factor, client_factor = fit_log_factors(rates)
+    import math
+    for (s, c), rate in rates.items():
+        assert math.exp(server_factor[s] + client_factor[c]) == pytest.approx(rate, rel=1e-6)
+
+
+def test_one_bad_cell_is_flagged_and_no_other():
+    """A single cell at 1/10 of its product is the only outlier, with its expectation close to the product."""
+    mild = {("s1", "c2"): 1.2, ("s3", "c4"): 0.85, ("s2", "c1"): 1.1}  # ordinary noise elsewhere
+    rates = product_matrix({**mild, ("s2", "c3"): 0.1})
+    verdicts = model_outliers(rates)
+    assert [cell for cell, v in verdicts.items() if v["outlier"]] == [("s2", "c3")]
+    assert verdicts[("s2", "c3")]["expected"] == pytest.approx(5000.0, rel=0.15)
+    assert verdicts[("s2", "c3")]["ratio"] < 1 / 3
+
+
+def test_a_healthy_matrix_with_noise_has_no_outlier():
+    """Noise of ±30% is not an anomaly."""
+    rates = product_matrix({("s1", "c1"): 1.3, ("s4", "c4"): 0.7, ("s2", "c3"): 0.75, ("s3", "c2"): 1.25})
+    assert not any(v["outlier"] for v in model_outliers(rates).values())
+
+
+def test_the_published_table_flags_its_two_slow_cells():
+    """Lemire's table: two slow cells in one column hide each other from a one-at-a-time test, not from this one."""
+    published = {("sanic", "websockets"): 3700, ("sanic", "ws"): 5200, ("blacksheep", "websockets"): 3000,
+                 ("blacksheep", "ws"): 200, ("aiohttp", "websockets"): 3600, ("aiohttp", "ws"): 270,
+                 ("node", "websockets"): 6000, ("node", "ws"): 19000}
+    outliers = {cell for cell, v in model_outliers(published).items() if v["outlier"]}
+    assert outliers == {("blacksheep", "ws"), ("aiohttp", "ws")}
+
+
+def test_a_cell_alone_in_its_row_is_not_judged():
+    """Without another cell in its row, a cell has no expectation and cannot be an outlier."""
+    rates = product_matrix()
+    rates[("lonely", "c1")] = 1.0
+    assert ("lonely", "c1") not in model_outliers(rates)
+
+
+HEALTHY = {"segments_per_message": 1.0, "delayed_acks_per_roundtrip": 0.0, "retransmits_per_roundtrip": 0.0,
+           "compression_negotiated": None, "server_tcp_nodelay": True, "client_tcp_nodelay": True,
+           "server_cpu_utilization": 0.9, "client_cpu_utilization": 0.6}
+
+
+def test_healthy_signals_raise_no_flag():
+    assert rule_flags(HEALTHY, payload_size=4) == []
+
+
+@pytest.mark.parametrize("change, words", [
+    ({"segments_per_message": 3.0}, "3.00 TCP segments per message"),
+    ({"delayed_acks_per_roundtrip": 2.0}, "2.00 delayed ACKs per roundtrip"),
+    ({"retransmits_per_roundtrip": 0.5}, "retransmissions"),
+    ({"compression_negotiated": "permessage-deflate"}, "permessage-deflate negotiated for 4-byte messages"),
+    ({"server_tcp_nodelay": False}, "TCP_NODELAY off on the server's sockets"),
+    ({"server_cpu_utilization": 0.02, "client_cpu_utilization": 0.03}, "both sides mostly wait"),
+])
+def test_each_rule_fires_on_its_signal_alone(change, words):
+    flags = rule_flags({**HEALTHY, **change}, payload_size=4)
+    assert len(flags) == 1 and words in flags[0]
+
+
+def test_compression_on_large_messages_is_not_flagged():
+    """Deflate can pay off for big messages: the rule is about small ones only."""
+    assert rule_flags({**HEALTHY, "compression_negotiated": "permessage-deflate"}, payload_size=65536) == []
+
+
+def test_annotate_adds_flags_and_expectations_to_measured_cells_only():
+    rates = product_matrix({("s2", "c3"): 0.1})
+    summaries = {cell: {"status": "ok", "roundtrips_per_s": {"median": rate}, **HEALTHY}
+                 for cell, rate in rates.items()}
+    summaries[("s9", "c9")] = {"status": "skipped", "reason": "unavailable"}
+    annotate(summaries, payload_size=4)
+    assert summaries[("s2", "c3")]["flags"][0].startswith("10.0× slower than its server and client predict")
+    assert summaries[("s1", "c1")]["flags"] == []
+    assert summaries[("s1", "c1")]["expected_roundtrips_per_s"] == pytest.approx(1500, rel=0.01)
+    assert "flags" not in summaries[("s9", "c9")]

@@ -1,0 +1,103 @@
+"""Flags and diagnose against real processes: a pathological server, compression, and a healthy pair."""
+
+import json
+import shutil
+
+import pytest
+
+from tests.test_run_bench import assert_gone, run_bench
+
+TEST_MANIFESTS = ["--manifest", "manifest.toml", "--manifest", "tests/manifest.toml"]
+FAST = ["--duration", "1", "--warmup", "0.3"]
+
+
+def cells_of(completed):
+    printed = json.loads(completed.stdout)
+    return {(cell["server"], cell["client"]): cell for cell in printed["cells"]}
+
+
+def test_split_writes_are_flagged_with_delayed_acks_and_a_healthy_pair_is_not(tmp_path):
+    """Header and payload in two sends with Nagle on: ~3 segments per message and ~2 delayed ACKs per roundtrip."""
+    completed = run_bench(*TEST_MANIFESTS, "--servers", "pathological-split-writes,node-ws", "--clients", "node-ws",
+                          "--repeat", "1", *FAST, "--results-dir", str(tmp_path), "--format", "json")
+    assert completed.returncode == 0, completed.stderr
+    cells = cells_of(completed)
+    bad = cells[("pathological-split-writes", "node-ws")]["summary"]
+    healthy = cells[("node-ws", "node-ws")]["summary"]
+    assert bad["segments_per_message"] > 2 and bad["delayed_acks_per_roundtrip"] > 1
+    assert bad["server_tcp_nodelay"] is False and bad["client_tcp_nodelay"] is True
+    reasons = " ".join(bad["flags"])
+    assert "delayed ACKs per roundtrip" in reasons and "TCP segments per message" in reasons
+    assert "TCP_NODELAY off on the server's sockets" in reasons
+    assert healthy["flags"] == []
+    assert healthy["segments_per_message"] < 1.1 and healthy["server_tcp_nodelay"] is True
+    markdown = (tmp_path / "latest.md").read_text()
+    assert "| pathological-split-writes | 1" in markdown and "⚑" in markdown.split("## Flagged cells")[0]
+
+
+def test_compression_flag_fires_when_deflate_is_negotiated_and_not_with_compression_off(tmp_path):
+    """The Node ws client offers deflate and aiohttp accepts it by default: flagged; --compression off: not."""
+    flags = {}
+    for mode in ("default", "off"):
+        completed = run_bench("--servers", "aiohttp", "--clients", "node-ws", "--repeat", "1", *FAST,
+                              "--compression", mode, "--results-dir", str(tmp_path / mode), "--format", "json")
+        assert completed.returncode == 0, completed.stderr
+        summary = cells_of(completed)[("aiohttp", "node-ws")]["summary"]
+        flags[mode] = (summary["compression_negotiated"], summary["flags"])
+    assert flags["default"][0].startswith("permessage-deflate")
+    assert any("permessage-deflate negotiated for 4-byte messages" in flag for flag in flags["default"][1])
+    assert flags["off"] == (None, [])
+
+
+def diagnose(*args, timeout=600):
+    return run_bench("diagnose", *args, timeout=timeout)
+
+
+def test_diagnose_names_nagle_for_the_split_write_server(tmp_path):
+    """Forcing TCP_NODELAY from outside lifts the split-write server by orders of magnitude; the verdict says so."""
+    completed = diagnose("pathological-split-writes", "websockets", *TEST_MANIFESTS, *FAST, "--repeat", "2",
+                         "--switches", "nodelay-forced", "--no-strace", "--results-dir", str(tmp_path),
+                         "--format", "json")
+    assert completed.returncode == 0, completed.stderr
+    report = json.loads(completed.stdout)
+    switch = report["switches"][0]
+    assert switch["name"] == "nodelay-forced" and switch["moves"] and switch["ratio"]["value"] > 10
+    assert report["verdict"][0].startswith("Nagle's algorithm meets delayed ACKs")
+    assert switch["summary"]["server_tcp_nodelay"] is True  # forced, and read back from the kernel
+    assert report["baseline"]["server_tcp_nodelay"] is False
+
+
+def test_diagnose_on_a_healthy_pair_finds_no_anomaly_and_counts_syscalls(tmp_path):
+    """node-ws × node-ws: no flag, no mechanism switch moves the rate; strace counts syscalls per roundtrip."""
+    completed = diagnose("node-ws", "node-ws", *FAST, "--repeat", "2", "--switches", "nodelay-forced,localhost",
+                         "--results-dir", str(tmp_path))
+    assert completed.returncode == 0, completed.stderr
+    markdown = completed.stdout
+    verdict = markdown.split("## Verdict")[1].split("##")[0]
+    assert "no anomaly" in verdict, markdown
+    saved = sorted(tmp_path.glob("diagnose-node-ws-node-ws-*.json"))
+    assert len(saved) == 1
+    document = json.loads(saved[0].read_text())
+    assert set(document["cells"]) == {"baseline", "nodelay-forced", "localhost"}
+    assert all(len(cell["attempts"]) == 2 for cell in document["cells"].values())
+    syscalls = document["report"]["syscalls_per_roundtrip"]
+    if shutil.which("strace") is None:
+        assert "strace is not installed" in syscalls["note"]
+    else:
+        # a relay server at least reads one message and writes one per leg it serves: 2 reads + 2 writes
+        assert syscalls["server"]["total"] >= 4, syscalls
+        assert syscalls["client"]["total"] >= 2, syscalls
+    pids = [a[key] for cell in document["cells"].values() for a in cell["attempts"]
+            for key in ("server_pid", "client_pid")]
+    assert_gone(pids)
+
+
+@pytest.mark.parametrize("args, words", [
+    (["nope", "node-ws"], "unknown server 'nope'"),
+    (["raw-tcp-c", "node-ws"], "cannot measure raw-tcp-c × node-ws: server speaks raw-tcp, client speaks websocket"),
+    (["node-ws", "node-ws", "--switches", "warp-drive"], "unknown or inapplicable switch warp-drive"),
+])
+def test_diagnose_rejects_bad_input_in_one_line(args, words):
+    completed = diagnose(*args)
+    assert completed.returncode == 2
+    assert completed.stderr.count("\n") == 1 and words in completed.stderr, completed.stderr

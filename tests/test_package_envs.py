@@ -1,0 +1,57 @@
+"""Old releases on demand: spec parsing and overriding (pure), and a real run in cached environments."""
+
+import json
+
+import pytest
+
+from pingpong.package_envs import (override_dependencies, override_requirements, parse_node_specs,
+                                   parse_python_specs)
+from pingpong.usage import UsageError
+from tests.test_run_bench import run_bench
+
+REQUIREMENTS = "# pinned\naiohttp==3.14.5\nuvicorn==0.54.0  # server\nwebsockets==17.4\n"
+
+
+def test_requirements_overrides_replace_pins_by_normalized_name_and_append_new_ones():
+    text = override_requirements(REQUIREMENTS, ["AIOHTTP==3.9.1", "uvicorn==0.24.0.post1", "trustme==1.2.0"])
+    lines = [line.split("#")[0].strip() for line in text.splitlines() if line.split("#")[0].strip()]
+    assert lines == ["AIOHTTP==3.9.1", "uvicorn==0.24.0.post1", "websockets==17.4", "trustme==1.2.0"]
+
+
+def test_node_overrides_keep_other_dependencies_and_leave_runtimes_out():
+    chosen = override_dependencies({"bun": "1.4.5", "hdr-histogram-js": "3.0.1", "ws": "8.23.0"}, ["ws@8.14.2"])
+    assert chosen == {"hdr-histogram-js": "3.0.1", "ws": "8.14.2"}
+    assert override_dependencies({"ws": "8.23.0"}, ["@scope/pkg@1.0.0"]) == {"@scope/pkg": "1.0.0", "ws": "8.23.0"}
+
+
+@pytest.mark.parametrize("parse, text", [(parse_python_specs, "aiohttp=3.9.1"), (parse_python_specs, ""),
+                                         (parse_node_specs, "ws==8.14.2"), (parse_node_specs, "ws")])
+def test_malformed_specs_are_usage_errors(parse, text):
+    with pytest.raises(UsageError):
+        parse(text)
+
+
+def test_a_cell_runs_with_2023_releases_and_records_them(tmp_path):
+    """aiohttp 3.9.1 and ws 8.14.2 run in cached environments; the processes report those versions themselves."""
+    completed = run_bench("--servers", "aiohttp", "--clients", "node-ws", "--duration", "0.5", "--warmup", "0.2",
+                          "--repeat", "1", "--python-packages", "aiohttp==3.9.1", "--node-packages", "ws@8.14.2",
+                          "--results-dir", str(tmp_path), "--format", "json", timeout=900)
+    assert completed.returncode == 0, completed.stderr
+    result = json.loads(completed.stdout)
+    attempt = result["cells"][0]["attempts"][0]
+    assert attempt["server_info"]["libraries"]["aiohttp"] == "3.9.1"
+    assert attempt["client_report"]["libraries"]["ws"] == "8.14.2"
+    environments = result["environment"]["package_environments"]
+    assert environments["python"]["versions"]["aiohttp"] == "3.9.1"
+    assert environments["node"]["versions"]["ws"] == "8.14.2"
+    assert result["configuration"]["python_packages"] == "aiohttp==3.9.1"
+    assert result["configuration"]["node_packages"] == "ws@8.14.2"
+
+
+def test_an_unbuildable_environment_is_a_one_line_error(tmp_path):
+    completed = run_bench("--servers", "aiohttp", "--clients", "node-ws", "--quick", "--node-packages",
+                          "ws@0.0.0-does-not-exist", "--results-dir", str(tmp_path), timeout=300)
+    assert completed.returncode == 2
+    last = completed.stderr.strip().splitlines()[-1]
+    assert last.startswith("run_bench.py: error: could not build the package environment: npm install failed")
+    assert "No matching version found for ws@0.0.0-does-not-exist" in last, completed.stderr
