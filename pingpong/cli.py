@@ -34,7 +34,9 @@ QUICK = {"duration": 1.0, "warmup": 0.5, "repeat": 1}
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineArgumentParser(
         prog="run_bench.py",
-        description="WebSocket ping-pong benchmark: every server x every client, roundtrips per second.")
+        description="WebSocket ping-pong benchmark: every server x every client, roundtrips per second.",
+        epilog="Subcommands: 'run_bench.py diagnose SERVER CLIENT' measures one cell in depth with A/B switches; "
+               "'run_bench.py compare A.json B.json' compares two runs cell by cell.")
     selection = parser.add_argument_group("what to run")
     selection.add_argument("--servers", help="comma-separated server names (default: all available)")
     selection.add_argument("--clients", help="comma-separated client names (default: all available)")
@@ -115,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE
 
 
-SUBCOMMANDS = ("diagnose",)
+SUBCOMMANDS = ("diagnose", "compare")
 
 
 def run(argv: list[str] | None) -> int:
@@ -123,6 +125,9 @@ def run(argv: list[str] | None) -> int:
     if argv[:1] == ["diagnose"]:
         from pingpong import diagnose
         return diagnose.run(argv[1:])
+    if argv[:1] == ["compare"]:
+        from pingpong import compare
+        return compare.run(argv[1:])
     options = parse_options(argv)
     implementations = load_manifests(options.manifest)
     if options.list:
@@ -147,6 +152,9 @@ def run(argv: list[str] | None) -> int:
     summaries = summarize_run(result)
     print(render_stdout(result, summaries, options.format))
     print(f"results: {paths.json} and {paths.markdown} (also {paths.latest_markdown})", file=sys.stderr)
+    figures = draw_figures(result, summaries, paths)
+    if figures:
+        print(f"figures: {', '.join(str(path) for path in figures)}", file=sys.stderr)
     if result.interrupted:
         return EXIT_INTERRUPTED
     return EXIT_CELL_FAILED if any(cell.status in ("failed", "partial") for cell in result.cells) else EXIT_OK
@@ -373,6 +381,16 @@ class Progress:
         if self.terminal:
             sys.stderr.write("\r\033[K")
             sys.stderr.flush()
+
+
+def draw_figures(result: RunResult, summaries, paths: "ResultPaths") -> list[Path]:
+    """PNG figures next to the results; a plotting failure is reported, never fatal (the results are saved)."""
+    try:
+        from pingpong import plots
+        return plots.write_figures(result, summaries, paths.json.with_suffix(""))
+    except Exception as exc:  # matplotlib missing or failing must not cost the run its exit code
+        print(f"figures not drawn: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return []
 
 
 def render_stdout(result: RunResult, summaries, output_format: str) -> str:

@@ -43,7 +43,9 @@ def row(markdown, name):
 def test_markdown_matrix_marks_each_kind_of_cell():
     run = sample_run()
     markdown = render_markdown(run, summarize_run(run))
-    assert row(markdown, "steady").startswith("| steady | 1,000 ±1.0% · p99 200 µs ᶻ |")
+    # the fixture negotiates deflate for 4-byte messages: marked ᶻ, and flagged ⚑ with its reason below
+    assert row(markdown, "steady").startswith("| steady | 1,000 ±1.0% · p99 200 µs ᶻ ⚑ |")
+    assert "- **steady × c**: permessage-deflate negotiated for 4-byte messages" in markdown
     assert "(noisy)" in row(markdown, "noisy") and "(noisy)" not in row(markdown, "steady")
     assert "FAILED (not-ready)" in row(markdown, "broken")
     assert "(1 failed)" in row(markdown, "flaky")

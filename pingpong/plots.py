@@ -1,0 +1,124 @@
+"""PNG figures of a run, drawn headless with matplotlib: the matrix as a heat map and latency CDFs per cell.
+
+figure_*() build figures from results and summaries (no I/O); write_figures() saves them next to the results.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")  # headless: no display needed, same output everywhere
+
+import matplotlib.pyplot as plt  # noqa: E402  (after choosing the backend)
+from matplotlib.colors import LogNorm  # noqa: E402
+
+from pingpong import histograms  # noqa: E402
+from pingpong.render import axes  # noqa: E402
+from pingpong.results import RunResult  # noqa: E402
+
+Summaries = dict[tuple[str, str], dict[str, Any]]
+DPI = 100
+HEATMAP_SIZE_IN = (11.0, 7.0)
+CDF_SIZE_IN = (12.0, 8.0)
+
+
+def figure_heatmap(run: RunResult, summaries: Summaries):
+    """Median roundtrips/s per cell on a log colour scale, the value written in each cell, flags marked."""
+    servers, clients = axes(run)
+    values = [[summaries.get((s, c), {}).get("roundtrips_per_s", {}).get("median") for c in clients]
+              for s in servers]
+    measured = [v for row in values for v in row if v]
+    figure, axis = plt.subplots(figsize=HEATMAP_SIZE_IN, dpi=DPI)
+    grid = [[v if v else math.nan for v in row] for row in values]
+    norm = LogNorm(vmin=min(measured), vmax=max(measured)) if len(set(measured)) > 1 else None
+    image = axis.imshow(grid, cmap="viridis", norm=norm, aspect="auto")
+    axis.set_xticks(range(len(clients)), labels=clients, rotation=30, ha="right")
+    axis.set_yticks(range(len(servers)), labels=servers)
+    axis.set_xlabel("client")
+    axis.set_ylabel("server")
+    for row, server in enumerate(servers):
+        for column, client in enumerate(clients):
+            summary = summaries.get((server, client), {})
+            value = values[row][column]
+            if value:
+                text = f"{value:,.0f}"
+                if summary.get("compression_negotiated"):
+                    text += " z"
+                if summary.get("flags"):
+                    text += " !"
+            else:
+                text = "—" if summary.get("status") in (None, "skipped") else "failed"
+            bright = value and norm and norm(value) > 0.6
+            axis.text(column, row, text, ha="center", va="center", fontsize=8, color="black" if bright else "white")
+    figure.colorbar(image, ax=axis, label="roundtrips/s (median, log scale)")
+    config = run.configuration
+    axis.set_title(f"Roundtrips/s, server × client — {config.get('payload_size')} B {config.get('payload_kind')}, "
+                   f"compression {config.get('compression')}; z = deflate negotiated, ! = flagged")
+    figure.tight_layout()
+    return figure
+
+
+def cdf_points(encoded_histograms: list[str]) -> tuple[list[float], list[float]]:
+    """(latency µs, cumulative fraction) of the merged histograms, one point per recorded value."""
+    merged = histograms.merge(encoded_histograms)
+    total = merged.get_total_count()
+    xs, ys, seen = [], [], 0
+    for item in merged.get_recorded_iterator():
+        seen += item.count_added_in_this_iter_step
+        xs.append(max(item.value_iterated_to, 1) / 1e3)
+        ys.append(seen / total)
+    return xs, ys
+
+
+def figure_latency_cdfs(run: RunResult):
+    """One panel per server: the roundtrip latency CDF of each client against it, log-scaled latency axis."""
+    servers, clients = axes(run)
+    panels = [s for s in servers if any(c.server == s and c.rates() for c in run.cells)] or servers[:1]
+    columns = min(3, len(panels))
+    rows = math.ceil(len(panels) / columns)
+    figure, grid = plt.subplots(rows, columns, figsize=CDF_SIZE_IN, dpi=DPI, squeeze=False, sharex=True)
+    for index, server in enumerate(panels):
+        axis = grid[index // columns][index % columns]
+        for cell in run.cells:
+            if cell.server != server:
+                continue
+            encoded = [a.latency_histogram for a in cell.attempts if a.ok and a.latency_histogram]
+            if encoded:
+                xs, ys = cdf_points(encoded)
+                axis.step(xs, ys, where="post", label=cell.client, linewidth=1.2)
+        axis.set_xscale("log")
+        axis.set_title(f"server {server}", fontsize=10)
+        axis.grid(True, which="both", alpha=0.3)
+        axis.set_ylim(0, 1.01)
+        if axis.lines:
+            axis.legend(fontsize=7, loc="lower right")
+    for index in range(len(panels), rows * columns):
+        grid[index // columns][index % columns].axis("off")
+    for axis in grid[-1]:
+        axis.set_xlabel("roundtrip latency (µs, log scale)")
+    for row in grid:
+        row[0].set_ylabel("fraction of roundtrips")
+    figure.suptitle("Roundtrip latency CDF per cell (all repeats merged)")
+    figure.tight_layout()
+    return figure
+
+
+def write_figures(run: RunResult, summaries: Summaries, stem: Path) -> list[Path]:
+    """Save the run's figures as <stem>-heatmap.png and <stem>-latency-cdf.png; returns the paths written."""
+    written = []
+    for suffix, build in (("heatmap", lambda: figure_heatmap(run, summaries)),
+                          ("latency-cdf", lambda: figure_latency_cdfs(run))):
+        if not any(s.get("roundtrips_per_s") for s in summaries.values()):
+            break
+        figure = build()
+        path = stem.with_name(f"{stem.name}-{suffix}.png")
+        temporary = path.with_name(f".{path.name}.tmp.png")
+        figure.savefig(temporary, dpi=DPI)
+        plt.close(figure)
+        temporary.replace(path)
+        written.append(path)
+    return written
