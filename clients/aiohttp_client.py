@@ -14,17 +14,17 @@ def settings(args):
     }
 
 
+SESSIONS: list[aiohttp.ClientSession] = []  # one session for every connection, as aiohttp's docs advise
+
+
 async def open_connection(url, args):
-    session = aiohttp.ClientSession()
-    try:
-        websocket = await session.ws_connect(url, compress=15 if args.compression == "on" else 0, heartbeat=None)
-    except BaseException:
-        await session.close()
-        raise
+    if not SESSIONS:
+        # limit=0: a WebSocket holds its connector slot, and --pairs may open more than the default 100
+        SESSIONS.append(aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)))
+    websocket = await SESSIONS[0].ws_connect(url, compress=15 if args.compression == "on" else 0, heartbeat=None)
 
     async def close():
         await websocket.close()
-        await session.close()
 
     text = args.payload_kind != "binary"
     return driver.Connection(
@@ -40,4 +40,8 @@ async def open_connection(url, args):
 
 
 if __name__ == "__main__":
-    driver.main("aiohttp", ["aiohttp"], open_connection, settings)
+    async def close_session():
+        for session in SESSIONS:
+            await session.close()
+
+    driver.main("aiohttp", ["aiohttp"], open_connection, settings, shutdown=close_session)

@@ -32,6 +32,8 @@ function parseDriverArgs(argv) {
         'payload-size': { type: 'string', default: '4' },
         'payload-kind': { type: 'string', default: 'text-ascii' },
         'stall-timeout': { type: 'string', default: '10' },
+        pairs: { type: 'string', default: '1' },
+        workload: { type: 'string', default: 'pingpong' },
         'no-latency': { type: 'boolean', default: false },
         'ab-windows': { type: 'string', default: '0' },
       },
@@ -50,12 +52,20 @@ function parseDriverArgs(argv) {
     stallTimeout: Number(values['stall-timeout']),
     recordLatency: !values['no-latency'],
     abWindows: Number(values['ab-windows']),
+    pairs: Number(values.pairs),
+    workload: values.workload,
   };
   if (!args.url) usageError('--url is required');
   if (!(args.duration > 0) || !(args.warmup >= 0) || !(args.stallTimeout > 0)) {
     usageError('--duration and --stall-timeout must be > 0, --warmup >= 0');
   }
   if (!Number.isInteger(args.abWindows) || args.abWindows < 0) usageError('--ab-windows must be an integer >= 0');
+  if (!Number.isInteger(args.pairs) || args.pairs < 1) usageError('--pairs must be an integer >= 1');
+  if (!['pingpong', 'handshake'].includes(args.workload)) usageError('--workload must be pingpong or handshake');
+  if (args.workload === 'handshake' && (args.pairs > 1 || args.abWindows > 0)) {
+    usageError('--workload handshake runs one connection at a time; no --pairs or --ab-windows');
+  }
+  if (args.pairs > 1 && args.abWindows > 0) usageError('--ab-windows measures one pair; it cannot be combined with --pairs');
   if (!Number.isInteger(args.payloadSize) || args.payloadSize < 1) usageError('--payload-size must be an integer >= 1');
   if (!PAYLOAD_KINDS.includes(args.payloadKind)) usageError(`--payload-kind must be one of ${PAYLOAD_KINDS.join(', ')}`);
   if (!COMPRESSION_CHOICES.includes(args.compression)) usageError(`--compression must be one of ${COMPRESSION_CHOICES.join(', ')}`);
@@ -108,6 +118,7 @@ async function main({ implementation, libraries, openConnection, settings }) {
     settings: { compression: args.compression, ...settings(args) },
     payload: { kind: args.payloadKind, size: args.payloadSize },
     loop: process.versions.bun ? 'bun' : 'libuv',
+    workload: args.workload,
     error: null,
   };
   let connections = [];
@@ -121,7 +132,8 @@ async function main({ implementation, libraries, openConnection, settings }) {
     process.stdout.write(`${JSON.stringify(report)}\n`, () => process.exit(report.error ? 1 : 0));
   };
   try {
-    finish(await measure(openConnection, args, (opened) => { connections = opened; }));
+    const measurement = args.workload === 'handshake' ? measureHandshakes : measure;
+    finish(await measurement(openConnection, args, (opened) => { connections = opened; }));
   } catch (error) {
     finish({ error: error.message || String(error) });
   }
@@ -151,11 +163,9 @@ function measure(openConnection, args, onOpened) {
     let firstStart = 0n;
     let start = 0n;
     let deadline = 0n;
-    let roundtripStart = 0n;
     let cpuStart = null;
     let done = false;
-    let a = null;
-    let b = null;
+    const pairs = [];
 
     const fail = (message) => {
       if (done) return;
@@ -177,31 +187,35 @@ function measure(openConnection, args, onOpened) {
       }
     }, Math.min(1000, args.stallTimeout * 250));
 
-    const onB = (data, binary) => {
-      if (!matches(data, binary, ping)) {
-        fail(`payload mismatch: connection B expected ${describe(ping.bytes, ping.binary)}, received ${describe(data, binary)}`);
-        return;
-      }
-      b.send(pong);
-    };
-
-    const onA = (data, binary) => {
-      if (done) return;
-      if (!matches(data, binary, pong)) {
-        fail(`payload mismatch: connection A expected ${describe(pong.bytes, pong.binary)}, received ${describe(data, binary)}`);
-        return;
-      }
-      const now = clock();
-      if (phase === 'measure') {
-        windowRoundtrips += 1;
-        if (record) latencies.push(Number(now - roundtripStart));
-        roundtripStart = now;
-        if (now >= deadline && closeWindow(now)) return;
-      } else {
-        warmupRoundtrips += 1;
-        if (now >= warmupDeadline) openWindow();
-      }
-      a.send(ping);
+    // One handler pair per ping-pong pair: B answers ping with pong, A counts the roundtrip and sends the next ping.
+    const handlersFor = (pair) => {
+      const onB = (data, binary) => {
+        if (!matches(data, binary, ping)) {
+          fail(`payload mismatch: connection B${pair.label} expected ${describe(ping.bytes, ping.binary)}, received ${describe(data, binary)}`);
+          return;
+        }
+        pair.b.send(pong);
+      };
+      const onA = (data, binary) => {
+        if (done) return;
+        if (!matches(data, binary, pong)) {
+          fail(`payload mismatch: connection A${pair.label} expected ${describe(pong.bytes, pong.binary)}, received ${describe(data, binary)}`);
+          return;
+        }
+        const now = clock();
+        if (phase === 'measure') {
+          windowRoundtrips += 1;
+          pair.roundtrips += 1;
+          if (record) latencies.push(Number(now - (pair.roundtripStart > start ? pair.roundtripStart : start)));
+          pair.roundtripStart = now;
+          if (now >= deadline && closeWindow(now)) return;
+        } else {
+          warmupRoundtrips += 1;
+          if (now >= warmupDeadline) openWindow();
+        }
+        pair.a.send(ping);
+      };
+      return { onA, onB };
     };
 
     const openWindow = () => {
@@ -214,7 +228,6 @@ function measure(openConnection, args, onOpened) {
       windowRoundtrips = 0;
       start = clock();
       if (windows.length === 0) firstStart = start;
-      roundtripStart = start;
       deadline = start + BigInt(Math.round(args.duration * 1e9));
     };
 
@@ -248,8 +261,11 @@ function measure(openConnection, args, onOpened) {
           hdr_histogram: plan.some(Boolean) ? encodeHistogram(latencies) : null,
         },
         cpu: { user_s: cpu.user / 1e6, system_s: cpu.system / 1e6 },
-        connections: [{ name: 'A', ...a.details() }, { name: 'B', ...b.details() }],
+        pairs: pairs.length,
+        connections: pairs.flatMap((pair) => [{ name: `A${pair.label}`, ...pair.a.details() },
+          { name: `B${pair.label}`, ...pair.b.details() }]),
       };
+      if (pairs.length > 1) measurement.per_pair_roundtrips = pairs.map((pair) => pair.roundtrips);
       if (args.abWindows > 0) {
         measurement.ab_windows = windows.map((w) => ({
           recording: w.recording, roundtrips: w.roundtrips, roundtrips_per_s: w.roundtrips / (Number(w.elapsed_ns) / 1e9),
@@ -259,19 +275,135 @@ function measure(openConnection, args, onOpened) {
     };
 
     (async () => {
-      a = await openConnection(args.url, args, (error) => fail(`connection A: ${error}`));
-      onOpened([a]);
-      b = await openConnection(args.url, args, (error) => fail(`connection B: ${error}`));
-      onOpened([a, b]);
-      a.onMessage(onA);
-      b.onMessage(onB);
+      const opened = [];
+      for (const [index, url] of pairUrls(args.url, args.pairs).entries()) {
+        const label = args.pairs > 1 ? String(index) : '';
+        const pair = { label, roundtrips: 0, roundtripStart: 0n };
+        pair.a = await openConnection(url, args, (error) => fail(`connection A${label}: ${error}`));
+        opened.push(pair.a);
+        onOpened(opened);
+        pair.b = await openConnection(url, args, (error) => fail(`connection B${label}: ${error}`));
+        opened.push(pair.b);
+        onOpened(opened);
+        pairs.push(pair);
+      }
+      for (const pair of pairs) {
+        const { onA, onB } = handlersFor(pair);
+        pair.a.onMessage(onA);
+        pair.b.onMessage(onB);
+      }
       phase = 'warmup';
       warmupStart = clock();
       warmupDeadline = warmupStart + BigInt(Math.round(args.warmup * 1e9));
       if (args.warmup === 0) openWindow();
-      a.send(ping);
+      for (const pair of pairs) pair.a.send(ping);
     })().catch((error) => fail(error.message || String(error)));
   });
 }
 
-module.exports = { main, runtimeInfo, encodeHistogram };
+/**
+ * The handshake workload: a responder B stays in the room; A opens, sends one ping, gets the pong and closes
+ * (waiting for the closing handshake), in a loop. One "roundtrip" is that whole cycle; its rate is handshakes/s.
+ */
+async function measureHandshakes(openConnection, args, onOpened) {
+  const ping = makePayload(args.payloadKind, args.payloadSize, PING);
+  const pong = makePayload(args.payloadKind, args.payloadSize, PONG);
+  const eventsFd = process.env.PINGPONG_EVENTS_FD ? Number(process.env.PINGPONG_EVENTS_FD) : null;
+  const emit = (name) => { if (eventsFd !== null) fs.writeSync(eventsFd, `${name}\n`); };
+  const clock = process.hrtime.bigint;
+  let failure = null;
+  let rejectCurrent = null;
+  const fail = (message) => {
+    if (failure === null) failure = new Error(message);
+    if (rejectCurrent) rejectCurrent(failure);
+  };
+  let phase = 'connecting';
+  let completed = 0;
+  let lastSeen = -1;
+  let lastChange = Date.now();
+  const watchdog = setInterval(() => {
+    if (completed !== lastSeen) {
+      lastSeen = completed;
+      lastChange = Date.now();
+    } else if (Date.now() - lastChange >= args.stallTimeout * 1000) {
+      fail(`stall: no handshake cycle completed for ${args.stallTimeout} s (phase ${phase}, ${completed} completed before)`);
+    }
+  }, Math.min(1000, args.stallTimeout * 250));
+  // Every await below races against a failure (responder error, stall), so nothing can hang silently.
+  const guarded = (promise) => new Promise((resolve, reject) => {
+    if (failure) { reject(failure); return; }
+    rejectCurrent = reject;
+    promise.then(resolve, reject);
+  });
+  try {
+    const responder = await guarded(openConnection(args.url, args, (error) => fail(`connection B: ${error}`)));
+    onOpened([responder]);
+    responder.onMessage((data, binary) => {
+      if (!matches(data, binary, ping)) {
+        fail(`payload mismatch: connection B expected ${describe(ping.bytes, ping.binary)}, received ${describe(data, binary)}`);
+        return;
+      }
+      responder.send(pong);
+    });
+    let lastDetails = {};
+    const cycle = async () => {
+      const connection = await guarded(openConnection(args.url, args, (error) => fail(`connection A: ${error}`)));
+      const reply = new Promise((resolve, reject) => connection.onMessage((data, binary) => {
+        if (matches(data, binary, pong)) resolve();
+        else reject(new Error(`payload mismatch: connection A expected ${describe(pong.bytes, pong.binary)}, received ${describe(data, binary)}`));
+      }));
+      connection.send(ping);
+      await guarded(reply);
+      lastDetails = connection.details();
+      await guarded(connection.closeAndWait());
+      completed += 1;
+    };
+    phase = 'warmup';
+    const warmupStart = clock();
+    const warmupDeadline = warmupStart + BigInt(Math.round(args.warmup * 1e9));
+    let warmupCycles = 0;
+    while (clock() < warmupDeadline) {
+      await cycle();
+      warmupCycles += 1;
+    }
+    phase = 'measure';
+    emit('window-start');
+    const cpuStart = process.cpuUsage();
+    const start = clock();
+    const deadline = start + BigInt(Math.round(args.duration * 1e9));
+    const latencies = [];
+    let cycleStart = start;
+    let end = start;
+    while (end < deadline) {
+      await cycle();
+      end = clock();
+      latencies.push(Number(end - cycleStart));
+      cycleStart = end;
+    }
+    const cpu = process.cpuUsage(cpuStart);
+    emit('window-end');
+    const elapsed = Number(end - start) / 1e9;
+    return {
+      warmup: { roundtrips: warmupCycles, elapsed_s: Number(start - warmupStart) / 1e9 },
+      roundtrips: latencies.length,
+      elapsed_s: elapsed,
+      roundtrips_per_s: latencies.length / elapsed,
+      handshakes: latencies.length,
+      latency: { unit: 'ns', recorded: true, hdr_histogram: encodeHistogram(latencies) },
+      cpu: { user_s: cpu.user / 1e6, system_s: cpu.system / 1e6 },
+      pairs: 1,
+      connections: [{ name: 'B (responder)', ...responder.details() }, { name: 'A (last opened)', ...lastDetails }],
+    };
+  } finally {
+    clearInterval(watchdog);
+  }
+}
+
+/** The room URL of each pair: the given room for one pair, ROOM-p0 .. ROOM-p<N-1> for N pairs (as driver.py). */
+function pairUrls(url, count) {
+  if (count === 1) return [url];
+  const [base, query] = url.split('?', 2);
+  return Array.from({ length: count }, (_, index) => `${base}-p${index}${query ? `?${query}` : ''}`);
+}
+
+module.exports = { main, runtimeInfo, encodeHistogram, pairUrls };

@@ -31,6 +31,10 @@ function openConnection(url, args, onError) {
           };
         },
         close: () => { socket.onclose = null; socket.close(); },
+        closeAndWait: () => new Promise((resolve) => {
+          socket.onclose = () => resolve();
+          socket.close();
+        }),
         details: () => ({
           extensions: socket.extensions || null,
           subprotocol: socket.protocol || null,

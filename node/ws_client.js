@@ -17,6 +17,11 @@ function openConnection(url, args, onError) {
         send: (payload) => socket.send(payload.bytes, { binary: payload.binary }),
         onMessage: (handler) => socket.on('message', handler),
         close: () => { socket.removeAllListeners('close'); socket.close(); },
+        closeAndWait: () => new Promise((resolve) => {
+          socket.removeAllListeners('close');
+          socket.once('close', () => resolve());
+          socket.close();
+        }),
         details: () => ({
           extensions: socket.extensions || null,
           subprotocol: socket.protocol || null,

@@ -120,9 +120,16 @@ def model_outliers(rates: dict[Cell, float], threshold: float = MODEL_THRESHOLD)
     return verdicts
 
 
-def rule_flags(summary: dict[str, Any], payload_size: int) -> list[str]:
-    """One-line reasons from one cell's recorded signals; empty for a healthy cell."""
+def rule_flags(summary: dict[str, Any], payload_size: int, workload: str = "pingpong") -> list[str]:
+    """One-line reasons from one cell's recorded signals; empty for a healthy cell.
+
+    The TCP segment and delayed-ACK rules assume long-lived connections: the handshake workload's SYNs, FINs and
+    HTTP upgrade segments are its very subject, so those rules are left out there.
+    """
     flags = []
+    if workload != "pingpong":
+        summary = {key: value for key, value in summary.items()
+                   if key not in ("segments_per_message", "delayed_acks_per_roundtrip")}
     segments = summary.get("segments_per_message")
     if segments is not None and segments > SEGMENTS_PER_MESSAGE_LIMIT:
         flags.append(f"{segments:.2f} TCP segments per message (a healthy pair sends 1): messages are written in "
@@ -150,7 +157,7 @@ def rule_flags(summary: dict[str, Any], payload_size: int) -> list[str]:
     return flags
 
 
-def annotate(summaries: dict[Cell, dict[str, Any]], payload_size: int) -> None:
+def annotate(summaries: dict[Cell, dict[str, Any]], payload_size: int, workload: str = "pingpong") -> None:
     """Add "flags" (one-line reasons) and the model's "expected_roundtrips_per_s" to every measured summary."""
     rates = {cell: summary["roundtrips_per_s"]["median"] for cell, summary in summaries.items()
              if "roundtrips_per_s" in summary}
@@ -166,5 +173,5 @@ def annotate(summaries: dict[Cell, dict[str, Any]], payload_size: int) -> None:
             if verdict["outlier"]:
                 flags.append(f"{1 / verdict['ratio']:.1f}× slower than its server and client predict "
                              f"({rates[cell]:,.0f} against an expected {verdict['expected']:,.0f} roundtrips/s)")
-        flags += rule_flags(summary, payload_size)
+        flags += rule_flags(summary, payload_size, workload)
         summary["flags"] = flags

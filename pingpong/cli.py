@@ -8,13 +8,14 @@ import os
 import signal
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
 from typing import Any
 
-from pingpong import package_envs, render
+from pingpong import package_envs, render, sweep
+from pingpong.driver import WORKLOADS
 from pingpong.environment import describe_environment
 from pingpong.manifest import (COMPRESSION_MODES, LOOPS, Implementation, ManifestError, check_availability,
                                load_manifest)
@@ -54,8 +55,16 @@ def build_parser() -> argparse.ArgumentParser:
                            help="event loop of the Python implementations (auto: what each picks by itself)")
     measuring.add_argument("--compression", choices=COMPRESSION_MODES, default="default",
                            help="permessage-deflate: each library's out-of-the-box behaviour, off, or on")
-    measuring.add_argument("--payload-size", type=int, default=DEFAULT_PAYLOAD_SIZE, help="bytes per message")
-    measuring.add_argument("--payload-kind", choices=PAYLOAD_KINDS, default=DEFAULT_PAYLOAD_KIND)
+    measuring.add_argument("--payload-size", default=str(DEFAULT_PAYLOAD_SIZE), metavar="BYTES[,BYTES...]",
+                           help=f"bytes per message (default {DEFAULT_PAYLOAD_SIZE}); a list sweeps, e.g. 16,1024,65536")
+    measuring.add_argument("--payload-kind", default=DEFAULT_PAYLOAD_KIND, metavar="KIND[,KIND...]",
+                           help=f"{' | '.join(PAYLOAD_KINDS)} (default {DEFAULT_PAYLOAD_KIND}); a list sweeps")
+    measuring.add_argument("--pairs", default="1", metavar="N[,N...]",
+                           help="independent pairs per cell, each in its own room, driven by one client process "
+                                "(default 1); a list sweeps, e.g. 1,10,100")
+    measuring.add_argument("--workload", choices=WORKLOADS, default="pingpong",
+                           help="pingpong: roundtrips/s on open connections; handshake: connections opened, one "
+                                "roundtrip, closed, per second")
     measuring.add_argument("--no-pin", action="store_true",
                            help="do not pin server and client to separate CPUs")
     measuring.add_argument("--ready-timeout", type=float, default=15.0,
@@ -138,26 +147,83 @@ def run(argv: list[str] | None) -> int:
     prepare_results_dir(options.results_dir)
     package_fields, package_record = package_environments(options)
     settings = CellSettings(duration_s=options.duration, warmup_s=options.warmup, loop=options.loop,
-                            compression=options.compression, payload_size=options.payload_size,
-                            payload_kind=options.payload_kind, ready_timeout_s=options.ready_timeout,
+                            compression=options.compression, payload_size=DEFAULT_PAYLOAD_SIZE,
+                            payload_kind=DEFAULT_PAYLOAD_KIND, ready_timeout_s=options.ready_timeout,
                             stall_timeout_s=options.stall_timeout, pin=not options.no_pin,
-                            client_grace_s=options.client_grace, **package_fields)
+                            client_grace_s=options.client_grace, workload=options.workload, **package_fields)
+    points = sweep_points(options)
+    if len(points) == 1:
+        result, _ = run_matrix(argv, options, replace(settings, **points[0]), implementations, servers, clients,
+                               package_record, print_table=True)
+        return exit_code([result])
+    if options.resume:
+        raise UsageError("--resume continues one matrix, not a sweep; resume the sweep's unfinished point file")
+    started = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    results: list[tuple[dict[str, Any], RunResult, ResultPaths]] = []
+    for index, point in enumerate(points, 1):
+        print(f"sweep point {index}/{len(points)}: {sweep.describe_point(point)}", file=sys.stderr, flush=True)
+        result, paths = run_matrix(argv, options, replace(settings, **point), implementations, servers, clients,
+                                   package_record, print_table=False, suffix=sweep.point_suffix(point))
+        results.append((point, result, paths))
+        if result.interrupted:
+            break
+    report_sweep(started, results, options)
+    return exit_code([result for _, result, _ in results])
+
+
+def sweep_points(options: argparse.Namespace) -> list[dict[str, Any]]:
+    """Every combination of the listed payload sizes, kinds and pair counts: one matrix each."""
+    return [{"payload_size": size, "payload_kind": kind, "pairs": pairs}
+            for size in options.payload_sizes for kind in options.payload_kinds for pairs in options.pairs_list]
+
+
+def exit_code(results: list[RunResult]) -> int:
+    if any(result.interrupted for result in results):
+        return EXIT_INTERRUPTED
+    failed = any(cell.status in ("failed", "partial") for result in results for cell in result.cells)
+    return EXIT_CELL_FAILED if failed else EXIT_OK
+
+
+def run_matrix(argv, options, settings: CellSettings, implementations, servers, clients, package_record,
+               print_table: bool, suffix: str = "") -> tuple[RunResult, "ResultPaths"]:
+    """Measure, save and draw one matrix with one set of settings (the whole run, or one point of a sweep)."""
     result = new_run(argv, options, settings, implementations, servers, clients)
     result.environment["package_environments"] = package_record
-    paths = ResultPaths.for_run(options.results_dir, result.started_at)
+    paths = ResultPaths.for_run(options.results_dir, result.started_at, suffix)
     if options.resume:
         result, paths = resume(options.resume, result, options.results_dir)
     save(result, paths)
     measure_matrix(result, settings, servers, clients, options.repeat, paths)
     summaries = summarize_run(result)
-    print(render_stdout(result, summaries, options.format))
+    if print_table:
+        print(render_stdout(result, summaries, options.format))
     print(f"results: {paths.json} and {paths.markdown} (also {paths.latest_markdown})", file=sys.stderr)
     figures = draw_figures(result, summaries, paths)
     if figures:
         print(f"figures: {', '.join(str(path) for path in figures)}", file=sys.stderr)
-    if result.interrupted:
-        return EXIT_INTERRUPTED
-    return EXIT_CELL_FAILED if any(cell.status in ("failed", "partial") for cell in result.cells) else EXIT_OK
+    return result, paths
+
+
+def report_sweep(started: str, results, options: argparse.Namespace) -> None:
+    """The sweep's index (JSON), its table (Markdown, also printed) and its curves (PNG)."""
+    members = [(point, result, summarize_run(result), paths.json.name) for point, result, paths in results]
+    stem = options.results_dir / (started.replace(":", "-").replace("+00-00", "Z") + "-sweep")
+    index = sweep.sweep_index(members)
+    write_atomically(stem.with_suffix(".json"), json.dumps(index, indent=1))
+    markdown = sweep.render_sweep_markdown(index)
+    write_atomically(stem.with_suffix(".md"), markdown)
+    if options.format == "json":
+        print(json.dumps(index, indent=1))
+    else:
+        print(markdown.rstrip("\n"))
+    print(f"sweep: {stem}.json and {stem}.md", file=sys.stderr)
+    try:
+        from pingpong import plots
+        figure = plots.write_sweep_figure(index, stem)
+        if figure:
+            print(f"figures: {figure}", file=sys.stderr)
+    except Exception as exc:
+        print(f"figures not drawn: {type(exc).__name__}: {exc}", file=sys.stderr)
 
 
 def parse_options(argv: list[str] | None) -> argparse.Namespace:
@@ -172,13 +238,31 @@ def parse_options(argv: list[str] | None) -> argparse.Namespace:
         problems.append(f"--warmup must be >= 0 seconds, got {options.warmup:g}")
     if options.repeat < 1:
         problems.append(f"--repeat must be at least 1, got {options.repeat}")
-    if options.payload_size < 1:
-        problems.append(f"--payload-size must be at least 1 byte, got {options.payload_size}")
+    options.payload_sizes = _integer_list("--payload-size", options.payload_size, minimum=1, problems=problems)
+    options.pairs_list = _integer_list("--pairs", options.pairs, minimum=1, problems=problems)
+    options.payload_kinds = [kind.strip() for kind in options.payload_kind.split(",") if kind.strip()]
+    unknown_kinds = [kind for kind in options.payload_kinds if kind not in PAYLOAD_KINDS]
+    if unknown_kinds or not options.payload_kinds:
+        problems.append(f"--payload-kind {options.payload_kind!r}: choose from {', '.join(PAYLOAD_KINDS)}")
+    if options.workload == "handshake" and options.pairs_list != [1]:
+        problems.append("--workload handshake opens one connection at a time; it takes no --pairs")
     if not options.ready_timeout > 0 or not options.stall_timeout > 0 or not options.client_grace > 0:
         problems.append("--ready-timeout, --stall-timeout and --client-grace must be > 0 seconds")
     if problems:
         raise UsageError("; ".join(problems))
     return options
+
+
+def _integer_list(option: str, text: str, minimum: int, problems: list[str]) -> list[int]:
+    try:
+        values = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        problems.append(f"{option} takes whole numbers separated by commas, got {text!r}")
+        return [minimum]
+    if not values or min(values) < minimum:
+        problems.append(f"{option} values must be at least {minimum}, got {text!r}")
+        return [minimum]
+    return list(dict.fromkeys(values))
 
 
 def load_manifests(paths: list[Path]) -> list[Implementation]:
@@ -226,6 +310,10 @@ def skip_reason(server: Implementation, client: Implementation, settings: CellSe
     for implementation in (server, client):
         if settings.compression not in implementation.compression:
             return f"{implementation.role} {implementation.name} does not support --compression {settings.compression}"
+    if settings.pairs > 1 and "pairs" not in client.features:
+        return f"client {client.name} drives one pair only (no --pairs)"
+    if settings.workload == "handshake" and "handshake" not in client.features:
+        return f"client {client.name} does not run --workload handshake"
     return None
 
 
@@ -250,7 +338,7 @@ def new_run(argv, options, settings: CellSettings, implementations, servers, cli
 
 # The configuration keys that shape the figures: a resumed run must not change any of them.
 RESUME_KEYS = ("duration_s", "warmup_s", "repeat", "loop", "compression", "payload_size", "payload_kind", "pin",
-               "servers", "clients", "python_packages", "node_packages")
+               "servers", "clients", "python_packages", "node_packages", "pairs", "workload")
 
 
 def resume(path: Path, fresh: RunResult, results_dir: Path) -> tuple[RunResult, "ResultPaths"]:
@@ -280,8 +368,8 @@ class ResultPaths:
     latest_json: Path
 
     @classmethod
-    def for_run(cls, results_dir: Path, started_at: str) -> "ResultPaths":
-        stamp = started_at.replace(":", "-").replace("+00-00", "Z")
+    def for_run(cls, results_dir: Path, started_at: str, suffix: str = "") -> "ResultPaths":
+        stamp = started_at.replace(":", "-").replace("+00-00", "Z") + suffix
         return cls(results_dir / f"{stamp}.json", results_dir / f"{stamp}.md", results_dir / "latest.md",
                    results_dir / "latest.json")
 

@@ -32,6 +32,7 @@ HISTOGRAM_LOWEST_NS = 1
 HISTOGRAM_HIGHEST_NS = 60 * 10**9
 HISTOGRAM_SIGNIFICANT_DIGITS = 3
 EVENTS_FD_ENV = "PINGPONG_EVENTS_FD"
+WORKLOADS = ("pingpong", "handshake")
 
 
 class DriverError(Exception):
@@ -94,6 +95,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="permessage-deflate: the library's default, forced off, or offered")
     parser.add_argument("--payload-size", type=int, default=DEFAULT_PAYLOAD_SIZE, help="bytes per message")
     parser.add_argument("--payload-kind", choices=PAYLOAD_KINDS, default=DEFAULT_PAYLOAD_KIND)
+    parser.add_argument("--workload", choices=WORKLOADS, default="pingpong",
+                        help="pingpong: roundtrips on open connections; handshake: open, one roundtrip, close, "
+                             "in a loop")
+    parser.add_argument("--pairs", type=int, default=1,
+                        help="independent pairs driven at once, pair i in room ROOM-p<i> (default 1: ROOM itself)")
     parser.add_argument("--stall-timeout", type=float, default=10.0,
                         help="fail when no roundtrip completes for this many seconds")
     parser.add_argument("--no-latency", action="store_true",
@@ -101,14 +107,22 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--ab-windows", type=int, default=0, metavar="N",
                         help="benchmark of the recording's cost: 2N windows alternating recording on/off")
     args = parser.parse_args(argv)
-    if args.duration <= 0 or args.warmup < 0 or args.payload_size < 1 or args.stall_timeout <= 0:
-        parser.error("--duration and --stall-timeout must be > 0, --warmup >= 0, --payload-size >= 1")
+    if args.duration <= 0 or args.warmup < 0 or args.payload_size < 1 or args.stall_timeout <= 0 or args.pairs < 1:
+        parser.error("--duration and --stall-timeout must be > 0, --warmup >= 0, --payload-size and --pairs >= 1")
+    if args.pairs > 1 and args.ab_windows:
+        parser.error("--ab-windows measures one pair; it cannot be combined with --pairs")
+    if args.workload == "handshake" and (args.pairs > 1 or args.ab_windows):
+        parser.error("--workload handshake runs one connection at a time; no --pairs or --ab-windows")
     return args
 
 
 def main(implementation: str, libraries: list[str], open_connection: OpenConnection,
-         settings: Callable[[argparse.Namespace], dict[str, Any]]) -> None:
-    """Entry point of a Python client driver: run, print one JSON object on stdout, exit 0 or 1."""
+         settings: Callable[[argparse.Namespace], dict[str, Any]],
+         shutdown: Callable[[], Awaitable[Any]] | None = None) -> None:
+    """Entry point of a Python client driver: run, print one JSON object on stdout, exit 0 or 1.
+
+    shutdown, if given, runs on the loop after the measurement (e.g. to close a shared client session).
+    """
     args = parse_args()
     report = {
         "format_version": REPORT_FORMAT_VERSION,
@@ -118,10 +132,20 @@ def main(implementation: str, libraries: list[str], open_connection: OpenConnect
         "libraries": library_versions(libraries + (["uvloop"] if args.loop == "uvloop" else [])),
         "settings": {"compression": args.compression, **settings(args)},
         "payload": {"kind": args.payload_kind, "size": args.payload_size},
+        "workload": args.workload,
         "error": None,
     }
+    measurement = measure if args.workload == "pingpong" else measure_handshakes
+
+    async def run_then_shut_down():
+        try:
+            return await measurement(open_connection, args)
+        finally:
+            if shutdown is not None:
+                await shutdown()
+
     try:
-        report.update(run_on_loop(args.loop, lambda: measure(open_connection, args)))
+        report.update(run_on_loop(args.loop, run_then_shut_down))
     except Exception as exc:  # every failure becomes a reported error, never a count
         report["error"] = f"{type(exc).__name__}: {exc}" if not isinstance(exc, DriverError) else str(exc)
     report["errors"] = 0 if report["error"] is None else 1
@@ -204,11 +228,17 @@ async def measure(open_connection: OpenConnection, args: argparse.Namespace) -> 
     task = asyncio.current_task()
     watchdog = asyncio.create_task(_stall_watchdog(progress, args.stall_timeout, task))
     try:
-        a = await open_connection(args.url, args)
-        connections.append(a)
-        b = await open_connection(args.url, args)
-        connections.append(b)
-        result = await _ping_pong(a, b, ping, pong, args, progress)
+        pairs = []
+        for url in pair_urls(args.url, args.pairs):
+            a = await open_connection(url, args)
+            connections.append(a)
+            b = await open_connection(url, args)
+            connections.append(b)
+            pairs.append((a, b))
+        if len(pairs) == 1:
+            result = await _ping_pong(a, b, ping, pong, args, progress)
+        else:
+            result = await _many_pairs(pairs, ping, pong, args, progress)
     except asyncio.CancelledError:
         if getattr(watchdog, "stalled", None):
             raise DriverError(watchdog.stalled) from None
@@ -221,8 +251,156 @@ async def measure(open_connection: OpenConnection, args: argparse.Namespace) -> 
             except Exception:
                 pass
     result["loop"] = running_loop_name()
-    result["connections"] = [dict(name=name, **c.details) for name, c in zip("AB", connections)]
+    result["pairs"] = args.pairs
+    result["connections"] = [dict(name=f"{'AB'[index % 2]}{index // 2 if args.pairs > 1 else ''}", **c.details)
+                             for index, c in enumerate(connections)]
     return result
+
+
+async def measure_handshakes(open_connection: OpenConnection, args: argparse.Namespace) -> dict[str, Any]:
+    """The handshake workload: a responder B stays in the room; A opens, sends one ping, gets the pong, closes.
+
+    One "roundtrip" here is that whole cycle: TCP connect, opening handshake, one relayed exchange, closing
+    handshake. Its rate is handshakes per second; its latency is the cycle's duration.
+    """
+    ping = make_payload(args.payload_kind, args.payload_size, PING)
+    pong = make_payload(args.payload_kind, args.payload_size, PONG)
+    progress = Progress()
+    task = asyncio.current_task()
+    watchdog = asyncio.create_task(_stall_watchdog(progress, args.stall_timeout, task))
+    responder = None
+    answering = None
+    last_details: dict[str, Any] = {}
+    clock = time.monotonic_ns
+    events = WindowEvents()
+
+    async def answer() -> None:
+        while True:
+            received = await responder.recv()
+            if received != ping:
+                raise DriverError(_mismatch("B", ping, received))
+            await responder.send(pong)
+
+    async def cycle() -> None:
+        connection = await open_connection(args.url, args)
+        try:
+            await connection.send(ping)
+            received = await connection.recv()
+            if received != pong:
+                raise DriverError(_mismatch("A", pong, received))
+            last_details.update(connection.details)
+        finally:
+            await connection.close()
+        if answering.done():  # the responder failed: report its error, not a hang
+            answering.result()
+
+    try:
+        responder = await open_connection(args.url, args)
+        answering = asyncio.create_task(answer())
+        progress.phase = "warmup"
+        warmup_start = clock()
+        deadline = warmup_start + int(args.warmup * 1e9)
+        while clock() < deadline:
+            await cycle()
+            progress.warmup_roundtrips += 1
+        progress.phase = "measure"
+        latencies = array("q")
+        progress.window = latencies
+        events.emit("window-start")
+        start = clock()
+        deadline = start + int(args.duration * 1e9)
+        cycle_start = start
+        while True:
+            await cycle()
+            end = clock()
+            latencies.append(end - cycle_start)
+            cycle_start = end
+            if end >= deadline:
+                break
+        events.emit("window-end")
+        progress.phase = "report"
+    except asyncio.CancelledError:
+        if getattr(watchdog, "stalled", None):
+            raise DriverError(watchdog.stalled) from None
+        raise
+    finally:
+        watchdog.cancel()
+        if answering is not None:
+            answering.cancel()
+        if responder is not None:
+            try:
+                await asyncio.wait_for(responder.close(), 2)
+            except Exception:
+                pass
+    elapsed_s = (end - start) / 1e9
+    return {
+        "warmup": {"roundtrips": progress.warmup_roundtrips, "elapsed_s": (start - warmup_start) / 1e9},
+        "roundtrips": len(latencies),
+        "elapsed_s": elapsed_s,
+        "roundtrips_per_s": len(latencies) / elapsed_s,
+        "handshakes": len(latencies),
+        "latency": {"unit": "ns", "recorded": True, "hdr_histogram": encode_histogram(latencies)},
+        "loop": running_loop_name(),
+        "pairs": 1,
+        "connections": [dict(name="B (responder)", **responder.details), dict(name="A (last opened)", **last_details)],
+    }
+
+
+def pair_urls(url: str, pairs: int) -> list[str]:
+    """The room URL of each pair: the given room for one pair, ROOM-p0 .. ROOM-p<N-1> for N pairs."""
+    if pairs == 1:
+        return [url]
+    base, _, query = url.partition("?")
+    return [f"{base}-p{index}" + (f"?{query}" if query else "") for index in range(pairs)]
+
+
+async def _many_pairs(pairs: list[tuple[Connection, Connection]], ping: Any, pong: Any, args: argparse.Namespace,
+                      progress: Progress) -> dict[str, Any]:
+    """N pairs at once, each its own ping-pong task: warmup together, then one shared measured window.
+
+    Every pair's roundtrips count and its latencies join one histogram; the rate is the sum over pairs.
+    """
+    clock = time.monotonic_ns
+    events = WindowEvents()
+    progress.phase = "warmup"
+    warmup_start = clock()
+    warmup_deadline = warmup_start + int(args.warmup * 1e9)
+    await asyncio.gather(*(_warm_up(a, b, ping, pong, warmup_deadline, progress) for a, b in pairs))
+    progress.phase = "measure"
+    duration_ns = int(args.duration * 1e9)
+    events.emit("window-start")
+    windows = await asyncio.gather(*(_measured_window(a.send, a.recv, b.send, b.recv, ping, pong, duration_ns,
+                                                      not args.no_latency, progress) for a, b in pairs))
+    events.emit("window-end")
+    progress.phase = "report"
+    count = sum(window[0] for window in windows)
+    start = min(window[1] for window in windows)
+    end = max(window[2] for window in windows)
+    elapsed_s = (end - start) / 1e9
+    recorded = [value for window in windows for value in window[3]]
+    return {
+        "warmup": {"roundtrips": progress.warmup_roundtrips, "elapsed_s": (start - warmup_start) / 1e9},
+        "roundtrips": count,
+        "elapsed_s": elapsed_s,
+        "roundtrips_per_s": count / elapsed_s,
+        "per_pair_roundtrips": [window[0] for window in windows],
+        "latency": {"unit": "ns", "recorded": not args.no_latency,
+                    "hdr_histogram": encode_histogram(recorded) if not args.no_latency else None},
+    }
+
+
+async def _warm_up(a: Connection, b: Connection, ping: Any, pong: Any, deadline_ns: int, progress: Progress) -> None:
+    clock = time.monotonic_ns
+    while clock() < deadline_ns:
+        await a.send(ping)
+        received = await b.recv()
+        if received != ping:
+            raise DriverError(_mismatch("B", ping, received))
+        await b.send(pong)
+        received = await a.recv()
+        if received != pong:
+            raise DriverError(_mismatch("A", pong, received))
+        progress.warmup_roundtrips += 1
 
 
 async def _stall_watchdog(progress: Progress, stall_timeout: float, task: asyncio.Task) -> None:

@@ -15,6 +15,9 @@ PROTOCOLS = ("websocket", "raw-tcp")
 LOOPS = ("auto", "asyncio", "uvloop")
 COMPRESSION_MODES = ("default", "off", "on")
 REQUIREMENT_KINDS = ("python-module", "node-package", "executable", "file")
+# What an implementation supports beyond one ping-pong pair in plain ws:// (listed in its manifest entry):
+# pairs = a client drives --pairs N at once; handshake = a client runs --workload handshake; tls = wss:// / TLS.
+FEATURES = ("pairs", "handshake", "tls")
 
 
 class ManifestError(Exception):
@@ -34,6 +37,7 @@ class Implementation:
     loops: tuple[str, ...]
     compression: tuple[str, ...]
     description: str = ""
+    features: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -90,7 +94,7 @@ def _parse_entry(path: Path, role: str, index: int, entry: dict) -> Implementati
                 raise fail(field, f"has '{item}'; expected items from {', '.join(choices)}")
         return tuple(value)
 
-    known = {"name", "runtime", "protocol", "command", "requires", "loops", "compression", "description"}
+    known = {"name", "runtime", "protocol", "command", "requires", "loops", "compression", "description", "features"}
     unknown = sorted(set(entry) - known)
     if unknown:
         raise fail(unknown[0], "is not a known field")
@@ -104,6 +108,7 @@ def _parse_entry(path: Path, role: str, index: int, entry: dict) -> Implementati
         loops=strings("loops", LOOPS),
         compression=strings("compression", COMPRESSION_MODES),
         description=text("description", required=False),
+        features=strings("features", FEATURES) if "features" in entry else (),
     )
     if not implementation.command:
         raise fail("command", "is empty")

@@ -122,3 +122,66 @@ def write_figures(run: RunResult, summaries: Summaries, stem: Path) -> list[Path
         temporary.replace(path)
         written.append(path)
     return written
+
+
+SWEEP_SIZE_IN = (12.0, 5.5)
+
+
+def figure_sweep(index: dict[str, Any]):
+    """Left: median rate per cell against the swept value; right: p99 latency against it (log scales).
+
+    With a numeric sweep (payload size, pairs) the x axis is that value on a log scale; a sweep over payload kinds
+    alone puts the kinds side by side. When two dimensions vary, each curve is a cell at one value of the other.
+    """
+    swept = index["swept"] or ["payload_size"]
+    x_dimension = next((d for d in swept if d in ("payload_size", "pairs")), swept[0])
+    other = [d for d in swept if d != x_dimension]
+    categorical = x_dimension == "payload_kind"
+    categories = list(dict.fromkeys(point[x_dimension] for point in index["points"]))
+    figure, (rate_axis, latency_axis) = plt.subplots(1, 2, figsize=SWEEP_SIZE_IN, dpi=DPI)
+    for cell, entries in index["cells"].items():
+        groups: dict[tuple, list[dict[str, Any]]] = {}
+        for entry in entries:
+            groups.setdefault(tuple(entry[d] for d in other), []).append(entry)
+        for key, group in groups.items():
+            group = [e for e in group if e["median"]]
+            if not group:
+                continue
+            group.sort(key=lambda e: categories.index(e[x_dimension]) if categorical else e[x_dimension])
+            xs = [categories.index(e[x_dimension]) if categorical else e[x_dimension] for e in group]
+            label = cell + (f" ({', '.join(f'{d.replace(chr(95), chr(32))} {k}' for d, k in zip(other, key))})"
+                            if key else "")
+            line, = rate_axis.plot(xs, [e["median"] for e in group], marker="o", linewidth=1.2, label=label)
+            latencies = [(x, e["p99_ns"] / 1e3) for x, e in zip(xs, group) if e["p99_ns"]]
+            if latencies:
+                latency_axis.plot(*zip(*latencies), marker="o", linewidth=1.2, color=line.get_color())
+    unit = "handshakes/s" if index["workload"] == "handshake" else "roundtrips/s"
+    x_label = {"payload_size": "payload size (bytes)", "pairs": "pairs (each its own room)",
+               "payload_kind": "payload kind"}[x_dimension]
+    for axis, y_label in ((rate_axis, f"median {unit}"), (latency_axis, "p99 latency (µs)")):
+        axis.set_yscale("log")
+        axis.set_xlabel(x_label)
+        axis.set_ylabel(y_label)
+        axis.grid(True, which="both", alpha=0.3)
+        if categorical:
+            axis.set_xticks(range(len(categories)), labels=categories)
+        else:
+            axis.set_xscale("log")
+    if rate_axis.lines:
+        rate_axis.legend(fontsize=7, loc="best")
+    figure.suptitle(f"Sweep over {x_dimension.replace('_', ' ')}: rate and p99 latency per cell")
+    figure.tight_layout()
+    return figure
+
+
+def write_sweep_figure(index: dict[str, Any], stem: Path) -> Path | None:
+    """Save <stem>.png (the sweep curves); None when nothing was measured."""
+    if not any(entry["median"] for entries in index["cells"].values() for entry in entries):
+        return None
+    figure = figure_sweep(index)
+    path = stem.with_suffix(".png")
+    temporary = path.with_name(f".{path.name}.tmp.png")
+    figure.savefig(temporary, dpi=DPI)
+    plt.close(figure)
+    temporary.replace(path)
+    return path

@@ -112,12 +112,20 @@ def format_ratio(ratio: Ratio) -> str:
     return f"{ratio.value:.2f}× [{ratio.low:.2f}–{ratio.high:.2f}]"
 
 
+def rate_unit(run: RunResult) -> str:
+    return "handshakes/s" if run.configuration.get("workload") == "handshake" else "roundtrips/s"
+
+
 def render_markdown(run: RunResult, summaries: Summaries) -> str:
     servers, clients = axes(run)
     config = run.configuration
     env = run.environment
+    unit = rate_unit(run)
+    title = ("WebSocket handshakes: connections opened, one roundtrip, closed, per second"
+             if config.get("workload") == "handshake" else "WebSocket ping-pong: roundtrips per second")
+    pairs = config.get("pairs", 1)
     lines = [
-        f"# WebSocket ping-pong: roundtrips per second, server × client",
+        f"# {title}, server × client",
         "",
         f"Run started {run.started_at}" + (f", finished {run.finished_at}" if run.finished_at else ", unfinished")
         + (" (interrupted)" if run.interrupted else "") + ".",
@@ -126,10 +134,12 @@ def render_markdown(run: RunResult, summaries: Summaries) -> str:
         f"suite {str(env.get('suite_commit'))[:10]}{' (modified)' if env.get('suite_dirty') else ''}.",
         f"Settings: {config['repeat']} repeat{'s' if config['repeat'] != 1 else ''} × {config['duration_s']:g} s after {config['warmup_s']:g} s warmup; "
         f"loop {config['loop']}; compression {config['compression']}; payload {config['payload_size']} bytes "
-        f"{config['payload_kind']}; " + ("server and client pinned to separate CPUs" if config.get("pinned")
-                                          else "not pinned") + ".",
+        f"{config['payload_kind']}; " + (f"{pairs} pairs per cell, each in its own room; " if pairs != 1 else "")
+        + ("TLS (wss://); " if config.get("tls") else "")
+        + ("server and client pinned to separate CPUs" if config.get("pinned") else "not pinned") + ".",
         "",
-        "Each cell: median roundtrips/s over the repeats, ± coefficient of variation, p99 roundtrip latency "
+        f"Each cell: median {unit} over the repeats, ± coefficient of variation, p99 "
+        + ("handshake-cycle" if config.get("workload") == "handshake" else "roundtrip") + " latency "
         f"(all repeats merged). (noisy) = CV ≥ {NOISY_CV:.0%}; ᶻ = permessage-deflate negotiated; "
         "⚑ = flagged as odd (reasons below); — = not measured (see below).",
         "",
@@ -145,7 +155,7 @@ def render_markdown(run: RunResult, summaries: Summaries) -> str:
     if fastest:
         ratios = relative_to_fastest(run, summaries)
         rate = summaries[fastest]["roundtrips_per_s"]["median"]
-        lines += ["", f"Fastest pair: **{fastest[0]} server × {fastest[1]} client**, {format_rate(rate)} roundtrips/s. "
+        lines += ["", f"Fastest pair: **{fastest[0]} server × {fastest[1]} client**, {format_rate(rate)} {unit}. "
                   "Every cell relative to it (ratio of medians, bootstrap 95% interval):", "",
                   "| server \\ client | " + " | ".join(clients) + " |", "|---|" + "---:|" * len(clients)]
         for server in servers:

@@ -38,6 +38,8 @@ class CellSettings:
     stall_timeout_s: float
     pin: bool
     client_grace_s: float = 30.0  # a client may run warmup + duration + this before it is stopped as hung
+    pairs: int = 1  # independent pairs the client drives at once, each in its own room
+    workload: str = "pingpong"  # or "handshake": open, one roundtrip, close, in a loop
     # Switches for diagnose's A/B experiments; the defaults are what the matrix always runs with.
     client_host: str = "127.0.0.1"  # the host in the client's URL; the server always listens on 127.0.0.1
     client_compression: str | None = None  # overrides compression for the client only
@@ -130,6 +132,10 @@ def _measure(server_process: processes.ManagedProcess, base_url: str, client: Im
         "--compression", settings.client_compression or settings.compression,
         "--payload-size", str(settings.payload_size), "--payload-kind", settings.payload_kind,
         "--stall-timeout", str(settings.stall_timeout_s)]
+    if settings.pairs != 1:
+        client_argv += ["--pairs", str(settings.pairs)]
+    if settings.workload != "pingpong":
+        client_argv += ["--workload", settings.workload]
     read_fd, write_fd = os.pipe()
     try:
         client_process = processes.start("client", client_argv, project_root, work_dir, cpus=client_cpus,

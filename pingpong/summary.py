@@ -127,5 +127,6 @@ def observed_settings(attempt) -> dict[str, Any]:
 def summarize_run(run: RunResult) -> dict[tuple[str, str], dict[str, Any]]:
     """Every cell's summary, with the anomaly flags that need the whole matrix."""
     summaries = {(cell.server, cell.client): summarize_cell(cell) for cell in run.cells}
-    anomalies.annotate(summaries, run.configuration.get("payload_size", DEFAULT_PAYLOAD_SIZE))
+    anomalies.annotate(summaries, run.configuration.get("payload_size", DEFAULT_PAYLOAD_SIZE),
+                       run.configuration.get("workload", "pingpong"))
     return summaries

@@ -1,0 +1,93 @@
+"""Sweeps (lists in --payload-size, --payload-kind, --pairs): one matrix per point, then an index and a table
+of every cell across the points. Pure functions; cli.py measures and writes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pingpong.render import format_duration_ns, format_rate
+
+SWEEP_FORMAT_VERSION = 1
+DIMENSIONS = ("payload_size", "payload_kind", "pairs")
+
+
+def describe_point(point: dict[str, Any]) -> str:
+    return f"{point['payload_size']} B {point['payload_kind']}, {point['pairs']} pair{'s' if point['pairs'] != 1 else ''}"
+
+
+def point_suffix(point: dict[str, Any]) -> str:
+    """The file-name suffix of a point's results: -size1024-text-ascii-pairs10."""
+    return f"-size{point['payload_size']}-{point['payload_kind']}-pairs{point['pairs']}"
+
+
+def swept_dimensions(points: list[dict[str, Any]]) -> list[str]:
+    return [dimension for dimension in DIMENSIONS if len({point[dimension] for point in points}) > 1]
+
+
+def sweep_index(members: list[tuple[dict[str, Any], Any, dict, str]]) -> dict[str, Any]:
+    """The sweep's record: its points with their results files, and each cell's figures at each point.
+
+    members: (point, RunResult, summaries, results file name) per point, in the order measured.
+    """
+    points = [dict(point, results=file_name) for point, _, _, file_name in members]
+    cells: dict[str, list[dict[str, Any]]] = {}
+    for point, run, summaries, _ in members:
+        for (server, client), summary in summaries.items():
+            if summary.get("status") == "skipped":
+                continue
+            rates = summary.get("roundtrips_per_s")
+            latency = summary.get("latency") or {}
+            cells.setdefault(f"{server} × {client}", []).append({
+                **{dimension: point[dimension] for dimension in DIMENSIONS},
+                "median": rates["median"] if rates else None,
+                "ci_low": rates["ci_low"] if rates else None,
+                "ci_high": rates["ci_high"] if rates else None,
+                "n": rates["n"] if rates else 0,
+                "p50_ns": latency.get("p50_ns"),
+                "p99_ns": latency.get("p99_ns"),
+                "client_cpu_utilization": summary.get("client_cpu_utilization"),
+                "server_cpu_utilization": summary.get("server_cpu_utilization"),
+                "status": summary.get("status"),
+            })
+    first = members[0][1] if members else None
+    return {"format_version": SWEEP_FORMAT_VERSION, "kind": "sweep",
+            "workload": first.configuration.get("workload", "pingpong") if first else "pingpong",
+            "swept": swept_dimensions([point for point, *_ in members]),
+            "points": points, "cells": cells,
+            "interrupted": any(run.interrupted for _, run, _, _ in members)}
+
+
+def point_label(entry: dict[str, Any], swept: list[str]) -> str:
+    parts = []
+    for dimension in swept:
+        value = entry[dimension]
+        parts.append(f"{value} B" if dimension == "payload_size" else
+                     f"{value} pairs" if dimension == "pairs" else str(value))
+    return ", ".join(parts) or "—"
+
+
+def render_sweep_markdown(index: dict[str, Any]) -> str:
+    """Rows: cells; columns: the sweep's points; each value the median rate with its p99 latency."""
+    swept = index["swept"] or ["payload_size"]
+    unit = "handshakes/s" if index["workload"] == "handshake" else "roundtrips/s"
+    labels = [point_label(point, swept) for point in index["points"]]
+    lines = [f"# Sweep over {', '.join(d.replace('_', ' ') for d in swept)}: {unit} per cell", "",
+             f"Each value: median {unit} over the repeats · p99 latency. A point's full matrix is in its own "
+             "results file:", ""]
+    lines += [f"- {label}: `{point['results']}`" for label, point in zip(labels, index["points"])]
+    lines += ["", "| cell | " + " | ".join(labels) + " |", "|---|" + "---:|" * len(labels)]
+    for cell, entries in index["cells"].items():
+        by_label = {point_label(entry, swept): entry for entry in entries}
+        row = []
+        for label in labels:
+            entry = by_label.get(label)
+            if entry is None:
+                row.append("—")
+            elif entry["median"] is None:
+                row.append("failed")
+            else:
+                row.append(f"{format_rate(entry['median'])} · {format_duration_ns(entry['p99_ns'])}")
+        lines.append(f"| {cell} | " + " | ".join(row) + " |")
+    if index.get("interrupted"):
+        lines += ["", "The sweep was interrupted: later points are missing."]
+    return "\n".join(lines) + "\n"
