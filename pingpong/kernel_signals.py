@@ -19,8 +19,9 @@ from dataclasses import dataclass
 from pingpong import listeners
 
 # The counters a cell records, as "Group.Name" of /proc/net/snmp and /proc/net/netstat.
-TCP_COUNTERS = ("Tcp.OutSegs", "Tcp.InSegs", "Tcp.RetransSegs", "TcpExt.DelayedACKs", "TcpExt.DelayedACKLost",
-                "TcpExt.TCPAutoCorking", "TcpExt.TCPPureAcks", "TcpExt.TCPHPAcks")
+TCP_COUNTERS = ("Tcp.OutSegs", "Tcp.InSegs", "Tcp.RetransSegs", "Tcp.ActiveOpens", "Tcp.PassiveOpens",
+                "TcpExt.DelayedACKs", "TcpExt.DelayedACKLost", "TcpExt.TCPAutoCorking", "TcpExt.TCPPureAcks",
+                "TcpExt.TCPHPAcks")
 SYS_PIDFD_GETFD = 438  # the same number on every Linux architecture
 TCP_STATE_ESTABLISHED = "01"
 

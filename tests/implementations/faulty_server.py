@@ -10,7 +10,8 @@ import time
 from websockets.asyncio.server import serve
 from websockets.exceptions import ConnectionClosed
 
-FAULTS = ("crash-at-start", "never-ready", "crash-mid-run", "hang-mid-run", "corrupt-mid-run", "binds-elsewhere")
+FAULTS = ("crash-at-start", "never-ready", "crash-mid-run", "hang-mid-run", "corrupt-mid-run", "binds-elsewhere",
+          "flip-one-byte-mid-run")
 # Messages relayed faithfully before a mid-run fault: past verification's 2 messages, and few enough that even a
 # slow machine reaches them within a short test run (10 roundtrips).
 FAULT_AFTER_MESSAGES = 20
@@ -29,6 +30,17 @@ def parse_args():
     return parser.parse_args()
 
 
+def flip_one_byte(message):
+    """The message with exactly one byte changed, near its middle; text stays valid UTF-8 and keeps its length."""
+    if isinstance(message, bytes):
+        middle = len(message) // 2
+        return message[:middle] + bytes([message[middle] ^ 0x01]) + message[middle + 1:]
+    ascii_positions = [index for index, char in enumerate(message) if char.isascii()]
+    index = ascii_positions[len(ascii_positions) // 2]
+    replacement = "Z" if message[index] != "Z" else "Y"
+    return message[:index] + replacement + message[index + 1:]
+
+
 async def relay(websocket, fault):
     global relayed
     members = ROOMS.setdefault(websocket.request.path, set())
@@ -45,6 +57,8 @@ async def relay(websocket, fault):
                     continue
                 if fault == "corrupt-mid-run":
                     message = message[::-1] if len(message) > 1 else ("x" if isinstance(message, str) else b"x")
+                if fault == "flip-one-byte-mid-run":
+                    message = flip_one_byte(message)
             for other in tuple(members):
                 if other is not websocket:
                     try:

@@ -1,0 +1,107 @@
+"""Workloads beyond one pair: payload sweeps, many pairs, the handshake workload; real processes throughout."""
+
+import json
+
+import pytest
+
+from tests.test_run_bench import run_bench
+
+TEST_MANIFESTS = ["--manifest", "manifest.toml", "--manifest", "tests/manifest.toml"]
+FAST = ["--duration", "0.6", "--warmup", "0.2", "--repeat", "1"]
+
+
+def sweep_files(folder):
+    indexes = sorted(folder.glob("*-sweep.json"))
+    assert len(indexes) == 1, sorted(p.name for p in folder.iterdir())
+    return json.loads(indexes[0].read_text()), indexes[0]
+
+
+def test_payload_sweep_carries_exact_sizes_and_kinds_through_python_and_node_clients(tmp_path):
+    """Every size and kind arrives verified (the drivers compare every byte); one matrix and file per point."""
+    completed = run_bench("--servers", "node-ws", "--clients", "websockets,node-ws", *FAST,
+                          "--payload-size", "1,1024,65536", "--payload-kind", "text-utf8,binary",
+                          "--results-dir", str(tmp_path), timeout=600)
+    assert completed.returncode == 0, completed.stderr
+    index, path = sweep_files(tmp_path)
+    assert index["swept"] == ["payload_size", "payload_kind"]
+    assert [(p["payload_size"], p["payload_kind"]) for p in index["points"]] == [
+        (1, "text-utf8"), (1, "binary"), (1024, "text-utf8"), (1024, "binary"), (65536, "text-utf8"),
+        (65536, "binary")]
+    for point in index["points"]:
+        result = json.loads((tmp_path / point["results"]).read_text())
+        for cell in result["cells"]:
+            report = cell["attempts"][0]["client_report"]
+            assert cell["attempts"][0]["status"] == "ok"
+            assert report["payload"] == {"kind": point["payload_kind"], "size": point["payload_size"]}
+    assert set(index["cells"]) == {"node-ws × websockets", "node-ws × node-ws"}
+    assert all(len(entries) == 6 and all(e["median"] > 0 for e in entries) for entries in index["cells"].values())
+    assert path.with_suffix(".png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "| node-ws × node-ws |" in path.with_suffix(".md").read_text()
+
+
+@pytest.mark.parametrize("kind", ["text-ascii", "text-utf8", "binary"])
+def test_one_changed_byte_in_a_large_message_fails_the_cell(tmp_path, kind):
+    """A server that changes one byte of a 1024-byte message is caught by the Python and the Node.js drivers."""
+    completed = run_bench(*TEST_MANIFESTS, "--servers", "faulty-flip-one-byte-mid-run", "--clients",
+                          "websockets,node-ws", *FAST, "--payload-size", "1024", "--payload-kind", kind,
+                          "--results-dir", str(tmp_path), "--format", "json", timeout=300)
+    assert completed.returncode == 1, completed.stderr
+    cells = json.loads(completed.stdout)["cells"]
+    for cell in cells:
+        attempt = cell["attempts"][0]
+        assert attempt["status"] == "client-failed", attempt
+        assert "payload mismatch" in attempt["reason"] and "1024 bytes" in attempt["reason"]
+
+
+@pytest.mark.parametrize("client", ["websockets", "aiohttp", "picows", "node-ws", "bun"])
+def test_many_pairs_each_in_its_own_room(tmp_path, client):
+    """--pairs 3: six connections, three rooms, every pair completes roundtrips; the kernel sees six sockets."""
+    completed = run_bench("--servers", "node-ws", "--clients", client, *FAST, "--pairs", "3",
+                          "--results-dir", str(tmp_path), "--format", "json", timeout=300)
+    assert completed.returncode == 0, completed.stderr
+    result = json.loads(completed.stdout)
+    attempt = result["cells"][0]["attempts"][0]
+    report = attempt["client_report"]
+    assert report["pairs"] == 3 and len(report["per_pair_roundtrips"]) == 3
+    assert all(count > 0 for count in report["per_pair_roundtrips"])
+    assert report["roundtrips"] == sum(report["per_pair_roundtrips"])
+    assert sorted(c["name"] for c in report["connections"]) == ["A0", "A1", "A2", "B0", "B1", "B2"]
+    assert attempt["sockets"]["client"]["sockets"] == 6 and attempt["sockets"]["server"]["sockets"] == 6
+    assert result["configuration"]["pairs"] == 3
+
+
+def test_a_client_without_pairs_support_is_skipped_with_the_reason(tmp_path):
+    completed = run_bench("--servers", "raw-tcp-c", "--clients", "raw-tcp-c,raw-tcp-python", *FAST, "--pairs", "2",
+                          "--results-dir", str(tmp_path), "--format", "json", timeout=300)
+    assert completed.returncode == 0, completed.stderr
+    cells = {cell["client"]: cell for cell in json.loads(completed.stdout)["cells"]}
+    assert cells["raw-tcp-c"]["skipped"] == "client raw-tcp-c drives one pair only (no --pairs)"
+    assert cells["raw-tcp-python"]["attempts"][0]["client_report"]["pairs"] == 2
+
+
+@pytest.mark.parametrize("client", ["websockets", "node-ws"])
+def test_handshake_workload_counts_real_handshakes(tmp_path, client):
+    """Each counted cycle is a real TCP connection: the kernel's ActiveOpens grow by one per handshake."""
+    completed = run_bench("--servers", "aiohttp", "--clients", client, *FAST, "--workload", "handshake",
+                          "--results-dir", str(tmp_path), "--format", "json", timeout=300)
+    assert completed.returncode == 0, completed.stderr
+    result = json.loads(completed.stdout)
+    attempt = result["cells"][0]["attempts"][0]
+    handshakes = attempt["client_report"]["handshakes"]
+    assert handshakes == attempt["roundtrips"] > 5
+    expected_opens = attempt["roundtrips_per_s"] * attempt["window_wall_s"]
+    assert attempt["tcp_counters"]["Tcp.ActiveOpens"] == pytest.approx(expected_opens, rel=0.25, abs=3)
+    assert attempt["tcp_counters"]["Tcp.PassiveOpens"] == pytest.approx(expected_opens, rel=0.25, abs=3)
+    assert (tmp_path / "latest.md").read_text().startswith("# WebSocket handshakes")
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--payload-size", "16,x"], "--payload-size takes whole numbers separated by commas"),
+    (["--pairs", "0"], "--pairs values must be at least 1"),
+    (["--payload-kind", "text-ascii,emoji"], "--payload-kind 'text-ascii,emoji': choose from"),
+    (["--workload", "handshake", "--pairs", "2"], "--workload handshake opens one connection at a time"),
+])
+def test_bad_workload_options_are_one_line_errors(args, message):
+    completed = run_bench(*args)
+    assert completed.returncode == 2 and message in completed.stderr
+    assert completed.stderr.count("\n") == 1
