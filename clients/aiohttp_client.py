@@ -21,7 +21,8 @@ async def open_connection(url, args):
     if not SESSIONS:
         # limit=0: a WebSocket holds its connector slot, and --pairs may open more than the default 100
         SESSIONS.append(aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)))
-    websocket = await SESSIONS[0].ws_connect(url, compress=15 if args.compression == "on" else 0, heartbeat=None)
+    websocket = await SESSIONS[0].ws_connect(url, compress=15 if args.compression == "on" else 0, heartbeat=None,
+                                             ssl=driver.client_ssl_context(args) or True)
 
     async def close():
         await websocket.close()

@@ -53,7 +53,8 @@ def settings(args):
 async def open_connection(url, args):
     if args.compression == "on":
         raise driver.DriverError("picows does not support permessage-deflate")
-    transport, listener = await ws_connect(MessageListener, url, enable_auto_ping=False)
+    transport, listener = await ws_connect(MessageListener, url, enable_auto_ping=False,
+                                           ssl_context=driver.client_ssl_context(args))
     text_type, binary_type = WSMsgType.TEXT, WSMsgType.BINARY
     send_frame = transport.send
 

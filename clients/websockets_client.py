@@ -19,7 +19,7 @@ def settings(args):
 
 async def open_connection(url, args):
     websocket = await connect(url, compression=None if args.compression == "off" else "deflate",
-                              ping_interval=PING_INTERVAL)
+                              ping_interval=PING_INTERVAL, ssl=driver.client_ssl_context(args))
     return driver.Connection(
         send=websocket.send,
         recv=websocket.recv,

@@ -6,11 +6,14 @@ const { parseServerArgs, writeServerInfo } = require('./server_support');
 
 const args = parseServerArgs('bun_server.js', ['auto', 'bun']);
 // Bun.serve's websocket.perMessageDeflate is false unless set: 'default' and 'off' are the same.
-const settings = { compression: args.compression, compression_effective: args.compression === 'on', idle_timeout: 0 };
+const settings = {
+  compression: args.compression, compression_effective: args.compression === 'on', idle_timeout: 0, tls: Boolean(args.tlsCert),
+};
 
 const server = Bun.serve({
   hostname: args.host,
   port: args.port,
+  tls: args.tlsCert ? { cert: Bun.file(args.tlsCert), key: Bun.file(args.tlsKey) } : undefined,
   fetch(request, bunServer) {
     const room = new URL(request.url).pathname || '/';
     if (bunServer.upgrade(request, { data: { room } })) return undefined;

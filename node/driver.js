@@ -34,6 +34,7 @@ function parseDriverArgs(argv) {
         'stall-timeout': { type: 'string', default: '10' },
         pairs: { type: 'string', default: '1' },
         workload: { type: 'string', default: 'pingpong' },
+        'tls-ca': { type: 'string' },
         'no-latency': { type: 'boolean', default: false },
         'ab-windows': { type: 'string', default: '0' },
       },
@@ -54,6 +55,7 @@ function parseDriverArgs(argv) {
     abWindows: Number(values['ab-windows']),
     pairs: Number(values.pairs),
     workload: values.workload,
+    tlsCa: values['tls-ca'] || null,
   };
   if (!args.url) usageError('--url is required');
   if (!(args.duration > 0) || !(args.warmup >= 0) || !(args.stallTimeout > 0)) {
@@ -115,7 +117,7 @@ async function main({ implementation, libraries, openConnection, settings }) {
     implementation,
     runtime: runtimeInfo(),
     libraries,
-    settings: { compression: args.compression, ...settings(args) },
+    settings: { compression: args.compression, tls: Boolean(args.tlsCa), ...settings(args) },
     payload: { kind: args.payloadKind, size: args.payloadSize },
     loop: process.versions.bun ? 'bun' : 'libuv',
     workload: args.workload,

@@ -16,6 +16,8 @@ function parseServerArgs(program, loops) {
         port: { type: 'string' },
         loop: { type: 'string', default: 'auto' },
         compression: { type: 'string', default: 'default' },
+        'tls-cert': { type: 'string' },
+        'tls-key': { type: 'string' },
       },
     }));
   } catch (error) {
@@ -27,11 +29,15 @@ function parseServerArgs(program, loops) {
   if (!Number.isInteger(port) || port < 0 || port > 65535) problems.push('--port must be an integer 0-65535');
   if (!loops.includes(values.loop)) problems.push(`--loop ${values.loop} is not available here (use auto)`);
   if (!['default', 'off', 'on'].includes(values.compression)) problems.push('--compression must be default, off or on');
+  if (Boolean(values['tls-cert']) !== Boolean(values['tls-key'])) problems.push('--tls-cert and --tls-key go together');
   if (problems.length) {
     process.stderr.write(`${problems.join('; ')}\n${usage}\n`);
     process.exit(2);
   }
-  return { host: values.host, port, loop: values.loop, compression: values.compression };
+  return {
+    host: values.host, port, loop: values.loop, compression: values.compression,
+    tlsCert: values['tls-cert'] || null, tlsKey: values['tls-key'] || null,
+  };
 }
 
 /** Write the server report atomically to PINGPONG_INFO_FILE, when the orchestrator set it. */

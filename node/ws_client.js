@@ -9,6 +9,8 @@ function openConnection(url, args, onError) {
   return new Promise((resolve, reject) => {
     // ws offers permessage-deflate unless perMessageDeflate is false; 'default' keeps ws's own choice.
     const options = args.compression === 'off' ? { perMessageDeflate: false } : {};
+    // wss://: trust the run's throwaway CA (ws passes `ca` on to tls.connect).
+    if (args.tlsCa) options.ca = require('fs').readFileSync(args.tlsCa);
     const socket = new WebSocket(url, options);
     socket.once('open', () => {
       socket.on('error', (error) => onError(error.message));

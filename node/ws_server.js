@@ -7,9 +7,16 @@ const { parseServerArgs, writeServerInfo } = require('./server_support');
 
 const args = parseServerArgs('ws_server.js', ['auto', 'libuv']);
 // ws's server refuses permessage-deflate unless perMessageDeflate is set: 'default' and 'off' are the same.
-const settings = { compression: args.compression, compression_effective: args.compression === 'on' };
+const settings = { compression: args.compression, compression_effective: args.compression === 'on', tls: Boolean(args.tlsCert) };
 const rooms = new Map();
-const server = new WebSocketServer({ host: args.host, port: args.port, perMessageDeflate: settings.compression_effective });
+// TLS: an https.Server carries the WebSocketServer, as ws's README shows for wss://.
+const httpsServer = args.tlsCert ? require('https').createServer({
+  cert: require('fs').readFileSync(args.tlsCert), key: require('fs').readFileSync(args.tlsKey),
+}) : null;
+const server = httpsServer
+  ? new WebSocketServer({ server: httpsServer, perMessageDeflate: settings.compression_effective })
+  : new WebSocketServer({ host: args.host, port: args.port, perMessageDeflate: settings.compression_effective });
+if (httpsServer) httpsServer.listen(args.port, args.host, () => server.emit('listening'));
 
 server.on('connection', (socket, request) => {
   const room = (request.url || '/').split('?')[0] || '/';
@@ -37,7 +44,7 @@ server.on('listening', () => {
   process.stderr.write(`node-ws server listening on ${args.host}:${args.port}\n`);
 });
 
-server.on('error', (error) => {
+(httpsServer || server).on('error', (error) => {
   process.stderr.write(`node-ws server: ${error.message}\n`);
   process.exit(1);
 });
@@ -45,6 +52,6 @@ server.on('error', (error) => {
 for (const signal of ['SIGTERM', 'SIGINT']) {
   process.on(signal, () => {
     for (const socket of server.clients) socket.terminate();
-    server.close(() => process.exit(0));
+    server.close(() => (httpsServer ? httpsServer.close(() => process.exit(0)) : process.exit(0)));
   });
 }

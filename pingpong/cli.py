@@ -7,6 +7,7 @@ import json
 import os
 import signal
 import sys
+import tempfile
 import time
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timezone
@@ -14,7 +15,7 @@ from pathlib import Path
 
 from typing import Any
 
-from pingpong import package_envs, render, sweep
+from pingpong import package_envs, render, sweep, tls
 from pingpong.driver import WORKLOADS
 from pingpong.environment import describe_environment
 from pingpong.manifest import (COMPRESSION_MODES, LOOPS, Implementation, ManifestError, check_availability,
@@ -62,6 +63,8 @@ def build_parser() -> argparse.ArgumentParser:
     measuring.add_argument("--pairs", default="1", metavar="N[,N...]",
                            help="independent pairs per cell, each in its own room, driven by one client process "
                                 "(default 1); a list sweeps, e.g. 1,10,100")
+    measuring.add_argument("--tls", action="store_true",
+                           help="wss:// everywhere, with a throwaway CA and server certificate made for this run")
     measuring.add_argument("--workload", choices=WORKLOADS, default="pingpong",
                            help="pingpong: roundtrips/s on open connections; handshake: connections opened, one "
                                 "roundtrip, closed, per second")
@@ -151,6 +154,15 @@ def run(argv: list[str] | None) -> int:
                             payload_kind=DEFAULT_PAYLOAD_KIND, ready_timeout_s=options.ready_timeout,
                             stall_timeout_s=options.stall_timeout, pin=not options.no_pin,
                             client_grace_s=options.client_grace, workload=options.workload, **package_fields)
+    with tempfile.TemporaryDirectory(prefix="pingpong-tls-") as tls_folder:
+        if options.tls:
+            files = tls.make_tls_files(Path(tls_folder))
+            settings = replace(settings, tls_ca=files.ca, tls_cert=files.cert, tls_key=files.key)
+        return run_points(argv, options, settings, implementations, servers, clients, package_record)
+
+
+def run_points(argv, options, settings: CellSettings, implementations, servers, clients, package_record) -> int:
+    """The matrix once, or once per point of a sweep."""
     points = sweep_points(options)
     if len(points) == 1:
         result, _ = run_matrix(argv, options, replace(settings, **points[0]), implementations, servers, clients,
@@ -314,6 +326,10 @@ def skip_reason(server: Implementation, client: Implementation, settings: CellSe
         return f"client {client.name} drives one pair only (no --pairs)"
     if settings.workload == "handshake" and "handshake" not in client.features:
         return f"client {client.name} does not run --workload handshake"
+    if settings.tls_ca:
+        for implementation in (server, client):
+            if "tls" not in implementation.features:
+                return f"{implementation.role} {implementation.name} does not support --tls"
     return None
 
 
@@ -324,6 +340,7 @@ def new_run(argv, options, settings: CellSettings, implementations, servers, cli
                      "client_cpus": sorted(client_cpus) if client_cpus else None,
                      "servers": [s.name for s in servers], "clients": [c.name for c in clients],
                      "python_packages": options.python_packages, "node_packages": options.node_packages,
+                     "tls": settings.tls_ca is not None,
                      "manifests": [str(path) for path in options.manifest]}
     listing = {"server": {}, "client": {}}
     for implementation in implementations:
@@ -338,7 +355,7 @@ def new_run(argv, options, settings: CellSettings, implementations, servers, cli
 
 # The configuration keys that shape the figures: a resumed run must not change any of them.
 RESUME_KEYS = ("duration_s", "warmup_s", "repeat", "loop", "compression", "payload_size", "payload_kind", "pin",
-               "servers", "clients", "python_packages", "node_packages", "pairs", "workload")
+               "servers", "clients", "python_packages", "node_packages", "pairs", "workload", "tls")
 
 
 def resume(path: Path, fresh: RunResult, results_dir: Path) -> tuple[RunResult, "ResultPaths"]:

@@ -98,6 +98,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--workload", choices=WORKLOADS, default="pingpong",
                         help="pingpong: roundtrips on open connections; handshake: open, one roundtrip, close, "
                              "in a loop")
+    parser.add_argument("--tls-ca", help="PEM CA to trust for wss:// (the run's throwaway CA)")
     parser.add_argument("--pairs", type=int, default=1,
                         help="independent pairs driven at once, pair i in room ROOM-p<i> (default 1: ROOM itself)")
     parser.add_argument("--stall-timeout", type=float, default=10.0,
@@ -130,7 +131,7 @@ def main(implementation: str, libraries: list[str], open_connection: OpenConnect
         "implementation": implementation,
         "runtime": {"name": platform.python_implementation().lower(), "version": platform.python_version()},
         "libraries": library_versions(libraries + (["uvloop"] if args.loop == "uvloop" else [])),
-        "settings": {"compression": args.compression, **settings(args)},
+        "settings": {"compression": args.compression, "tls": bool(args.tls_ca), **settings(args)},
         "payload": {"kind": args.payload_kind, "size": args.payload_size},
         "workload": args.workload,
         "error": None,
@@ -154,6 +155,15 @@ def main(implementation: str, libraries: list[str], open_connection: OpenConnect
     if report["error"]:
         print(f"{implementation} client: {report['error']}", file=sys.stderr)
         sys.exit(1)
+
+
+def client_ssl_context(args: argparse.Namespace):
+    """The client's TLS context trusting --tls-ca, or None (plain ws://)."""
+    if not args.tls_ca:
+        return None
+    from pingpong.tls import client_context
+
+    return client_context(args.tls_ca)
 
 
 def run_on_loop(loop: str, coroutine_function: Callable[[], Awaitable[Any]]) -> Any:

@@ -10,6 +10,7 @@ from websockets.sync.client import connect
 
 from pingpong.processes import ManagedProcess
 from pingpong.raw_tcp import BlockingConnection
+from pingpong.tls import client_context
 
 PROBE_INTERVAL_S = 0.02
 VERIFY_TIMEOUT_S = 3.0
@@ -21,12 +22,16 @@ class NotReady(Exception):
     """The server never completed a WebSocket handshake (message says why)."""
 
 
-def open_connection(base_url: str, path: str, timeout_s: float):
-    """A blocking connection to a room, by the URL's scheme: ws:// (WebSocket) or tcp:// (the raw-TCP floor)."""
+def open_connection(base_url: str, path: str, timeout_s: float, tls_ca: str | None = None):
+    """A blocking connection to a room, by the URL's scheme: ws:// or wss:// (WebSocket), tcp:// (raw TCP).
+
+    tls_ca: the CA a wss:// server's certificate must chain to (the run's throwaway CA).
+    """
     if base_url.startswith("tcp://"):
         host, port = base_url[len("tcp://"):].rsplit(":", 1)
         return BlockingRawConnection(host, int(port), path, timeout_s)
-    return connect(f"{base_url}{path}", open_timeout=timeout_s, compression=None, ping_interval=None)
+    context = client_context(tls_ca) if base_url.startswith("wss://") and tls_ca else None
+    return connect(f"{base_url}{path}", open_timeout=timeout_s, compression=None, ping_interval=None, ssl=context)
 
 
 class BlockingRawConnection(BlockingConnection):
@@ -42,7 +47,7 @@ class BlockingRawConnection(BlockingConnection):
         return received
 
 
-def wait_until_ready(base_url: str, process: ManagedProcess, timeout_s: float) -> float:
+def wait_until_ready(base_url: str, process: ManagedProcess, timeout_s: float, tls_ca: str | None = None) -> float:
     """Retry a handshake (WebSocket, or joining a room for raw TCP) until one succeeds; return seconds waited.
 
     Fails early when the server process exits, and after timeout_s otherwise.
@@ -55,7 +60,7 @@ def wait_until_ready(base_url: str, process: ManagedProcess, timeout_s: float) -
         if code is not None:
             raise NotReady(f"server exited with code {code} before accepting a WebSocket connection")
         try:
-            with open_connection(base_url, "/__readiness_probe__", min(2.0, timeout_s)):
+            with open_connection(base_url, "/__readiness_probe__", min(2.0, timeout_s), tls_ca):
                 return time.monotonic() - started
         except Exception as exc:  # refused, reset, bad handshake: the server is not ready yet
             last_error = f"{type(exc).__name__}: {exc}"
@@ -64,7 +69,7 @@ def wait_until_ready(base_url: str, process: ManagedProcess, timeout_s: float) -
         time.sleep(PROBE_INTERVAL_S)
 
 
-def verify_relay(base_url: str) -> str | None:
+def verify_relay(base_url: str, tls_ca: str | None = None) -> str | None:
     """Check the relay contract on a live server; return None when it holds, else what was wrong.
 
     Three connections: A and B in one room, C in another. A text message from A must reach B unchanged,
@@ -78,7 +83,7 @@ def verify_relay(base_url: str) -> str | None:
     try:
         with ExitStack() as stack:
             def open_in(path: str):
-                return stack.enter_context(open_connection(base_url, path, VERIFY_TIMEOUT_S))
+                return stack.enter_context(open_connection(base_url, path, VERIFY_TIMEOUT_S, tls_ca))
 
             a, b, c = open_in(room), open_in(room), open_in(other_room)
             a.send(text_message)

@@ -19,6 +19,7 @@ from pingpong.driver import EVENTS_FD_ENV
 from pingpong.manifest import Implementation, resolve_command
 from pingpong.server_support import INFO_FILE_ENV
 from pingpong.results import Attempt
+from pingpong.tls import NODE_EXTRA_CA_CERTS
 
 STDERR_TAIL_LINES = 20
 NODE_MODULES_ENV = "PINGPONG_NODE_MODULES"  # read by node/dependencies.js
@@ -39,6 +40,9 @@ class CellSettings:
     pin: bool
     client_grace_s: float = 30.0  # a client may run warmup + duration + this before it is stopped as hung
     pairs: int = 1  # independent pairs the client drives at once, each in its own room
+    tls_ca: str | None = None  # --tls: the run's throwaway CA (clients trust it) ...
+    tls_cert: str | None = None  # ... and the server certificate chain and key (servers serve wss:// with them)
+    tls_key: str | None = None
     workload: str = "pingpong"  # or "handshake": open, one roundtrip, close, in a loop
     # Switches for diagnose's A/B experiments; the defaults are what the matrix always runs with.
     client_host: str = "127.0.0.1"  # the host in the client's URL; the server always listens on 127.0.0.1
@@ -53,6 +57,8 @@ class CellSettings:
 def process_environment(settings: CellSettings, **extra: str) -> dict[str, str]:
     """The environment of a server or client process: ours, plus the package environment's location."""
     environment = {**os.environ, **extra}
+    if settings.tls_ca:  # the WHATWG clients (Node built-in, Bun) take no CA option: the runtime reads this
+        environment[NODE_EXTRA_CA_CERTS] = settings.tls_ca
     if settings.node_modules:
         environment[NODE_MODULES_ENV] = settings.node_modules
     return environment
@@ -87,13 +93,15 @@ def run_attempt(server: Implementation, client: Implementation, settings: CellSe
         server_argv = resolve_command(server, project_root, settings.python_executable) + [
             "--host", "127.0.0.1", "--port", str(port),
             "--loop", loop_for(server, settings.loop), "--compression", settings.compression]
+        if settings.tls_cert:
+            server_argv += ["--tls-cert", settings.tls_cert, "--tls-key", settings.tls_key]
         server_process = processes.start("server", server_argv, project_root, work_dir,
                                          env=process_environment(settings, **{INFO_FILE_ENV: str(info_path)}),
                                          cpus=server_cpus)
         running: list[processes.ManagedProcess] = []
         base["server_pid"] = server_process.pid
         try:
-            scheme = "tcp" if server.protocol == "raw-tcp" else "ws"
+            scheme = "tcp" if server.protocol == "raw-tcp" else "wss" if settings.tls_ca else "ws"
             outcome = _measure(server_process, f"{scheme}://127.0.0.1:{port}", client, settings, repeat, project_root,
                                work_dir, info_path, client_cpus, running)
         except Exception as exc:  # a bug or an OS error in one cell must not end the run
@@ -113,14 +121,14 @@ def _measure(server_process: processes.ManagedProcess, base_url: str, client: Im
              client_cpus: set[int] | None, running: list[processes.ManagedProcess]) -> dict[str, Any]:
     port = int(base_url.rsplit(":", 1)[1])
     try:
-        ready_after = probe.wait_until_ready(base_url, server_process, settings.ready_timeout_s)
+        ready_after = probe.wait_until_ready(base_url, server_process, settings.ready_timeout_s, settings.tls_ca)
     except probe.NotReady as exc:
         return dict(status="not-ready", reason=str(exc) + diagnose_port(port, server_process))
     owner = listeners.port_owner(port)
     if owner is not None and owner not in listeners.process_tree(server_process.pid):
         return dict(status="port-conflict", reason=f"port {port} answered, but it is held by another process "
                                                    f"(pid {owner}), not by the server")
-    problem = probe.verify_relay(base_url)
+    problem = probe.verify_relay(base_url, settings.tls_ca)
     if problem:
         return dict(status="verification-failed", reason=problem, ready_after_s=round(ready_after, 4))
     server_info = _read_json_file(info_path)
@@ -136,6 +144,8 @@ def _measure(server_process: processes.ManagedProcess, base_url: str, client: Im
         client_argv += ["--pairs", str(settings.pairs)]
     if settings.workload != "pingpong":
         client_argv += ["--workload", settings.workload]
+    if settings.tls_ca:
+        client_argv += ["--tls-ca", settings.tls_ca]
     read_fd, write_fd = os.pipe()
     try:
         client_process = processes.start("client", client_argv, project_root, work_dir, cpus=client_cpus,

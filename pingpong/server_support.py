@@ -25,11 +25,24 @@ def parse_args(description: str, compression_choices: tuple[str, ...] = COMPRESS
                         help="auto: whatever the framework picks by itself")
     parser.add_argument("--compression", choices=COMPRESSION_CHOICES, default="default",
                         help="permessage-deflate: the framework's default, refused, or accepted when offered")
+    parser.add_argument("--tls-cert", help="PEM certificate chain: serve wss:// (TLS) instead of ws://")
+    parser.add_argument("--tls-key", help="PEM private key of --tls-cert")
     args = parser.parse_args()
+    if bool(args.tls_cert) != bool(args.tls_key):
+        parser.exit(2, f"{parser.prog}: --tls-cert and --tls-key go together\n")
     if args.compression not in compression_choices:
         parser.exit(2, f"{parser.prog}: --compression {args.compression} is not supported by this server "
                        f"(supported: {', '.join(compression_choices)})\n")
     return args
+
+
+def ssl_context(args: argparse.Namespace):
+    """The server's TLS context when --tls-cert/--tls-key are given, else None (plain ws://)."""
+    if not args.tls_cert:
+        return None
+    from pingpong.tls import server_context
+
+    return server_context(args.tls_cert, args.tls_key)
 
 
 def room_of(path: str) -> str:
@@ -61,7 +74,7 @@ def write_server_info(implementation: str, libraries: list[str], args: argparse.
         "libraries": library_versions(libraries + (["uvloop"] if running_loop_name() == "uvloop" else [])),
         "loop_requested": args.loop,
         "loop": running_loop_name(),
-        "settings": {"compression": args.compression, **settings},
+        "settings": {"compression": args.compression, "tls": bool(getattr(args, "tls_cert", None)), **settings},
     }
     temporary = f"{path}.{os.getpid()}.tmp"
     with open(temporary, "w") as file:

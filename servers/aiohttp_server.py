@@ -70,4 +70,4 @@ if __name__ == "__main__":
 
         LOOP = uvloop.new_event_loop()
     web.run_app(build_app(ARGS), host=ARGS.host, port=ARGS.port, loop=LOOP, access_log=None,
-                print=server_support.log)
+                print=server_support.log, ssl_context=server_support.ssl_context(ARGS))

@@ -53,4 +53,4 @@ if __name__ == "__main__":
     }
     uvicorn.run(build_app(ARGS, SETTINGS), host=ARGS.host, port=ARGS.port, loop=ARGS.loop,
                 ws_per_message_deflate=SETTINGS["compression_effective"], ws_ping_interval=None,
-                log_level="warning")
+                log_level="warning", ssl_certfile=ARGS.tls_cert, ssl_keyfile=ARGS.tls_key)

@@ -49,7 +49,8 @@ async def main(args):
         "max_frame_size": 10 * 2**20,
     }
     stop = server_support.stop_requested()
-    server = await ws_create_server(listener_for, args.host, args.port, enable_auto_ping=False)
+    server = await ws_create_server(listener_for, args.host, args.port, enable_auto_ping=False,
+                                    ssl=server_support.ssl_context(args))
     server_support.write_server_info("picows", ["picows"], args, settings)
     server_support.log(f"picows server listening on {args.host}:{args.port}")
     async with server:

@@ -48,4 +48,5 @@ app.add_websocket_route(relay, "/", name="relay_default_room")
 app.add_websocket_route(relay, "/<room:path>", name="relay_named_room")
 
 if __name__ == "__main__":
-    app.run(host=ARGS.host, port=ARGS.port, access_log=False)
+    app.run(host=ARGS.host, port=ARGS.port, access_log=False,
+            ssl={"cert": ARGS.tls_cert, "key": ARGS.tls_key} if ARGS.tls_cert else None)

@@ -37,7 +37,7 @@ async def main(args):
     stop = server_support.stop_requested()
     async with serve(relay, args.host, args.port, compression=settings["compression_effective"],
                      ping_interval=settings["ping_interval"], max_size=settings["max_size"],
-                     max_queue=settings["max_queue"]):
+                     max_queue=settings["max_queue"], ssl=server_support.ssl_context(args)):
         server_support.write_server_info("websockets", ["websockets"], args, settings)
         server_support.log(f"websockets server listening on {args.host}:{args.port}")
         await stop
