@@ -22,7 +22,7 @@ from pingpong.manifest import (COMPRESSION_MODES, LOOPS, Implementation, Manifes
                                load_manifest)
 from pingpong.payloads import DEFAULT_PAYLOAD_KIND, DEFAULT_PAYLOAD_SIZE, PAYLOAD_KINDS
 from pingpong.results import Attempt, Cell, RunResult, load, write_atomically
-from pingpong.runner import CellSettings, plan_cpus, run_attempt
+from pingpong.runner import CellSettings, pairs_per_process, plan_cpus, run_attempt
 from pingpong.summary import summarize_run
 from pingpong.usage import OneLineArgumentParser, UsageError
 
@@ -63,6 +63,9 @@ def build_parser() -> argparse.ArgumentParser:
     measuring.add_argument("--pairs", default="1", metavar="N[,N...]",
                            help="independent pairs per cell, each in its own room, driven by one client process "
                                 "(default 1); a list sweeps, e.g. 1,10,100")
+    measuring.add_argument("--client-processes", type=int, default=1, metavar="K",
+                           help="spread each cell's pairs over K client processes (default 1), for when one client "
+                                "process saturates its CPU; they share the client's CPUs")
     measuring.add_argument("--tls", action="store_true",
                            help="wss:// everywhere, with a throwaway CA and server certificate made for this run")
     measuring.add_argument("--workload", choices=WORKLOADS, default="pingpong",
@@ -153,7 +156,8 @@ def run(argv: list[str] | None) -> int:
                             compression=options.compression, payload_size=DEFAULT_PAYLOAD_SIZE,
                             payload_kind=DEFAULT_PAYLOAD_KIND, ready_timeout_s=options.ready_timeout,
                             stall_timeout_s=options.stall_timeout, pin=not options.no_pin,
-                            client_grace_s=options.client_grace, workload=options.workload, **package_fields)
+                            client_grace_s=options.client_grace, workload=options.workload,
+                            client_processes=options.client_processes, **package_fields)
     with tempfile.TemporaryDirectory(prefix="pingpong-tls-") as tls_folder:
         if options.tls:
             files = tls.make_tls_files(Path(tls_folder))
@@ -256,8 +260,11 @@ def parse_options(argv: list[str] | None) -> argparse.Namespace:
     unknown_kinds = [kind for kind in options.payload_kinds if kind not in PAYLOAD_KINDS]
     if unknown_kinds or not options.payload_kinds:
         problems.append(f"--payload-kind {options.payload_kind!r}: choose from {', '.join(PAYLOAD_KINDS)}")
-    if options.workload == "handshake" and options.pairs_list != [1]:
-        problems.append("--workload handshake opens one connection at a time; it takes no --pairs")
+    if options.client_processes < 1:
+        problems.append(f"--client-processes must be at least 1, got {options.client_processes}")
+    if options.workload == "handshake" and (options.pairs_list != [1] or options.client_processes != 1):
+        problems.append("--workload handshake opens one connection at a time; it takes no --pairs or "
+                        "--client-processes")
     if not options.ready_timeout > 0 or not options.stall_timeout > 0 or not options.client_grace > 0:
         problems.append("--ready-timeout, --stall-timeout and --client-grace must be > 0 seconds")
     if problems:
@@ -322,7 +329,7 @@ def skip_reason(server: Implementation, client: Implementation, settings: CellSe
     for implementation in (server, client):
         if settings.compression not in implementation.compression:
             return f"{implementation.role} {implementation.name} does not support --compression {settings.compression}"
-    if settings.pairs > 1 and "pairs" not in client.features:
+    if max(pairs_per_process(settings.pairs, settings.client_processes)) > 1 and "pairs" not in client.features:
         return f"client {client.name} drives one pair only (no --pairs)"
     if settings.workload == "handshake" and "handshake" not in client.features:
         return f"client {client.name} does not run --workload handshake"
@@ -355,7 +362,8 @@ def new_run(argv, options, settings: CellSettings, implementations, servers, cli
 
 # The configuration keys that shape the figures: a resumed run must not change any of them.
 RESUME_KEYS = ("duration_s", "warmup_s", "repeat", "loop", "compression", "payload_size", "payload_kind", "pin",
-               "servers", "clients", "python_packages", "node_packages", "pairs", "workload", "tls")
+               "servers", "clients", "python_packages", "node_packages", "pairs", "workload", "tls",
+               "client_processes")
 
 
 def resume(path: Path, fresh: RunResult, results_dir: Path) -> tuple[RunResult, "ResultPaths"]:

@@ -134,7 +134,9 @@ def render_markdown(run: RunResult, summaries: Summaries) -> str:
         f"suite {str(env.get('suite_commit'))[:10]}{' (modified)' if env.get('suite_dirty') else ''}.",
         f"Settings: {config['repeat']} repeat{'s' if config['repeat'] != 1 else ''} × {config['duration_s']:g} s after {config['warmup_s']:g} s warmup; "
         f"loop {config['loop']}; compression {config['compression']}; payload {config['payload_size']} bytes "
-        f"{config['payload_kind']}; " + (f"{pairs} pairs per cell, each in its own room; " if pairs != 1 else "")
+        f"{config['payload_kind']}; " + (f"{pairs} pairs per cell, each in its own room, driven by "
+                                          f"{config.get('client_processes', 1)} client process(es); "
+                                          if pairs != 1 else "")
         + ("TLS (wss://); " if config.get("tls") else "")
         + ("server and client pinned to separate CPUs" if config.get("pinned") else "not pinned") + ".",
         "",

@@ -39,7 +39,8 @@ class CellSettings:
     stall_timeout_s: float
     pin: bool
     client_grace_s: float = 30.0  # a client may run warmup + duration + this before it is stopped as hung
-    pairs: int = 1  # independent pairs the client drives at once, each in its own room
+    pairs: int = 1  # independent pairs per cell, each in its own room
+    client_processes: int = 1  # client processes the pairs are spread over (all on the client's CPUs)
     tls_ca: str | None = None  # --tls: the run's throwaway CA (clients trust it) ...
     tls_cert: str | None = None  # ... and the server certificate chain and key (servers serve wss:// with them)
     tls_key: str | None = None
@@ -133,44 +134,64 @@ def _measure(server_process: processes.ManagedProcess, base_url: str, client: Im
         return dict(status="verification-failed", reason=problem, ready_after_s=round(ready_after, 4))
     server_info = _read_json_file(info_path)
     client_url = base_url.replace("127.0.0.1", settings.client_host, 1)
-    client_argv = resolve_command(client, project_root, settings.python_executable) + [
-        "--url", f"{client_url}/bench-r{repeat}",
-        "--duration", str(settings.duration_s), "--warmup", str(settings.warmup_s),
-        "--loop", loop_for(client, settings.loop),
-        "--compression", settings.client_compression or settings.compression,
-        "--payload-size", str(settings.payload_size), "--payload-kind", settings.payload_kind,
-        "--stall-timeout", str(settings.stall_timeout_s)]
-    if settings.pairs != 1:
-        client_argv += ["--pairs", str(settings.pairs)]
-    if settings.workload != "pingpong":
-        client_argv += ["--workload", settings.workload]
-    if settings.tls_ca:
-        client_argv += ["--tls-ca", settings.tls_ca]
-    read_fd, write_fd = os.pipe()
+    shares = pairs_per_process(settings.pairs, settings.client_processes)
+    read_fd, write_fd = os.pipe()  # every client process writes its window events here (short lines: atomic)
+    clients: list[processes.ManagedProcess] = []
     try:
-        client_process = processes.start("client", client_argv, project_root, work_dir, cpus=client_cpus,
-                                         pass_fds=(write_fd,),
-                                         env=process_environment(settings, **{EVENTS_FD_ENV: str(write_fd)}))
+        for index, pairs in enumerate(shares):
+            room = f"/bench-r{repeat}" + (f"-c{index}" if len(shares) > 1 else "")
+            argv = client_command(client, settings, f"{client_url}{room}", pairs, project_root)
+            clients.append(processes.start(f"client{index}" if len(shares) > 1 else "client", argv, project_root,
+                                           work_dir, cpus=client_cpus, pass_fds=(write_fd,),
+                                           env=process_environment(settings, **{EVENTS_FD_ENV: str(write_fd)})))
+            running.append(clients[-1])
     except BaseException:
         os.close(read_fd)
         raise
     finally:
         os.close(write_fd)
-    running.append(client_process)
-    common = dict(client_pid=client_process.pid)
-    window = WindowWatcher(read_fd, server_process.pid, client_process.pid, port, settings, work_dir)
-    common.update(ready_after_s=round(ready_after, 4), server_info=server_info)
-    timeout_s = settings.warmup_s + settings.duration_s + settings.client_grace_s
-    try:
-        client_code = client_process.popen.wait(timeout_s)
-    except subprocess.TimeoutExpired:
-        processes.stop(client_process)
-        window.join()
-        return dict(status="timeout", reason=f"client did not finish within {timeout_s:g} s",
-                    client_exit_code=client_process.popen.returncode,
-                    client_stderr_tail=client_process.stderr_tail(STDERR_TAIL_LINES), **common)
+    common = dict(client_pid=clients[0].pid, ready_after_s=round(ready_after, 4), server_info=server_info)
+    window = WindowWatcher(read_fd, server_process.pid, [c.pid for c in clients], port, settings, work_dir)
+    deadline = time.monotonic() + settings.warmup_s + settings.duration_s + settings.client_grace_s
+    codes = []
+    for index, client_process in enumerate(clients):
+        try:
+            codes.append(client_process.popen.wait(max(0.1, deadline - time.monotonic())))
+        except subprocess.TimeoutExpired:
+            for other in clients:
+                processes.stop(other)
+            window.join()
+            timeout_s = settings.warmup_s + settings.duration_s + settings.client_grace_s
+            return dict(status="timeout", reason=f"client{'' if len(clients) == 1 else f' process {index}'} "
+                                                 f"did not finish within {timeout_s:g} s",
+                        client_exit_code=client_process.popen.returncode,
+                        client_stderr_tail=client_process.stderr_tail(STDERR_TAIL_LINES), **common)
     window.join()
-    return _judge(server_process, client_process, client_code, window, common)
+    return _judge(server_process, clients, codes, window, common)
+
+
+def pairs_per_process(pairs: int, client_processes: int) -> list[int]:
+    """How many pairs each client process drives: as even as possible, no process without a pair."""
+    count = max(1, min(pairs, client_processes))
+    return [pairs // count + (1 if index < pairs % count else 0) for index in range(count)]
+
+
+def client_command(client: Implementation, settings: CellSettings, url: str, pairs: int,
+                   project_root: Path) -> list[str]:
+    argv = resolve_command(client, project_root, settings.python_executable) + [
+        "--url", url,
+        "--duration", str(settings.duration_s), "--warmup", str(settings.warmup_s),
+        "--loop", loop_for(client, settings.loop),
+        "--compression", settings.client_compression or settings.compression,
+        "--payload-size", str(settings.payload_size), "--payload-kind", settings.payload_kind,
+        "--stall-timeout", str(settings.stall_timeout_s)]
+    if pairs != 1:
+        argv += ["--pairs", str(pairs)]
+    if settings.workload != "pingpong":
+        argv += ["--workload", settings.workload]
+    if settings.tls_ca:
+        argv += ["--tls-ca", settings.tls_ca]
+    return argv
 
 
 def free_port_checked(attempts: int = 5) -> int:
@@ -195,8 +216,59 @@ def diagnose_port(port: int, server_process: processes.ManagedProcess) -> str:
     return ""
 
 
-def _judge(server_process: processes.ManagedProcess, client_process: processes.ManagedProcess, client_code: int,
+def _judge(server_process: processes.ManagedProcess, clients: list[processes.ManagedProcess], codes: list[int],
            window: "WindowWatcher", common: dict[str, Any]) -> dict[str, Any]:
+    reports = []
+    for index, (client_process, client_code) in enumerate(zip(clients, codes)):
+        outcome = _judge_one(server_process, client_process, client_code, common)
+        if outcome is not None:
+            if len(clients) > 1:
+                outcome["reason"] = f"client process {index}: {outcome['reason']}"
+            return outcome
+        reports.append(parse_client_report(client_process.stdout_text())[0])
+    report = reports[0] if len(reports) == 1 else merge_reports(reports)
+    latency = report.get("latency") or {}
+    histogram = latency.pop("hdr_histogram", None)
+    value_counts = latency.pop("value_counts", None)
+    if histogram is None and value_counts:
+        histogram = histograms.encode_value_counts(value_counts)
+    return dict(status="ok", reason=None, client_exit_code=max(codes),
+                roundtrips=report["roundtrips"], elapsed_s=report["elapsed_s"],
+                roundtrips_per_s=report["roundtrips_per_s"], latency_histogram=histogram,
+                server_cpu_s=window.server_cpu_s, client_cpu_s=window.client_cpu_s,
+                window_wall_s=window.wall_s, server_peak_rss_bytes=window.server_peak_rss_bytes,
+                tcp_counters=window.tcp_counters, sockets=window.sockets, syscalls=window.syscalls,
+                client_report=report, **common)
+
+
+def merge_reports(reports: list[dict[str, Any]]) -> dict[str, Any]:
+    """One report for several client processes: rates and counts summed, histograms merged, each kept."""
+    merged = {key: value for key, value in reports[0].items() if key not in ("latency", "connections")}
+    merged["client_processes"] = len(reports)
+    merged["roundtrips"] = sum(r["roundtrips"] for r in reports)
+    merged["roundtrips_per_s"] = sum(r["roundtrips_per_s"] for r in reports)
+    merged["elapsed_s"] = max(r["elapsed_s"] for r in reports)
+    merged["pairs"] = sum(r.get("pairs", 1) for r in reports)
+    merged["per_process"] = [{"pairs": r.get("pairs", 1), "roundtrips": r["roundtrips"],
+                              "roundtrips_per_s": r["roundtrips_per_s"], "elapsed_s": r["elapsed_s"]}
+                             for r in reports]
+    merged["connections"] = [dict(c, process=index) for index, r in enumerate(reports)
+                             for c in r.get("connections") or []]
+    encoded = []
+    for r in reports:
+        latency = r.get("latency") or {}
+        if latency.get("hdr_histogram"):
+            encoded.append(latency["hdr_histogram"])
+        elif latency.get("value_counts"):
+            encoded.append(histograms.encode_value_counts(latency["value_counts"]))
+    merged["latency"] = {"unit": "ns", "recorded": bool(encoded),
+                         "hdr_histogram": histograms.merge(encoded).encode().decode("ascii") if encoded else None}
+    return merged
+
+
+def _judge_one(server_process: processes.ManagedProcess, client_process: processes.ManagedProcess,
+               client_code: int, common: dict[str, Any]) -> dict[str, Any] | None:
+    """The failed outcome of one client process, or None when its report is a success."""
     client_tail = client_process.stderr_tail(STDERR_TAIL_LINES)
     report, problem = parse_client_report(client_process.stdout_text())
     if problem:
@@ -212,18 +284,7 @@ def _judge(server_process: processes.ManagedProcess, client_process: processes.M
     if not report.get("roundtrips"):
         return dict(status="client-failed", reason="client reported zero roundtrips", client_exit_code=client_code,
                     client_report=report, client_stderr_tail=client_tail, **common)
-    latency = report.get("latency") or {}
-    histogram = latency.pop("hdr_histogram", None)
-    value_counts = latency.pop("value_counts", None)
-    if histogram is None and value_counts:
-        histogram = histograms.encode_value_counts(value_counts)
-    return dict(status="ok", reason=None, client_exit_code=client_code,
-                roundtrips=report["roundtrips"], elapsed_s=report["elapsed_s"],
-                roundtrips_per_s=report["roundtrips_per_s"], latency_histogram=histogram,
-                server_cpu_s=window.server_cpu_s, client_cpu_s=window.client_cpu_s,
-                window_wall_s=window.wall_s, server_peak_rss_bytes=window.server_peak_rss_bytes,
-                tcp_counters=window.tcp_counters, sockets=window.sockets, syscalls=window.syscalls,
-                client_report=report, **common)
+    return None
 
 
 def parse_client_report(stdout: str) -> tuple[dict | None, str | None]:
@@ -253,17 +314,19 @@ def _read_json_file(path: Path) -> dict | None:
 
 
 class WindowWatcher:
-    """Reads the driver's window-start / window-end events and samples both sides at those instants.
+    """Reads the drivers' window-start / window-end events and samples both sides at those instants.
 
-    Per window: CPU of both process trees, the kernel's TCP counters, TCP_NODELAY of both sides' sockets as the
-    kernel has it (forced on first when settings.force_nodelay), and strace counts when settings.trace_syscalls.
-    The sampling happens in this thread, outside the processes measured.
+    Per window: CPU of both sides' process trees, the kernel's TCP counters, TCP_NODELAY of both sides' sockets
+    as the kernel has it (forced on first when settings.force_nodelay), and strace counts when
+    settings.trace_syscalls. With several client processes, the sampled window runs from the last one's start to
+    the first one's end: the time when all of them measure. Sampling happens in this thread, outside the processes
+    measured.
     """
 
-    def __init__(self, read_fd: int, server_pid: int, client_pid: int, port: int, settings: CellSettings,
+    def __init__(self, read_fd: int, server_pid: int, client_pids: list[int], port: int, settings: CellSettings,
                  work_dir: Path) -> None:
         self.server_pid = server_pid
-        self.client_pid = client_pid
+        self.client_pids = client_pids
         self.port = port
         self.settings = settings
         self.work_dir = work_dir
@@ -280,29 +343,50 @@ class WindowWatcher:
     def join(self) -> None:
         self._thread.join(15)
 
+    def _client_cpu_s(self) -> float:
+        return sum(cpu.sample_tree(pid).cpu_s for pid in self.client_pids)
+
+    def _client_sockets(self) -> dict[str, Any]:
+        readings = [kernel_signals.inspect_sockets(pid, self.port, self.settings.force_nodelay)
+                    for pid in self.client_pids]
+        if len(readings) == 1:
+            return readings[0]
+        errors = [r["error"] for r in readings if "error" in r]
+        if errors:
+            return {"sockets": sum(r["sockets"] for r in readings), "error": errors[0]}
+        return {"sockets": sum(r["sockets"] for r in readings),
+                "tcp_nodelay": [value for r in readings for value in r["tcp_nodelay"]],
+                "forced": self.settings.force_nodelay,
+                "families": sorted({family for r in readings for family in r["families"]})}
+
     def _watch(self, read_fd: int) -> None:
         start = None
+        starts = 0
         tracers: dict[str, SyscallTracer] = {}
         try:
             with os.fdopen(read_fd, "rb") as stream:
                 for line in stream:
                     event = line.strip()
                     if event == b"window-start":
-                        self.sockets = {side: kernel_signals.inspect_sockets(pid, self.port,
-                                                                             self.settings.force_nodelay)
-                                        for side, pid in (("server", self.server_pid), ("client", self.client_pid))}
+                        starts += 1
+                        if starts < len(self.client_pids):
+                            continue
+                        self.sockets = {"server": kernel_signals.inspect_sockets(self.server_pid, self.port,
+                                                                                 self.settings.force_nodelay),
+                                        "client": self._client_sockets()}
                         if self.settings.trace_syscalls:
                             tracers = {side: SyscallTracer(pid, self.work_dir / f"strace-{side}.txt")
-                                       for side, pid in (("server", self.server_pid), ("client", self.client_pid))}
+                                       for side, pid in (("server", self.server_pid),
+                                                         ("client", self.client_pids[0]))}
                             traced_from = time.monotonic()  # both tracers attached (or gave up)
-                        start = (time.monotonic(), cpu.sample_tree(self.server_pid), cpu.sample_tree(self.client_pid),
+                        start = (time.monotonic(), cpu.sample_tree(self.server_pid).cpu_s, self._client_cpu_s(),
                                  kernel_signals.read_tcp_counters())
-                    elif event == b"window-end" and start is not None:
-                        server_end, client_end = cpu.sample_tree(self.server_pid), cpu.sample_tree(self.client_pid)
+                    elif event == b"window-end" and start is not None and self.wall_s is None:
+                        server_end, client_end = cpu.sample_tree(self.server_pid).cpu_s, self._client_cpu_s()
                         counters_end = kernel_signals.read_tcp_counters()
                         self.wall_s = time.monotonic() - start[0]
-                        self.server_cpu_s = server_end.cpu_s - start[1].cpu_s
-                        self.client_cpu_s = client_end.cpu_s - start[2].cpu_s
+                        self.server_cpu_s = server_end - start[1]
+                        self.client_cpu_s = client_end - start[2]
                         self.tcp_counters = kernel_signals.counter_deltas(start[3], counters_end)
                         self.server_peak_rss_bytes = cpu.peak_rss_bytes(self.server_pid)
                         if tracers:

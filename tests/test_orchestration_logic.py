@@ -66,3 +66,12 @@ def test_leak_check_sees_only_processes_the_test_started():
         for process in (ours, foreign):
             process.kill()
             process.wait()
+
+
+def test_pairs_are_spread_evenly_over_client_processes():
+    from pingpong.runner import pairs_per_process
+
+    assert pairs_per_process(1, 1) == [1]
+    assert pairs_per_process(10, 3) == [4, 3, 3]
+    assert pairs_per_process(2, 5) == [1, 1]  # never a process without a pair
+    assert sum(pairs_per_process(100, 7)) == 100

@@ -70,6 +70,21 @@ def test_many_pairs_each_in_its_own_room(tmp_path, client):
     assert result["configuration"]["pairs"] == 3
 
 
+def test_pairs_spread_over_client_processes_add_up(tmp_path):
+    """--pairs 2 --client-processes 2: the one-pair C client runs twice; rates add up, histograms merge."""
+    completed = run_bench("--servers", "raw-tcp-c", "--clients", "raw-tcp-c", *FAST, "--pairs", "2",
+                          "--client-processes", "2", "--results-dir", str(tmp_path), "--format", "json", timeout=300)
+    assert completed.returncode == 0, completed.stderr
+    attempt = json.loads(completed.stdout)["cells"][0]["attempts"][0]
+    report = attempt["client_report"]
+    assert attempt["status"] == "ok" and report["client_processes"] == 2 and report["pairs"] == 2
+    assert [p["pairs"] for p in report["per_process"]] == [1, 1]
+    assert attempt["roundtrips_per_s"] == pytest.approx(sum(p["roundtrips_per_s"] for p in report["per_process"]))
+    assert attempt["sockets"]["client"]["sockets"] == 4 and attempt["sockets"]["server"]["sockets"] == 4
+    from pingpong.histograms import merge
+    assert merge([attempt["latency_histogram"]]).get_total_count() == attempt["roundtrips"]
+
+
 def test_a_client_without_pairs_support_is_skipped_with_the_reason(tmp_path):
     completed = run_bench("--servers", "raw-tcp-c", "--clients", "raw-tcp-c,raw-tcp-python", *FAST, "--pairs", "2",
                           "--results-dir", str(tmp_path), "--format", "json", timeout=300)
