@@ -1,18 +1,10 @@
-"""CPU time and peak memory of a process tree, read from /proc (through psutil) at the window's edges."""
+"""CPU time and peak memory of process trees, read from /proc at the window's edges."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import os
 
 import psutil
-
-
-@dataclass(frozen=True)
-class TreeSample:
-    """User+system CPU seconds summed over a process and its live descendants, at one instant."""
-
-    cpu_s: float
-    processes: int
 
 
 def _tree(pid: int) -> list[psutil.Process]:
@@ -23,17 +15,25 @@ def _tree(pid: int) -> list[psutil.Process]:
         return []
 
 
-def sample_tree(pid: int) -> TreeSample:
-    total = 0.0
-    count = 0
-    for process in _tree(pid):
+CLOCK_TICKS_PER_S = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pids: list[int]) -> dict[int, float]:
+    """User+system CPU seconds of each given process still alive, read from /proc/PID/stat (a few µs each)."""
+    seconds = {}
+    for pid in pids:
         try:
-            times = process.cpu_times()
-        except psutil.NoSuchProcess:
+            with open(f"/proc/{pid}/stat", "rb") as stat:
+                fields = stat.read().rsplit(b")", 1)[1].split()
+        except OSError:
             continue
-        total += times.user + times.system
-        count += 1
-    return TreeSample(total, count)
+        seconds[pid] = (int(fields[11]) + int(fields[12])) / CLOCK_TICKS_PER_S  # utime, stime: stat fields 14, 15
+    return seconds
+
+
+def cpu_delta(before: dict[int, float], after: dict[int, float]) -> float:
+    """CPU seconds used between two samples, over the processes present in both."""
+    return sum(after[pid] - before[pid] for pid in after if pid in before)
 
 
 def peak_rss_bytes(pid: int) -> int | None:

@@ -100,10 +100,13 @@ def run(argv: list[str]) -> int:
     reference = load_reference(options.reference, options.results_dir, server.name, client.name)
 
     cells = measure_variants(server, client, baseline, switches, options.repeat)
-    trace = None
+    traces: dict[str, Any] = {}
     if not options.no_strace:
-        trace = trace_syscalls(server, client, baseline)
-    report = build_report(server.name, client.name, baseline, switches, cells, trace, reference)
+        traces["baseline"] = trace_syscalls(server, client, baseline)
+        mover = first_moving_mechanism(switches, cells)
+        if mover is not None and not isinstance(traces["baseline"], str):
+            traces[mover.name] = trace_syscalls(server, client, mover.settings)
+    report = build_report(server.name, client.name, baseline, switches, cells, traces, reference)
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H-%M-%SZ")
     base = options.results_dir / f"diagnose-{server.name}-{client.name}-{stamp}"
     document = {"format_version": DIAGNOSE_FORMAT_VERSION, "kind": "diagnose", "server": server.name,
@@ -111,7 +114,8 @@ def run(argv: list[str]) -> int:
                 "switches": {s.name: {"description": s.description, "settings": asdict(s.settings),
                                       "mechanism": s.mechanism} for s in switches},
                 "cells": {name: asdict(cell) for name, cell in cells.items()},
-                "syscall_attempt": asdict(trace) if trace and not isinstance(trace, str) else trace,
+                "syscall_attempts": {name: asdict(trace) if not isinstance(trace, str) else trace
+                                     for name, trace in traces.items()},
                 "reference": str(reference[0]) if reference else None,
                 "environment": {**describe_environment(PROJECT_ROOT), "package_environments": package_record},
                 "report": report}
@@ -184,6 +188,16 @@ def trace_syscalls(server: Implementation, client: Implementation, baseline: Cel
     return run_attempt(server, client, replace(baseline, trace_syscalls=True), 0, PROJECT_ROOT)
 
 
+def first_moving_mechanism(switches: list[Switch], cells: dict[str, Cell]) -> Switch | None:
+    """The first mechanism switch that moved the rate: its syscalls are counted too, to contrast the baseline's."""
+    baseline_rates = cells["baseline"].rates()
+    for switch in switches:
+        rates = cells[switch.name].rates()
+        if switch.mechanism and baseline_rates and rates and moves(ratio_of_medians(rates, baseline_rates)):
+            return switch
+    return None
+
+
 def load_reference(path: Path | None, results_dir: Path, server: str, client: str):
     """(path, summaries) of a matrix run with this cell's row or column, for context; None when there is none."""
     candidate = path or results_dir / "latest.json"
@@ -245,13 +259,17 @@ def column_context(reference, server: str, client: str) -> dict[str, Any]:
 
 
 def build_report(server: str, client: str, baseline: CellSettings, switches: list[Switch], cells: dict[str, Cell],
-                 trace, reference) -> dict[str, Any]:
+                 traces: dict[str, Any], reference) -> dict[str, Any]:
     summary = summarize_cell(cells["baseline"])
     report: dict[str, Any] = {"server": server, "client": client, "baseline": summary,
                               "flags": anomalies.rule_flags(summary, baseline.payload_size)
                               if "roundtrips_per_s" in summary else [],
                               "context": column_context(reference, server, client),
-                              "syscalls_per_roundtrip": syscalls_per_roundtrip(trace), "switches": []}
+                              "syscalls_per_roundtrip": syscalls_per_roundtrip(traces.get("baseline")),
+                              "syscalls_per_roundtrip_switched": {
+                                  name: syscalls_per_roundtrip(trace) for name, trace in traces.items()
+                                  if name != "baseline"},
+                              "switches": []}
     good = cells["baseline"].attempts and cells["baseline"].rates()
     histogram_lines = []
     encoded = [a.latency_histogram for a in cells["baseline"].attempts if a.ok and a.latency_histogram]
@@ -383,6 +401,18 @@ def render_report(report: dict[str, Any]) -> str:
                 continue
             lines.append(f"- {side}: {side_counts['total']:.1f} syscalls per roundtrip; " + ", ".join(
                 f"{name} {value:.2f}" for name, value in side_counts["top"].items()))
+        for name, switched in (report.get("syscalls_per_roundtrip_switched") or {}).items():
+            lines += ["", f"With the switch that moved the rate, {name}:"]
+            if "note" in switched:
+                lines.append(f"- not counted: {switched['note']}")
+                continue
+            for side in ("server", "client"):
+                side_counts, before = switched[side], syscalls[side]
+                if "note" in side_counts or "note" in before:
+                    continue
+                lines.append(f"- {side}: {side_counts['total']:.1f} syscalls per roundtrip (baseline "
+                             f"{before['total']:.1f}); futex {side_counts['futex']:.2f} (baseline "
+                             f"{before['futex']:.2f})")
     lines += ["", "## Switches (one change at a time, interleaved with the baseline)", "",
               "| switch | what changes | roundtrips/s | ratio to baseline [95% CI] | moves the rate? |",
               "|---|---|---:|---:|---|"]

@@ -238,7 +238,7 @@ def _judge(server_process: processes.ManagedProcess, clients: list[processes.Man
                 server_cpu_s=window.server_cpu_s, client_cpu_s=window.client_cpu_s,
                 window_wall_s=window.wall_s, server_peak_rss_bytes=window.server_peak_rss_bytes,
                 tcp_counters=window.tcp_counters, sockets=window.sockets, syscalls=window.syscalls,
-                client_report=report, **common)
+                signal_sampling_s=window.sampling_s, client_report=report, **common)
 
 
 def merge_reports(reports: list[dict[str, Any]]) -> dict[str, Any]:
@@ -337,18 +337,24 @@ class WindowWatcher:
         self.tcp_counters: dict[str, int] | None = None
         self.sockets: dict[str, Any] | None = None
         self.syscalls: dict[str, Any] | None = None
+        self.sampling_s: float | None = None  # CPU time this thread spent sampling inside the window (at its start)
         self._thread = threading.Thread(target=self._watch, args=(read_fd,), daemon=True)
         self._thread.start()
 
     def join(self) -> None:
         self._thread.join(15)
 
-    def _client_cpu_s(self) -> float:
-        return sum(cpu.sample_tree(pid).cpu_s for pid in self.client_pids)
+    def _trees(self) -> tuple[list[int], list[list[int]]]:
+        """The server's tree and each client's tree of pids, from one pass over /proc."""
+        trees = listeners.process_trees([self.server_pid, *self.client_pids])
+        return trees[self.server_pid], [trees[pid] for pid in self.client_pids]
 
-    def _client_sockets(self) -> dict[str, Any]:
-        readings = [kernel_signals.inspect_sockets(pid, self.port, self.settings.force_nodelay)
-                    for pid in self.client_pids]
+    def _inspect_sockets(self, server_tree: list[int], client_trees: list[list[int]], force: bool) -> None:
+        self.sockets = {"server": kernel_signals.inspect_sockets(server_tree, self.port, force),
+                        "client": self._client_sockets(client_trees, force)}
+
+    def _client_sockets(self, client_trees: list[list[int]], force: bool) -> dict[str, Any]:
+        readings = [kernel_signals.inspect_sockets(tree, self.port, force) for tree in client_trees]
         if len(readings) == 1:
             return readings[0]
         errors = [r["error"] for r in readings if "error" in r]
@@ -356,7 +362,7 @@ class WindowWatcher:
             return {"sockets": sum(r["sockets"] for r in readings), "error": errors[0]}
         return {"sockets": sum(r["sockets"] for r in readings),
                 "tcp_nodelay": [value for r in readings for value in r["tcp_nodelay"]],
-                "forced": self.settings.force_nodelay,
+                "forced": force,
                 "families": sorted({family for r in readings for family in r["families"]})}
 
     def _watch(self, read_fd: int) -> None:
@@ -371,27 +377,33 @@ class WindowWatcher:
                         starts += 1
                         if starts < len(self.client_pids):
                             continue
-                        self.sockets = {"server": kernel_signals.inspect_sockets(self.server_pid, self.port,
-                                                                                 self.settings.force_nodelay),
-                                        "client": self._client_sockets()}
+                        # Inside the measured window, so kept cheap (sampling_s records how cheap): CPU and
+                        # counters first, then each connection's TCP_NODELAY (forced first, if asked).
+                        sampling_began = time.thread_time()
+                        server_tree, client_trees = self._trees()
+                        start = (time.monotonic(), cpu.cpu_seconds(server_tree),
+                                 cpu.cpu_seconds([pid for tree in client_trees for pid in tree]),
+                                 kernel_signals.read_tcp_counters())
+                        self._inspect_sockets(server_tree, client_trees, force=self.settings.force_nodelay)
+                        self.sampling_s = time.thread_time() - sampling_began
                         if self.settings.trace_syscalls:
                             tracers = {side: SyscallTracer(pid, self.work_dir / f"strace-{side}.txt")
                                        for side, pid in (("server", self.server_pid),
                                                          ("client", self.client_pids[0]))}
                             traced_from = time.monotonic()  # both tracers attached (or gave up)
-                        start = (time.monotonic(), cpu.sample_tree(self.server_pid).cpu_s, self._client_cpu_s(),
-                                 kernel_signals.read_tcp_counters())
                     elif event == b"window-end" and start is not None and self.wall_s is None:
-                        server_end, client_end = cpu.sample_tree(self.server_pid).cpu_s, self._client_cpu_s()
+                        # the same pids as at the start; one that exited meanwhile drops out of the delta
+                        server_end = cpu.cpu_seconds(server_tree)
+                        client_end = cpu.cpu_seconds([pid for tree in client_trees for pid in tree])
                         counters_end = kernel_signals.read_tcp_counters()
                         self.wall_s = time.monotonic() - start[0]
-                        self.server_cpu_s = server_end - start[1]
-                        self.client_cpu_s = client_end - start[2]
+                        self.server_cpu_s = cpu.cpu_delta(start[1], server_end)
+                        self.client_cpu_s = cpu.cpu_delta(start[2], client_end)
                         self.tcp_counters = kernel_signals.counter_deltas(start[3], counters_end)
-                        self.server_peak_rss_bytes = cpu.peak_rss_bytes(self.server_pid)
                         if tracers:
                             self._stop_tracers(tracers, time.monotonic() - traced_from)
                         tracers = {}
+                        self.server_peak_rss_bytes = cpu.peak_rss_bytes(self.server_pid)
         finally:
             if tracers:
                 self._stop_tracers(tracers, None)

@@ -41,6 +41,8 @@ def summarize_cell(cell: Cell) -> dict[str, Any]:
     summary["bottleneck"] = bottleneck(summary["server_cpu_utilization"], summary["client_cpu_utilization"])
     peaks = [a.server_peak_rss_bytes for a in good if a.server_peak_rss_bytes]
     summary["server_peak_rss_bytes"] = max(peaks) if peaks else None
+    sampling = [a.signal_sampling_s for a in good if a.signal_sampling_s is not None]
+    summary["signal_sampling_ms"] = statistics.median(sampling) * 1e3 if sampling else None
     summary.update(observed_settings(good[-1]))
     summary.update(tcp_signals(good))
     summary.update(socket_signals(good[-1], summary))
