@@ -61,8 +61,8 @@ def build_parser() -> argparse.ArgumentParser:
     measuring.add_argument("--payload-kind", default=DEFAULT_PAYLOAD_KIND, metavar="KIND[,KIND...]",
                            help=f"{' | '.join(PAYLOAD_KINDS)} (default {DEFAULT_PAYLOAD_KIND}); a list sweeps")
     measuring.add_argument("--pairs", default="1", metavar="N[,N...]",
-                           help="independent pairs per cell, each in its own room, driven by one client process "
-                                "(default 1); a list sweeps, e.g. 1,10,100")
+                           help="independent pairs per cell, each in its own room, all driven by the client "
+                                "(default 1; see --client-processes); a list sweeps, e.g. 1,10,100")
     measuring.add_argument("--client-processes", type=int, default=1, metavar="K",
                            help="spread each cell's pairs over K client processes (default 1), for when one client "
                                 "process saturates its CPU; they share the client's CPUs")

@@ -21,12 +21,12 @@ from pingpong import anomalies, histograms, render
 from pingpong.cli import DEFAULT_MANIFEST, DEFAULT_RESULTS_DIR, PROJECT_ROOT, add_package_options, load_manifests, \
     package_environments, prepare_results_dir, skip_reason
 from pingpong.environment import describe_environment
-from pingpong.manifest import COMPRESSION_MODES, LOOPS, Implementation, ManifestError
+from pingpong.manifest import COMPRESSION_MODES, LOOPS, Implementation
 from pingpong.payloads import DEFAULT_PAYLOAD_KIND, DEFAULT_PAYLOAD_SIZE, PAYLOAD_KINDS
-from pingpong.results import Cell, RunResult, load, write_atomically
+from pingpong.results import Cell, load, write_atomically
 from pingpong.runner import CellSettings, run_attempt
 from pingpong.stats import Ratio, ratio_of_medians
-from pingpong.summary import summarize_cell
+from pingpong.summary import summarize_cell, summarize_run
 from pingpong.syscall_trace import STRACE_MISSING, strace_path
 from pingpong.usage import OneLineArgumentParser, UsageError
 
@@ -211,7 +211,6 @@ def load_reference(path: Path | None, results_dir: Path, server: str, client: st
         if path:
             raise UsageError(f"--reference: {path} is not a results file of this suite ({exc})") from None
         return None
-    from pingpong.summary import summarize_run
     summaries = summarize_run(run)
     if not any(key[0] == server or key[1] == client for key, s in summaries.items() if "roundtrips_per_s" in s):
         if path:

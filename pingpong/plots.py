@@ -52,7 +52,7 @@ def figure_heatmap(run: RunResult, summaries: Summaries):
                     text += " !"
             else:
                 text = "—" if summary.get("status") in (None, "skipped") else "failed"
-            bright = value and norm and norm(value) > 0.6
+            bright = not value or (norm and norm(value) > 0.6)  # empty cells are white: dark text there too
             axis.text(column, row, text, ha="center", va="center", fontsize=8, color="black" if bright else "white")
     figure.colorbar(image, ax=axis, label="roundtrips/s (median, log scale)")
     config = run.configuration

@@ -1,7 +1,6 @@
 """run_bench.py end to end: real processes, the files it writes, its exit codes, and what it leaves behind."""
 
 import json
-import os
 import signal
 import subprocess
 import sys
