@@ -21,7 +21,7 @@ MODEL_THRESHOLD = 1 / 3
 SEGMENTS_PER_MESSAGE_LIMIT = 1.1
 DELAYED_ACKS_PER_ROUNDTRIP_LIMIT = 0.01
 RETRANSMITS_PER_ROUNDTRIP_LIMIT = 0.01
-SMALL_MESSAGE_BYTES = 1024  # below this, deflate cannot save bytes worth its CPU on loopback
+SMALL_MESSAGE_BYTES = 1024  # below this, deflate cannot save bytes worth its CPU, and a message fits one segment
 WAITING_UTILIZATION = 0.3  # CPU time / wall time below this on both sides: the pair waits, it does not compute
 ENVELOPE_TOLERANCE = 2.0  # an expectation may exceed the best rate seen in its row or column by this much at most
 FIT_ITERATIONS = 500
@@ -123,15 +123,18 @@ def model_outliers(rates: dict[Cell, float], threshold: float = MODEL_THRESHOLD)
 def rule_flags(summary: dict[str, Any], payload_size: int, workload: str = "pingpong") -> list[str]:
     """One-line reasons from one cell's recorded signals; empty for a healthy cell.
 
-    The TCP segment and delayed-ACK rules assume long-lived connections: the handshake workload's SYNs, FINs and
-    HTTP upgrade segments are its very subject, so those rules are left out there.
+    The TCP segment, delayed-ACK and TCP_NODELAY rules assume long-lived connections. In the handshake workload,
+    SYNs, FINs and upgrade segments are its very subject, and the connection being opened when the sockets are
+    read may not have its options set yet, so those rules are left out there.
     """
     flags = []
     if workload != "pingpong":
         summary = {key: value for key, value in summary.items()
-                   if key not in ("segments_per_message", "delayed_acks_per_roundtrip")}
+                   if key not in ("segments_per_message", "delayed_acks_per_roundtrip", "server_tcp_nodelay",
+                                  "client_tcp_nodelay")}
     segments = summary.get("segments_per_message")
-    if segments is not None and segments > SEGMENTS_PER_MESSAGE_LIMIT:
+    # Small messages fit one segment; large ones are split by the MSS and draw pure ACKs, which is normal.
+    if segments is not None and segments > SEGMENTS_PER_MESSAGE_LIMIT and payload_size < SMALL_MESSAGE_BYTES:
         flags.append(f"{segments:.2f} TCP segments per message (a healthy pair sends 1): messages are written in "
                      f"pieces")
     delayed = summary.get("delayed_acks_per_roundtrip")

@@ -13,8 +13,8 @@ from pingpong.stats import Ratio, ratio_of_medians
 from pingpong.usage import OneLineArgumentParser, UsageError
 
 # Settings compared between the two runs: a difference is shown, since it may explain the ratios.
-SETTING_KEYS = ("duration_s", "warmup_s", "repeat", "loop", "compression", "payload_size", "payload_kind", "pinned",
-                "python_packages", "node_packages")
+SETTING_KEYS = ("workload", "duration_s", "warmup_s", "repeat", "loop", "compression", "payload_size",
+                "payload_kind", "pairs", "client_processes", "tls", "pinned", "python_packages", "node_packages")
 
 
 @dataclass(frozen=True)
@@ -135,5 +135,5 @@ def run(argv: list[str]) -> int:
     if options.format == "json":
         print(to_json(comparison))
     else:
-        print(render_comparison(comparison, runs[0], runs[1], options.a.name, options.b.name).rstrip("\n"))
+        print(render_comparison(comparison, runs[0], runs[1], str(options.a), str(options.b)).rstrip("\n"))
     return 0

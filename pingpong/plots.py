@@ -15,6 +15,7 @@ matplotlib.use("Agg")  # headless: no display needed, same output everywhere
 
 import matplotlib.pyplot as plt  # noqa: E402  (after choosing the backend)
 from matplotlib.colors import LogNorm  # noqa: E402
+from matplotlib.lines import Line2D  # noqa: E402
 
 from pingpong import histograms  # noqa: E402
 from pingpong.render import axes  # noqa: E402
@@ -124,37 +125,47 @@ def write_figures(run: RunResult, summaries: Summaries, stem: Path) -> list[Path
     return written
 
 
-SWEEP_SIZE_IN = (12.0, 5.5)
+SWEEP_SIZE_IN = (14.0, 6.0)
+LINE_STYLES = ("-", "--", ":", "-.")
+MARKERS = ("o", "s", "^", "D")
 
 
 def figure_sweep(index: dict[str, Any]):
     """Left: median rate per cell against the swept value; right: p99 latency against it (log scales).
 
     With a numeric sweep (payload size, pairs) the x axis is that value on a log scale; a sweep over payload kinds
-    alone puts the kinds side by side. When two dimensions vary, each curve is a cell at one value of the other.
+    alone puts the kinds side by side. Colour tells the cell; when a second dimension varies too (e.g. the payload
+    kind), line style and marker tell its value. The legend sits beside the panels.
     """
     swept = index["swept"] or ["payload_size"]
     x_dimension = next((d for d in swept if d in ("payload_size", "pairs")), swept[0])
     other = [d for d in swept if d != x_dimension]
     categorical = x_dimension == "payload_kind"
     categories = list(dict.fromkeys(point[x_dimension] for point in index["points"]))
+    keys = list(dict.fromkeys(tuple(point[d] for d in other) for point in index["points"]))
+    palette = plt.get_cmap("tab10" if len(index["cells"]) <= 10 else "tab20")
     figure, (rate_axis, latency_axis) = plt.subplots(1, 2, figsize=SWEEP_SIZE_IN, dpi=DPI)
-    for cell, entries in index["cells"].items():
-        groups: dict[tuple, list[dict[str, Any]]] = {}
-        for entry in entries:
-            groups.setdefault(tuple(entry[d] for d in other), []).append(entry)
-        for key, group in groups.items():
-            group = [e for e in group if e["median"]]
+    handles = []
+    for number, (cell, entries) in enumerate(index["cells"].items()):
+        color = palette(number % palette.N)
+        handles.append(Line2D([], [], color=color, linewidth=2, label=cell))
+        for key in keys:
+            group = [e for e in entries if tuple(e[d] for d in other) == key and e["median"]]
             if not group:
                 continue
             group.sort(key=lambda e: categories.index(e[x_dimension]) if categorical else e[x_dimension])
             xs = [categories.index(e[x_dimension]) if categorical else e[x_dimension] for e in group]
-            label = cell + (f" ({', '.join(f'{d.replace(chr(95), chr(32))} {k}' for d, k in zip(other, key))})"
-                            if key else "")
-            line, = rate_axis.plot(xs, [e["median"] for e in group], marker="o", linewidth=1.2, label=label)
+            style = dict(color=color, linestyle=LINE_STYLES[keys.index(key) % len(LINE_STYLES)],
+                         marker=MARKERS[keys.index(key) % len(MARKERS)], linewidth=1.2, markersize=4)
+            rate_axis.plot(xs, [e["median"] for e in group], **style)
             latencies = [(x, e["p99_ns"] / 1e3) for x, e in zip(xs, group) if e["p99_ns"]]
             if latencies:
-                latency_axis.plot(*zip(*latencies), marker="o", linewidth=1.2, color=line.get_color())
+                latency_axis.plot(*zip(*latencies), **style)
+    if other:
+        for number, key in enumerate(keys):
+            label = ", ".join(f"{d.replace('_', ' ')} {value}" for d, value in zip(other, key))
+            handles.append(Line2D([], [], color="gray", linestyle=LINE_STYLES[number % len(LINE_STYLES)],
+                                  marker=MARKERS[number % len(MARKERS)], label=label))
     unit = "handshakes/s" if index["workload"] == "handshake" else "roundtrips/s"
     x_label = {"payload_size": "payload size (bytes)", "pairs": "pairs (each its own room)",
                "payload_kind": "payload kind"}[x_dimension]
@@ -167,10 +178,10 @@ def figure_sweep(index: dict[str, Any]):
             axis.set_xticks(range(len(categories)), labels=categories)
         else:
             axis.set_xscale("log")
-    if rate_axis.lines:
-        rate_axis.legend(fontsize=7, loc="best")
+            axis.set_xticks(categories, labels=[str(c) for c in categories])
+    figure.legend(handles=handles, loc="center right", fontsize=8, frameon=False)
     figure.suptitle(f"Sweep over {x_dimension.replace('_', ' ')}: rate and p99 latency per cell")
-    figure.tight_layout()
+    figure.tight_layout(rect=(0, 0, 0.82, 1))
     return figure
 
 

@@ -62,7 +62,7 @@ def point_label(entry: dict[str, Any], swept: list[str]) -> str:
     for dimension in swept:
         value = entry[dimension]
         parts.append(f"{value} B" if dimension == "payload_size" else
-                     f"{value} pairs" if dimension == "pairs" else str(value))
+                     f"{value} pair{'s' if value != 1 else ''}" if dimension == "pairs" else str(value))
     return ", ".join(parts) or "—"
 
 
@@ -87,6 +87,17 @@ def render_sweep_markdown(index: dict[str, Any]) -> str:
                 row.append("failed")
             else:
                 row.append(f"{format_rate(entry['median'])} · {format_duration_ns(entry['p99_ns'])}")
+        lines.append(f"| {cell} | " + " | ".join(row) + " |")
+    lines += ["", "CPU utilization, server / client (CPU time over wall time; 1.00 is one core saturated), to see "
+              "which side saturates first:", "",
+              "| cell | " + " | ".join(labels) + " |", "|---|" + "---:|" * len(labels)]
+    for cell, entries in index["cells"].items():
+        by_label = {point_label(entry, swept): entry for entry in entries}
+        row = []
+        for label in labels:
+            entry = by_label.get(label) or {}
+            server, client = entry.get("server_cpu_utilization"), entry.get("client_cpu_utilization")
+            row.append("—" if server is None or client is None else f"{server:.2f} / {client:.2f}")
         lines.append(f"| {cell} | " + " | ".join(row) + " |")
     if index.get("interrupted"):
         lines += ["", "The sweep was interrupted: later points are missing."]

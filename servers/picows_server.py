@@ -5,7 +5,7 @@ payload and FIN bit, so fragmented messages stay fragmented and whole.
 """
 
 
-from picows import WSListener, WSMsgType, WSTransport, ws_create_server
+from picows import WSCloseCode, WSListener, WSMsgType, WSTransport, ws_create_server
 
 from pingpong import server_support
 
@@ -30,7 +30,10 @@ class RelayListener(WSListener):
                 if other is not transport:
                     other.send(msg_type, payload, frame.fin)
         elif msg_type == WSMsgType.CLOSE:
-            transport.send_close(frame.get_close_code())
+            # Echo the peer's close code, as picows's examples do; but a close frame without a code reads as
+            # NO_INFO (0), and echoing 0 puts an invalid code on the wire that Node and Bun clients reject.
+            code = frame.get_close_code()
+            transport.send_close(code if code != WSCloseCode.NO_INFO else WSCloseCode.OK)
             transport.disconnect()
 
     def on_ws_disconnected(self, transport: WSTransport) -> None:

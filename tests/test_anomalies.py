@@ -82,6 +82,12 @@ def test_compression_on_large_messages_is_not_flagged():
     assert rule_flags({**HEALTHY, "compression_negotiated": "permessage-deflate"}, payload_size=65536) == []
 
 
+def test_large_messages_may_take_several_segments():
+    """A 64 KiB message is split by the MSS and draws pure ACKs: 3 segments per message is normal there."""
+    assert rule_flags({**HEALTHY, "segments_per_message": 3.0}, payload_size=65536) == []
+    assert rule_flags({**HEALTHY, "segments_per_message": 3.0}, payload_size=16) != []
+
+
 def test_annotate_adds_flags_and_expectations_to_measured_cells_only():
     rates = product_matrix({("s2", "c3"): 0.1})
     summaries = {cell: {"status": "ok", "roundtrips_per_s": {"median": rate}, **HEALTHY}
@@ -92,3 +98,10 @@ def test_annotate_adds_flags_and_expectations_to_measured_cells_only():
     assert summaries[("s1", "c1")]["flags"] == []
     assert summaries[("s1", "c1")]["expected_roundtrips_per_s"] == pytest.approx(1500, rel=0.01)
     assert "flags" not in summaries[("s9", "c9")]
+
+
+def test_handshake_workload_skips_the_long_lived_connection_rules():
+    """Segments, delayed ACKs and a half-open connection's TCP_NODELAY say nothing about handshakes."""
+    odd = {**HEALTHY, "segments_per_message": 5.0, "delayed_acks_per_roundtrip": 1.0, "client_tcp_nodelay": False}
+    assert rule_flags(odd, payload_size=4, workload="handshake") == []
+    assert len(rule_flags(odd, payload_size=4, workload="pingpong")) == 3
