@@ -439,19 +439,7 @@ async def _ping_pong(a: Connection, b: Connection, ping: Any, pong: Any, args: a
 
     progress.phase = "warmup"
     warmup_start = clock()
-    warmup_deadline = warmup_start + int(args.warmup * 1e9)
-    now = warmup_start
-    while now < warmup_deadline:
-        await send_a(ping)
-        received = await recv_b()
-        if received != ping:
-            raise DriverError(_mismatch("B", ping, received))
-        await send_b(pong)
-        received = await recv_a()
-        if received != pong:
-            raise DriverError(_mismatch("A", pong, received))
-        progress.warmup_roundtrips += 1
-        now = clock()
+    await _warm_up(a, b, ping, pong, warmup_start + int(args.warmup * 1e9), progress)
 
     progress.phase = "measure"
     # Normally one window, recording as asked. --ab-windows N (a benchmark of the recording's own cost) runs 2N

@@ -47,24 +47,23 @@ def normalize(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def parse_python_specs(text: str) -> list[str]:
+def parse_specs(text: str, option: str, pattern: re.Pattern, example: str) -> list[str]:
+    """The whitespace-separated specs of --python-packages / --node-packages, each checked against pattern."""
     specs = text.split()
     if not specs:
-        raise UsageError("--python-packages needs at least one requirement, e.g. \"aiohttp==3.9.1\"")
+        raise UsageError(f"{option} needs at least one package, e.g. \"{example}\"")
     for spec in specs:
-        if not PYTHON_SPEC.match(spec):
-            raise UsageError(f"--python-packages: {spec!r} is not a requirement like \"aiohttp==3.9.1\"")
+        if not pattern.match(spec):
+            raise UsageError(f"{option}: {spec!r} is not a package like \"{example}\"")
     return specs
+
+
+def parse_python_specs(text: str) -> list[str]:
+    return parse_specs(text, "--python-packages", PYTHON_SPEC, "aiohttp==3.9.1")
 
 
 def parse_node_specs(text: str) -> list[str]:
-    specs = text.split()
-    if not specs:
-        raise UsageError("--node-packages needs at least one package, e.g. \"ws@8.14.2\"")
-    for spec in specs:
-        if not NODE_SPEC.match(spec):
-            raise UsageError(f"--node-packages: {spec!r} is not a package like \"ws@8.14.2\"")
-    return specs
+    return parse_specs(text, "--node-packages", NODE_SPEC, "ws@8.14.2")
 
 
 def override_requirements(requirements: str, specs: list[str]) -> str:
