@@ -2,7 +2,7 @@
 
 import sys
 
-from pingpong.cli import main
+from pingpong.harness.cli import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -12,9 +12,9 @@ import sys
 from dataclasses import asdict, replace
 from pathlib import Path
 
-from pingpong.manifest import load_manifest
-from pingpong.runner import CellSettings, run_attempt
-from pingpong.stats import ratio_of_medians, summarize
+from pingpong.harness.manifest import load_manifest
+from pingpong.harness.runner import CellSettings, run_attempt
+from pingpong.harness.stats import ratio_of_medians, summarize
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -18,10 +18,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-from pingpong import probe, processes
-from pingpong.manifest import load_manifest, resolve_command
-from pingpong.runner import parse_client_report, plan_cpus
-from pingpong.stats import bootstrap_interval
+from pingpong.harness import probe, processes
+from pingpong.harness.manifest import load_manifest, resolve_command
+from pingpong.harness.runner import parse_client_report, plan_cpus
+from pingpong.harness.stats import bootstrap_interval
 
 ROOT = Path(__file__).resolve().parent.parent
 TARGET_OVERHEAD = 0.03

@@ -2,7 +2,7 @@
 
 import aiohttp
 
-from pingpong import driver
+from pingpong.kit import driver
 
 
 def settings(args):

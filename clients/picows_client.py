@@ -7,7 +7,7 @@ against a pure-callback client, and it is the same await-based loop every Python
 
 from picows import WSListener, WSMsgType, WSTransport, ws_connect
 
-from pingpong import driver
+from pingpong.kit import driver
 
 
 class MessageListener(WSListener):

@@ -1,14 +1,14 @@
 """The Python floor's client driver: the shared ping-pong measurement over plain TCP (asyncio Protocol).
 
-Wire format in pingpong/raw_tcp.py. The URL is tcp://HOST:PORT/ROOM.
+Wire format in pingpong/kit/raw_tcp.py. The URL is tcp://HOST:PORT/ROOM.
 """
 
 import asyncio
 import socket
 from urllib.parse import urlsplit
 
-from pingpong import driver
-from pingpong.raw_tcp import HEADER
+from pingpong.kit import driver
+from pingpong.kit.raw_tcp import HEADER
 
 
 class FrameProtocol(asyncio.Protocol):

@@ -2,7 +2,7 @@
 
 from websockets.asyncio.client import connect
 
-from pingpong import driver
+from pingpong.kit import driver
 
 PING_INTERVAL = None  # keepalive pings off, for every implementation of the suite
 

@@ -1,5 +1,5 @@
 /* The C floor's client driver: two blocking TCP connections in one room, the same ping-pong, timing and report
- * as the other drivers (README, "The contract"). Payloads mirror pingpong/payloads.py byte for byte.
+ * as the other drivers (README, "The contract"). Payloads mirror pingpong/kit/payloads.py byte for byte.
  * Latencies are reported as [value_ns, count] pairs rounded to 11 significant bits (HdrHistogram's precision at
  * 3 significant digits); the orchestrator folds them into an HdrHistogram.
  */
@@ -34,7 +34,7 @@ static double cpu_seconds(int user) {
     return (double)t.tv_sec + (double)t.tv_usec / 1e6;
 }
 
-/* The ping (which=0) or pong (which=1) payload of exactly size bytes; see pingpong/payloads.py. */
+/* The ping (which=0) or pong (which=1) payload of exactly size bytes; see pingpong/kit/payloads.py. */
 static char *make_payload(const char *kind, size_t size, int which) {
     char *out = malloc(size);
     if (!strcmp(kind, "text-ascii")) {

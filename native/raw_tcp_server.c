@@ -1,6 +1,6 @@
 /* The C floor: the ping-pong relay over plain TCP with epoll, TCP_NODELAY on every connection.
  *
- * Wire format (pingpong/raw_tcp.py): frames of a 4-byte big-endian length and a payload. A connection's first
+ * Wire format (pingpong/kit/raw_tcp.py): frames of a 4-byte big-endian length and a payload. A connection's first
  * frame names its room and is answered with an empty frame; every later frame is relayed verbatim to the other
  * members of the room. Usage: raw_tcp_server --host H --port P [--loop auto] [--compression default|off]
  */

@@ -1,5 +1,5 @@
 'use strict';
-// The ping-pong measurement shared by the JavaScript client drivers: the twin of pingpong/driver.py.
+// The ping-pong measurement shared by the JavaScript client drivers: the twin of pingpong/kit/driver.py.
 // A driver supplies openConnection(url, options) -> {send(payload), onMessage(handler), close(), details}, where
 // handler(data, binary) takes a Buffer (or a Uint8Array) with its binary flag, or a string for a text message;
 // this module owns the CLI contract, warmup, the measured window, payload checks, stall detection and the report.
@@ -8,9 +8,16 @@ const fs = require('fs');
 const { parseArgs } = require('util');
 const { makePayload, PAYLOAD_KINDS, PING, PONG } = require('./payloads');
 
+// The contract's vocabulary (pingpong/contract.py; tests/test_contract.py holds these copies to it).
 const REPORT_FORMAT_VERSION = 1;
 const COMPRESSION_CHOICES = ['default', 'off', 'on'];
-// HdrHistogram range shared with pingpong/driver.py: 1 ns .. 60 s at 3 significant digits.
+const WORKLOADS = ['pingpong', 'handshake'];
+const EVENTS_FD_ENV = 'PINGPONG_EVENTS_FD';
+const DEFAULTS = {
+  duration: '5', warmup: '1', loop: 'auto', compression: 'default', 'payload-size': '4', 'payload-kind': 'text-ascii',
+  'stall-timeout': '10', pairs: '1', workload: 'pingpong',
+};
+// HdrHistogram range shared with pingpong/kit/driver.py: 1 ns .. 60 s at 3 significant digits.
 const HISTOGRAM = { lowestDiscernibleValue: 1, highestTrackableValue: 60e9, numberOfSignificantValueDigits: 3 };
 
 function usageError(message) {
@@ -25,15 +32,15 @@ function parseDriverArgs(argv) {
       args: argv,
       options: {
         url: { type: 'string' },
-        duration: { type: 'string', default: '5' },
-        warmup: { type: 'string', default: '1' },
-        loop: { type: 'string', default: 'auto' },
-        compression: { type: 'string', default: 'default' },
-        'payload-size': { type: 'string', default: '4' },
-        'payload-kind': { type: 'string', default: 'text-ascii' },
-        'stall-timeout': { type: 'string', default: '10' },
-        pairs: { type: 'string', default: '1' },
-        workload: { type: 'string', default: 'pingpong' },
+        duration: { type: 'string', default: DEFAULTS.duration },
+        warmup: { type: 'string', default: DEFAULTS.warmup },
+        loop: { type: 'string', default: DEFAULTS.loop },
+        compression: { type: 'string', default: DEFAULTS.compression },
+        'payload-size': { type: 'string', default: DEFAULTS['payload-size'] },
+        'payload-kind': { type: 'string', default: DEFAULTS['payload-kind'] },
+        'stall-timeout': { type: 'string', default: DEFAULTS['stall-timeout'] },
+        pairs: { type: 'string', default: DEFAULTS.pairs },
+        workload: { type: 'string', default: DEFAULTS.workload },
         'tls-ca': { type: 'string' },
         'no-latency': { type: 'boolean', default: false },
         'ab-windows': { type: 'string', default: '0' },
@@ -63,7 +70,7 @@ function parseDriverArgs(argv) {
   }
   if (!Number.isInteger(args.abWindows) || args.abWindows < 0) usageError('--ab-windows must be an integer >= 0');
   if (!Number.isInteger(args.pairs) || args.pairs < 1) usageError('--pairs must be an integer >= 1');
-  if (!['pingpong', 'handshake'].includes(args.workload)) usageError('--workload must be pingpong or handshake');
+  if (!WORKLOADS.includes(args.workload)) usageError('--workload must be pingpong or handshake');
   if (args.workload === 'handshake' && (args.pairs > 1 || args.abWindows > 0)) {
     usageError('--workload handshake runs one connection at a time; no --pairs or --ab-windows');
   }
@@ -145,7 +152,7 @@ function measure(openConnection, args, onOpened) {
   return new Promise((resolve, reject) => {
     const ping = makePayload(args.payloadKind, args.payloadSize, PING);
     const pong = makePayload(args.payloadKind, args.payloadSize, PONG);
-    const eventsFd = process.env.PINGPONG_EVENTS_FD ? Number(process.env.PINGPONG_EVENTS_FD) : null;
+    const eventsFd = process.env[EVENTS_FD_ENV] ? Number(process.env[EVENTS_FD_ENV]) : null;
     const emit = (name) => { if (eventsFd !== null) fs.writeSync(eventsFd, `${name}\n`); };
     const clock = process.hrtime.bigint;
     // Normally one window, recording as asked. --ab-windows N (a benchmark of the recording's own cost) runs 2N
@@ -310,7 +317,7 @@ function measure(openConnection, args, onOpened) {
 async function measureHandshakes(openConnection, args, onOpened) {
   const ping = makePayload(args.payloadKind, args.payloadSize, PING);
   const pong = makePayload(args.payloadKind, args.payloadSize, PONG);
-  const eventsFd = process.env.PINGPONG_EVENTS_FD ? Number(process.env.PINGPONG_EVENTS_FD) : null;
+  const eventsFd = process.env[EVENTS_FD_ENV] ? Number(process.env[EVENTS_FD_ENV]) : null;
   const emit = (name) => { if (eventsFd !== null) fs.writeSync(eventsFd, `${name}\n`); };
   const clock = process.hrtime.bigint;
   let failure = null;
@@ -408,4 +415,7 @@ function pairUrls(url, count) {
   return Array.from({ length: count }, (_, index) => `${base}-p${index}${query ? `?${query}` : ''}`);
 }
 
-module.exports = { main, runtimeInfo, encodeHistogram, pairUrls };
+module.exports = {
+  main, runtimeInfo, encodeHistogram, pairUrls,
+  REPORT_FORMAT_VERSION, COMPRESSION_CHOICES, WORKLOADS, EVENTS_FD_ENV, DEFAULTS, HISTOGRAM,
+};

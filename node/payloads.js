@@ -1,5 +1,5 @@
 'use strict';
-// Deterministic ping and pong payloads: the byte-for-byte twin of pingpong/payloads.py (tests compare them).
+// Deterministic ping and pong payloads: the byte-for-byte twin of pingpong/kit/payloads.py (tests compare them).
 
 const PAYLOAD_KINDS = ['text-ascii', 'text-utf8', 'binary'];
 const ASCII_ALPHABET = 'abcdefghijklmnopqrstuvwxyz0123456789';

@@ -1,9 +1,15 @@
 'use strict';
 // What the JavaScript relay servers share: the contract's flags and the optional server report (the twin of
-// pingpong/server_support.py).
+// pingpong/kit/server_support.py).
 
 const fs = require('fs');
 const { parseArgs } = require('util');
+
+// The contract's vocabulary (pingpong/contract.py; tests/test_contract.py holds these copies to it).
+const REPORT_FORMAT_VERSION = 1;
+const COMPRESSION_CHOICES = ['default', 'off', 'on'];
+const INFO_FILE_ENV = 'PINGPONG_INFO_FILE';
+const DEFAULTS = { host: '127.0.0.1', loop: 'auto', compression: 'default' };
 
 /** Parse --host --port --loop --compression; exit 2 with one message on bad input. */
 function parseServerArgs(program, loops) {
@@ -12,10 +18,10 @@ function parseServerArgs(program, loops) {
   try {
     ({ values } = parseArgs({
       options: {
-        host: { type: 'string', default: '127.0.0.1' },
+        host: { type: 'string', default: DEFAULTS.host },
         port: { type: 'string' },
-        loop: { type: 'string', default: 'auto' },
-        compression: { type: 'string', default: 'default' },
+        loop: { type: 'string', default: DEFAULTS.loop },
+        compression: { type: 'string', default: DEFAULTS.compression },
         'tls-cert': { type: 'string' },
         'tls-key': { type: 'string' },
       },
@@ -28,7 +34,7 @@ function parseServerArgs(program, loops) {
   const problems = [];
   if (!Number.isInteger(port) || port < 0 || port > 65535) problems.push('--port must be an integer 0-65535');
   if (!loops.includes(values.loop)) problems.push(`--loop ${values.loop} is not available here (use auto)`);
-  if (!['default', 'off', 'on'].includes(values.compression)) problems.push('--compression must be default, off or on');
+  if (!COMPRESSION_CHOICES.includes(values.compression)) problems.push('--compression must be default, off or on');
   if (Boolean(values['tls-cert']) !== Boolean(values['tls-key'])) problems.push('--tls-cert and --tls-key go together');
   if (problems.length) {
     process.stderr.write(`${problems.join('; ')}\n${usage}\n`);
@@ -42,11 +48,14 @@ function parseServerArgs(program, loops) {
 
 /** Write the server report atomically to PINGPONG_INFO_FILE, when the orchestrator set it. */
 function writeServerInfo(info) {
-  const path = process.env.PINGPONG_INFO_FILE;
+  const path = process.env[INFO_FILE_ENV];
   if (!path) return;
   const temporary = `${path}.${process.pid}.tmp`;
-  fs.writeFileSync(temporary, JSON.stringify({ format_version: 1, role: 'server', pid: process.pid, ...info }));
+  const report = { format_version: REPORT_FORMAT_VERSION, role: 'server', pid: process.pid, ...info };
+  fs.writeFileSync(temporary, JSON.stringify(report));
   fs.renameSync(temporary, path);
 }
 
-module.exports = { parseServerArgs, writeServerInfo };
+module.exports = {
+  parseServerArgs, writeServerInfo, REPORT_FORMAT_VERSION, COMPRESSION_CHOICES, INFO_FILE_ENV, DEFAULTS,
+};

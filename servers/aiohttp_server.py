@@ -4,7 +4,7 @@ import weakref
 
 from aiohttp import WSCloseCode, WSMsgType, web
 
-from pingpong import server_support
+from pingpong.kit import server_support
 
 ROOMS = web.AppKey("rooms", dict)
 ALL_WEBSOCKETS = web.AppKey("all_websockets", weakref.WeakSet)

@@ -3,7 +3,7 @@
 import uvicorn
 from blacksheep import Application, WebSocket, WebSocketDisconnectError
 
-from pingpong import server_support
+from pingpong.kit import server_support
 
 ROOMS: dict[str, set] = {}
 

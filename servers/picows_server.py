@@ -7,7 +7,7 @@ payload and FIN bit, so fragmented messages stay fragmented and whole.
 
 from picows import WSCloseCode, WSListener, WSMsgType, WSTransport, ws_create_server
 
-from pingpong import server_support
+from pingpong.kit import server_support
 
 ROOMS: dict[str, set] = {}
 DATA_FRAMES = (WSMsgType.TEXT, WSMsgType.BINARY, WSMsgType.CONTINUATION)

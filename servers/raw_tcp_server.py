@@ -1,13 +1,13 @@
 """The Python floor: the same relay as the WebSocket servers over plain TCP (asyncio Protocol, TCP_NODELAY).
 
-Wire format in pingpong/raw_tcp.py: length-prefixed frames, the first naming the room.
+Wire format in pingpong/kit/raw_tcp.py: length-prefixed frames, the first naming the room.
 """
 
 import asyncio
 import socket
 
-from pingpong import server_support
-from pingpong.raw_tcp import HEADER, MAX_FRAME
+from pingpong.kit import server_support
+from pingpong.kit.raw_tcp import HEADER, MAX_FRAME
 
 ROOMS: dict[bytes, set] = {}
 JOINED = HEADER.pack(0)

@@ -7,7 +7,7 @@ command line (the worker sees the same sys.argv).
 from sanic import Request, Sanic
 from sanic.server.websockets.impl import WebsocketImplProtocol
 
-from pingpong import server_support
+from pingpong.kit import server_support
 
 # Sanic's websocket implementation has no permessage-deflate: it never negotiates compression.
 ARGS = server_support.parse_args(__doc__, compression_choices=("default", "off"))

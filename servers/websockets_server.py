@@ -5,7 +5,7 @@ import asyncio
 from websockets.asyncio.server import serve
 from websockets.exceptions import ConnectionClosed
 
-from pingpong import server_support
+from pingpong.kit import server_support
 
 ROOMS: dict[str, set] = {}
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from pingpong import probe, processes
-from pingpong.manifest import load_manifest, resolve_command
+from pingpong.harness import probe, processes
+from pingpong.harness.manifest import load_manifest, resolve_command
 
 ROOT = Path(__file__).resolve().parent.parent
 IMPLEMENTATIONS = load_manifest(ROOT / "manifest.toml")

@@ -2,7 +2,7 @@
 
 import pytest
 
-from pingpong.anomalies import annotate, fit_log_factors, model_outliers, rule_flags
+from pingpong.harness.anomalies import annotate, fit_log_factors, model_outliers, rule_flags
 
 SERVERS = {"s1": 3000.0, "s2": 5000.0, "s3": 8000.0, "s4": 12000.0}
 CLIENTS = {"c1": 0.5, "c2": 0.8, "c3": 1.0, "c4": 1.4}

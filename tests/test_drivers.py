@@ -6,9 +6,9 @@ import sys
 
 import pytest
 
-from pingpong import processes
-from pingpong.manifest import resolve_command
-from pingpong.payloads import PAYLOAD_KINDS, make_payload, wire_bytes
+from pingpong.harness import processes
+from pingpong.harness.manifest import resolve_command
+from pingpong.kit.payloads import PAYLOAD_KINDS, make_payload, wire_bytes
 from tests.conftest import CLIENTS, ROOT, url_scheme
 
 
@@ -38,7 +38,7 @@ def test_client_rejects_bad_numbers_with_exit_2(client):
 
 
 def test_node_payloads_match_python_byte_for_byte():
-    """node/payloads.js generates exactly the bytes pingpong/payloads.py does, for every kind and many sizes."""
+    """node/payloads.js generates exactly the bytes pingpong/kit/payloads.py does, for every kind and many sizes."""
     sizes = [1, 2, 3, 4, 5, 7, 16, 100, 1023, 4096]
     script = ("const p = require('./node/payloads.js'); const out = {};"
               f"for (const k of p.PAYLOAD_KINDS) for (const n of {sizes}) for (const w of [0, 1]) {{"
@@ -70,7 +70,7 @@ def test_python_driver_runs_outside_the_orchestrator(tmp_path):
     server = processes.start("srv", resolve_command(by_name("server", "node-ws"), ROOT) + ["--port", str(port)],
                              ROOT, tmp_path)
     try:
-        from pingpong.probe import wait_until_ready
+        from pingpong.harness.probe import wait_until_ready
 
         wait_until_ready(f"ws://127.0.0.1:{port}", server, 20)
         completed = subprocess.run([sys.executable, "-m", "clients.websockets_client", "--url",

@@ -6,8 +6,8 @@ from array import array
 
 from hdrh.histogram import HdrHistogram
 
-from pingpong.driver import encode_histogram
-from pingpong.histograms import latency_summary, merge
+from pingpong.kit.driver import encode_histogram
+from pingpong.harness.histograms import latency_summary, merge
 from tests.conftest import ROOT
 
 VALUES = [1_000 * (i % 500 + 50) for i in range(5000)] + [40_000_000] * 5

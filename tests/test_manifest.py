@@ -2,7 +2,7 @@
 
 import pytest
 
-from pingpong.manifest import ManifestError, check_availability, load_manifest
+from pingpong.harness.manifest import ManifestError, check_availability, load_manifest
 from tests.conftest import IMPLEMENTATIONS, ROOT
 
 VALID = """

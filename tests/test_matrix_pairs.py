@@ -2,8 +2,8 @@
 
 import pytest
 
-from pingpong.histograms import latency_summary, merge
-from pingpong.runner import CellSettings, run_attempt
+from pingpong.harness.histograms import latency_summary, merge
+from pingpong.harness.runner import CellSettings, run_attempt
 from tests.conftest import CLIENTS, COMPATIBLE_PAIRS, ROOT, SERVERS
 
 SHORT = CellSettings(duration_s=0.5, warmup_s=0.2, loop="auto", compression="default", payload_size=4,

@@ -2,10 +2,10 @@
 
 from pathlib import Path
 
-from pingpong import cli
-from pingpong.manifest import Implementation
-from pingpong.results import Attempt, Cell, RunResult
-from pingpong.runner import CellSettings
+from pingpong.harness import cli
+from pingpong.harness.manifest import Implementation
+from pingpong.harness.results import Attempt, Cell, RunResult
+from pingpong.harness.runner import CellSettings
 
 SETTINGS = CellSettings(duration_s=1, warmup_s=0, loop="auto", compression="default", payload_size=4,
                         payload_kind="text-ascii", ready_timeout_s=1, stall_timeout_s=1, pin=False)
@@ -69,7 +69,7 @@ def test_leak_check_sees_only_processes_the_test_started():
 
 
 def test_pairs_are_spread_evenly_over_client_processes():
-    from pingpong.runner import pairs_per_process
+    from pingpong.harness.runner import pairs_per_process
 
     assert pairs_per_process(1, 1) == [1]
     assert pairs_per_process(10, 3) == [4, 3, 3]

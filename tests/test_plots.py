@@ -5,11 +5,11 @@ from array import array
 
 import pytest
 
-from pingpong.driver import encode_histogram
-from pingpong.results import Attempt, Cell, RunResult
-from pingpong.summary import summarize_run
+from pingpong.kit.driver import encode_histogram
+from pingpong.harness.results import Attempt, Cell, RunResult
+from pingpong.harness.summary import summarize_run
 
-plots = pytest.importorskip("pingpong.plots")
+plots = pytest.importorskip("pingpong.harness.plots")
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 

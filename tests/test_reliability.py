@@ -10,10 +10,10 @@ import time
 import psutil
 import pytest
 
-from pingpong import listeners, processes, probe
-from pingpong.abuse import ABUSES, abuse_server
-from pingpong.manifest import resolve_command
-from pingpong.runner import diagnose_port
+from pingpong.harness import listeners, processes, probe
+from pingpong.harness.abuse import ABUSES, abuse_server
+from pingpong.harness.manifest import resolve_command
+from pingpong.harness.runner import diagnose_port
 from tests.conftest import ROOT, WEBSOCKET_SERVERS, by_name
 
 FAULTY_SERVERS = ["crash-at-start", "never-ready", "crash-mid-run", "hang-mid-run", "corrupt-mid-run",
@@ -215,7 +215,7 @@ def test_servers_under_abuse_keep_serving_other_rooms(server):
 
 def test_abuse_verdicts_on_fixed_outcomes():
     """Survival means alive with the pair still playing after; rate ratios only label what was seen."""
-    from pingpong.abuse import AbuseOutcome
+    from pingpong.harness.abuse import AbuseOutcome
 
     def outcome(before, during, after, alive=True, pair_error=None):
         return AbuseOutcome("s", "a", before, during, after, alive, None, pair_error)

@@ -4,10 +4,10 @@ import csv
 import io
 from array import array
 
-from pingpong.driver import encode_histogram
-from pingpong.render import render_csv, render_markdown
-from pingpong.results import Attempt, Cell, RunResult
-from pingpong.summary import summarize_run
+from pingpong.kit.driver import encode_histogram
+from pingpong.harness.render import render_csv, render_markdown
+from pingpong.harness.results import Attempt, Cell, RunResult
+from pingpong.harness.summary import summarize_run
 
 CONFIG = {"repeat": 3, "duration_s": 5, "warmup_s": 1, "loop": "auto", "compression": "default",
           "payload_size": 4, "payload_kind": "text-ascii", "pinned": True}

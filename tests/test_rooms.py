@@ -3,7 +3,7 @@
 import pytest
 from websockets.sync.client import connect
 
-from pingpong.raw_tcp import BlockingConnection
+from pingpong.kit.raw_tcp import BlockingConnection
 from tests.conftest import RAW_TCP_SERVERS, WEBSOCKET_SERVERS
 
 QUIET_S = 0.3

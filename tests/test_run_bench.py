@@ -8,7 +8,7 @@ import time
 
 import psutil
 
-from pingpong.histograms import latency_summary, merge
+from pingpong.harness.histograms import latency_summary, merge
 from tests.conftest import ROOT
 
 FAST = ["--duration", "0.5", "--warmup", "0.2"]

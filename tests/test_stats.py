@@ -2,7 +2,7 @@
 
 import pytest
 
-from pingpong.stats import NOISY_CV, bootstrap_interval, ratio_of_medians, summarize
+from pingpong.harness.stats import NOISY_CV, bootstrap_interval, ratio_of_medians, summarize
 
 
 def test_summary_of_fixed_values():

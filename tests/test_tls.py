@@ -35,9 +35,9 @@ def test_a_tls_server_refuses_plain_websocket_clients(tmp_path):
     """The probe's plain ws:// handshake cannot reach a server started with a certificate: TLS is really on."""
     from pathlib import Path
 
-    from pingpong import processes, probe
-    from pingpong.manifest import resolve_command
-    from pingpong.tls import make_tls_files
+    from pingpong.harness import processes, probe
+    from pingpong.harness.manifest import resolve_command
+    from pingpong.kit.tls import make_tls_files
     from tests.conftest import ROOT, by_name
 
     files = make_tls_files(Path(tmp_path))

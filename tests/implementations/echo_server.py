@@ -4,7 +4,7 @@ import asyncio
 
 from websockets.asyncio.server import serve
 
-from pingpong import server_support
+from pingpong.kit import server_support
 
 
 async def echo(websocket):

@@ -11,7 +11,7 @@ import struct
 from websockets.asyncio.server import serve
 from websockets.exceptions import ConnectionClosed
 
-from pingpong import server_support
+from pingpong.kit import server_support
 
 ROOMS: dict[str, set] = {}
 

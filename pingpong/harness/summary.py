@@ -6,10 +6,10 @@ import statistics
 from dataclasses import asdict
 from typing import Any
 
-from pingpong import anomalies, histograms
-from pingpong.payloads import DEFAULT_PAYLOAD_SIZE
-from pingpong.results import Cell, RunResult
-from pingpong.stats import summarize
+from pingpong.harness import anomalies, histograms
+from pingpong.contract import DEFAULT_PAYLOAD_SIZE
+from pingpong.harness.results import Cell, RunResult
+from pingpong.harness.stats import summarize
 
 SATURATED_UTILIZATION = 0.8  # a side using >= 80% of one CPU over the window is treated as the bottleneck
 

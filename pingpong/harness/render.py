@@ -6,8 +6,8 @@ import csv
 import io
 from typing import Any
 
-from pingpong.results import RunResult
-from pingpong.stats import NOISY_CV, Ratio, ratio_of_medians
+from pingpong.harness.results import RunResult
+from pingpong.harness.stats import NOISY_CV, Ratio, ratio_of_medians
 
 Summaries = dict[tuple[str, str], dict[str, Any]]
 

@@ -1,6 +1,6 @@
 """Servers under abuse: does a well-behaved pair keep its ping-pong going while a rogue client misbehaves?
 
-`python -m pingpong.abuse [--servers a,b]` starts each server, runs every abuse against it in turn while a pair in
+`python -m pingpong.harness.abuse [--servers a,b]` starts each server, runs every abuse against it in turn while a pair in
 another room plays ping-pong, and prints a Markdown table (JSON with --json). Each abuse is bounded in time and
 bytes, and only ever talks to 127.0.0.1.
 """
@@ -22,10 +22,10 @@ from pathlib import Path
 
 from websockets.sync.client import connect
 
-from pingpong import probe, processes
-from pingpong.manifest import load_manifest, resolve_command
+from pingpong.harness import probe, processes
+from pingpong.harness.manifest import load_manifest, resolve_command
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PHASE_S = 1.0  # the pair is counted for this long before and after each abuse
 FLOOD_S = 2.0
 FLOOD_MAX_BYTES = 64 * 2**20
@@ -219,7 +219,7 @@ def run_abuse(server_name: str, base_url: str, server_process: processes.Managed
         before_start = time.monotonic()
         time.sleep(PHASE_S)
         during_start = time.monotonic()
-        rogue = processes.start(f"rogue-{abuse}", [sys.executable, "-m", "pingpong.abuse", "--rogue", abuse,
+        rogue = processes.start(f"rogue-{abuse}", [sys.executable, "-m", "pingpong.harness.abuse", "--rogue", abuse,
                                                    "--port", str(port)], ROOT, work_dir)
         abuse_error = None
         try:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from hdrh.histogram import HdrHistogram
 
-from pingpong.driver import HISTOGRAM_HIGHEST_NS, HISTOGRAM_LOWEST_NS, HISTOGRAM_SIGNIFICANT_DIGITS
+from pingpong.contract import HISTOGRAM_HIGHEST_NS, HISTOGRAM_LOWEST_NS, HISTOGRAM_SIGNIFICANT_DIGITS
 
 PERCENTILES = (50.0, 90.0, 99.0, 99.9)
 SLOW_ROUNDTRIP_NS = 35_000_000  # above a delayed-ACK stall (~40 ms): counted as a 'slow' roundtrip

@@ -22,17 +22,13 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from typing import Any, Awaitable, Callable
 
-from pingpong.payloads import DEFAULT_PAYLOAD_KIND, DEFAULT_PAYLOAD_SIZE, PAYLOAD_KINDS, PING, PONG, make_payload
-
-REPORT_FORMAT_VERSION = 1
-LOOP_CHOICES = ("auto", "asyncio", "uvloop")
-COMPRESSION_CHOICES = ("default", "off", "on")
-# HdrHistogram range shared with node/driver.js: 1 ns .. 60 s at 3 significant digits.
-HISTOGRAM_LOWEST_NS = 1
-HISTOGRAM_HIGHEST_NS = 60 * 10**9
-HISTOGRAM_SIGNIFICANT_DIGITS = 3
-EVENTS_FD_ENV = "PINGPONG_EVENTS_FD"
-WORKLOADS = ("pingpong", "handshake")
+from pingpong import contract
+from pingpong.contract import (CLIENT_REPORT_FORMAT_VERSION, COMPRESSION_MODES, DEFAULT_COMPRESSION, DEFAULT_DURATION_S,
+                               DEFAULT_LOOP, DEFAULT_PAIRS, DEFAULT_PAYLOAD_KIND, DEFAULT_PAYLOAD_SIZE,
+                               DEFAULT_STALL_TIMEOUT_S, DEFAULT_WARMUP_S, DEFAULT_WORKLOAD, EVENTS_FD_ENV,
+                               HISTOGRAM_HIGHEST_NS, HISTOGRAM_LOWEST_NS, HISTOGRAM_SIGNIFICANT_DIGITS, LOOPS,
+                               PAYLOAD_KINDS, WORKLOADS)
+from pingpong.kit.payloads import PING, PONG, make_payload
 
 
 class DriverError(Exception):
@@ -88,20 +84,20 @@ class MessageQueue:
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description="WebSocket ping-pong client driver (see README, 'The contract').")
     parser.add_argument("--url", required=True, help="ws://HOST:PORT/ROOM; both connections join ROOM")
-    parser.add_argument("--duration", type=float, default=5.0, help="measured seconds (after warmup)")
-    parser.add_argument("--warmup", type=float, default=1.0, help="seconds of unmeasured ping-pong first")
-    parser.add_argument("--loop", choices=LOOP_CHOICES, default="auto")
-    parser.add_argument("--compression", choices=COMPRESSION_CHOICES, default="default",
+    parser.add_argument("--duration", type=float, default=DEFAULT_DURATION_S, help="measured seconds (after warmup)")
+    parser.add_argument("--warmup", type=float, default=DEFAULT_WARMUP_S, help="seconds of unmeasured ping-pong first")
+    parser.add_argument("--loop", choices=LOOPS, default=DEFAULT_LOOP)
+    parser.add_argument("--compression", choices=COMPRESSION_MODES, default=DEFAULT_COMPRESSION,
                         help="permessage-deflate: the library's default, forced off, or offered")
     parser.add_argument("--payload-size", type=int, default=DEFAULT_PAYLOAD_SIZE, help="bytes per message")
     parser.add_argument("--payload-kind", choices=PAYLOAD_KINDS, default=DEFAULT_PAYLOAD_KIND)
-    parser.add_argument("--workload", choices=WORKLOADS, default="pingpong",
+    parser.add_argument("--workload", choices=WORKLOADS, default=DEFAULT_WORKLOAD,
                         help="pingpong: roundtrips on open connections; handshake: open, one roundtrip, close, "
                              "in a loop")
     parser.add_argument("--tls-ca", help="PEM CA to trust for wss:// (the run's throwaway CA)")
-    parser.add_argument("--pairs", type=int, default=1,
+    parser.add_argument("--pairs", type=int, default=DEFAULT_PAIRS,
                         help="independent pairs driven at once, pair i in room ROOM-p<i> (default 1: ROOM itself)")
-    parser.add_argument("--stall-timeout", type=float, default=10.0,
+    parser.add_argument("--stall-timeout", type=float, default=DEFAULT_STALL_TIMEOUT_S,
                         help="fail when no roundtrip completes for this many seconds")
     parser.add_argument("--no-latency", action="store_true",
                         help="do not record per-roundtrip latency (only for measuring the recording's cost)")
@@ -126,12 +122,13 @@ def main(implementation: str, libraries: list[str], open_connection: OpenConnect
     """
     args = parse_args()
     report = {
-        "format_version": REPORT_FORMAT_VERSION,
+        "format_version": CLIENT_REPORT_FORMAT_VERSION,
         "role": "client",
         "implementation": implementation,
         "runtime": {"name": platform.python_implementation().lower(), "version": platform.python_version()},
         "libraries": library_versions(libraries + (["uvloop"] if args.loop == "uvloop" else [])),
-        "settings": {"compression": args.compression, "tls": bool(args.tls_ca), **settings(args)},
+        "settings": {contract.COMPRESSION_SETTING: args.compression, contract.TLS_SETTING: bool(args.tls_ca),
+                     **settings(args)},
         "payload": {"kind": args.payload_kind, "size": args.payload_size},
         "workload": args.workload,
         "error": None,
@@ -161,7 +158,7 @@ def client_ssl_context(args: argparse.Namespace):
     """The client's TLS context trusting --tls-ca, or None (plain ws://)."""
     if not args.tls_ca:
         return None
-    from pingpong.tls import client_context
+    from pingpong.kit.tls import client_context
 
     return client_context(args.tls_ca)
 

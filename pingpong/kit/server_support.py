@@ -11,19 +11,19 @@ import platform
 import sys
 from typing import Any
 
-from pingpong.driver import COMPRESSION_CHOICES, LOOP_CHOICES, library_versions, run_on_loop, running_loop_name
+from pingpong import contract
+from pingpong.contract import (COMPRESSION_MODES, DEFAULT_COMPRESSION, DEFAULT_HOST, DEFAULT_LOOP, INFO_FILE_ENV,
+                               LOOPS, SERVER_REPORT_FORMAT_VERSION)
+from pingpong.kit.driver import library_versions, run_on_loop, running_loop_name
 
-INFO_FILE_ENV = "PINGPONG_INFO_FILE"
-REPORT_FORMAT_VERSION = 1
 
-
-def parse_args(description: str, compression_choices: tuple[str, ...] = COMPRESSION_CHOICES) -> argparse.Namespace:
+def parse_args(description: str, compression_choices: tuple[str, ...] = COMPRESSION_MODES) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=description)
-    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--host", default=DEFAULT_HOST)
     parser.add_argument("--port", type=int, required=True)
-    parser.add_argument("--loop", choices=LOOP_CHOICES, default="auto",
+    parser.add_argument("--loop", choices=LOOPS, default=DEFAULT_LOOP,
                         help="auto: whatever the framework picks by itself")
-    parser.add_argument("--compression", choices=COMPRESSION_CHOICES, default="default",
+    parser.add_argument("--compression", choices=COMPRESSION_MODES, default=DEFAULT_COMPRESSION,
                         help="permessage-deflate: the framework's default, refused, or accepted when offered")
     parser.add_argument("--tls-cert", help="PEM certificate chain: serve wss:// (TLS) instead of ws://")
     parser.add_argument("--tls-key", help="PEM private key of --tls-cert")
@@ -40,7 +40,7 @@ def ssl_context(args: argparse.Namespace):
     """The server's TLS context when --tls-cert/--tls-key are given, else None (plain ws://)."""
     if not args.tls_cert:
         return None
-    from pingpong.tls import server_context
+    from pingpong.kit.tls import server_context
 
     return server_context(args.tls_cert, args.tls_key)
 
@@ -66,7 +66,7 @@ def write_server_info(implementation: str, libraries: list[str], args: argparse.
     if not path:
         return
     info = {
-        "format_version": REPORT_FORMAT_VERSION,
+        "format_version": SERVER_REPORT_FORMAT_VERSION,
         "role": "server",
         "implementation": implementation,
         "pid": os.getpid(),
@@ -74,7 +74,8 @@ def write_server_info(implementation: str, libraries: list[str], args: argparse.
         "libraries": library_versions(libraries + (["uvloop"] if running_loop_name() == "uvloop" else [])),
         "loop_requested": args.loop,
         "loop": running_loop_name(),
-        "settings": {"compression": args.compression, "tls": bool(getattr(args, "tls_cert", None)), **settings},
+        "settings": {contract.COMPRESSION_SETTING: args.compression,
+                     contract.TLS_SETTING: bool(getattr(args, "tls_cert", None)), **settings},
     }
     temporary = f"{path}.{os.getpid()}.tmp"
     with open(temporary, "w") as file:

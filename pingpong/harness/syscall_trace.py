@@ -9,7 +9,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from pingpong import listeners
+from pingpong.harness import listeners
 
 STRACE_MISSING = ("strace is not installed, so syscalls were not counted; install it (Debian: apt-get install "
                   "strace) and run diagnose again")

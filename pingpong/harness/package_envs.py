@@ -21,7 +21,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from pingpong.usage import UsageError
+from pingpong.harness.usage import UsageError
 
 CACHE_FOLDER = Path(".cache") / "envs"
 PYTHON_SPEC = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(\[[A-Za-z0-9,._-]+\])?\s*(==|>=|<=|~=|!=|<|>)\s*\S+$")

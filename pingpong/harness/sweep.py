@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pingpong.render import format_duration_ns, format_rate
+from pingpong.harness.render import format_duration_ns, format_rate
 
 SWEEP_FORMAT_VERSION = 1
 DIMENSIONS = ("payload_size", "payload_kind", "pairs")

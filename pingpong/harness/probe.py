@@ -8,9 +8,9 @@ from contextlib import ExitStack
 
 from websockets.sync.client import connect
 
-from pingpong.processes import ManagedProcess
-from pingpong.raw_tcp import BlockingConnection
-from pingpong.tls import client_context
+from pingpong.harness.processes import ManagedProcess
+from pingpong.kit.raw_tcp import BlockingConnection
+from pingpong.kit.tls import client_context
 
 PROBE_INTERVAL_S = 0.02
 VERIFY_TIMEOUT_S = 3.0

@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from pingpong.driver import library_versions
-from pingpong.manifest import runtime_executable
+from pingpong.kit.driver import library_versions
+from pingpong.harness.manifest import runtime_executable
 
 PYTHON_PACKAGES = ["websockets", "sanic", "blacksheep", "uvicorn", "aiohttp", "uvloop", "hdrhistogram", "psutil"]
 

@@ -11,8 +11,6 @@ import ssl
 from dataclasses import dataclass
 from pathlib import Path
 
-NODE_EXTRA_CA_CERTS = "NODE_EXTRA_CA_CERTS"
-
 
 @dataclass(frozen=True)
 class TlsFiles:

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-PAYLOAD_KINDS = ("text-ascii", "text-utf8", "binary")
-DEFAULT_PAYLOAD_KIND = "text-ascii"
-DEFAULT_PAYLOAD_SIZE = 4
+from pingpong.contract import PAYLOAD_KINDS
 
 ASCII_ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789"
 # One character of each UTF-8 length (1, 2, 3 and 4 bytes), so text-utf8 exercises every decoder path.

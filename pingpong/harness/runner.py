@@ -13,16 +13,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from pingpong import cpu, histograms, kernel_signals, listeners, probe, processes
-from pingpong.syscall_trace import SyscallTracer
-from pingpong.driver import EVENTS_FD_ENV
-from pingpong.manifest import Implementation, resolve_command
-from pingpong.server_support import INFO_FILE_ENV
-from pingpong.results import Attempt
-from pingpong.tls import NODE_EXTRA_CA_CERTS
+from pingpong.harness import cpu, histograms, kernel_signals, listeners, probe, processes
+from pingpong.harness.syscall_trace import SyscallTracer
+from pingpong.harness.manifest import Implementation, resolve_command
+from pingpong.harness.results import Attempt
+from pingpong.contract import EVENTS_FD_ENV, INFO_FILE_ENV, NODE_EXTRA_CA_CERTS_ENV, NODE_MODULES_ENV
 
 STDERR_TAIL_LINES = 20
-NODE_MODULES_ENV = "PINGPONG_NODE_MODULES"  # read by node/dependencies.js
 
 
 @dataclass(frozen=True)
@@ -59,7 +56,7 @@ def process_environment(settings: CellSettings, **extra: str) -> dict[str, str]:
     """The environment of a server or client process: ours, plus the package environment's location."""
     environment = {**os.environ, **extra}
     if settings.tls_ca:  # the WHATWG clients (Node built-in, Bun) take no CA option: the runtime reads this
-        environment[NODE_EXTRA_CA_CERTS] = settings.tls_ca
+        environment[NODE_EXTRA_CA_CERTS_ENV] = settings.tls_ca
     if settings.node_modules:
         environment[NODE_MODULES_ENV] = settings.node_modules
     return environment

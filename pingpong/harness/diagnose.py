@@ -17,18 +17,19 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from pingpong import anomalies, histograms, render
-from pingpong.cli import DEFAULT_MANIFEST, DEFAULT_RESULTS_DIR, PROJECT_ROOT, add_package_options, load_manifests, \
+from pingpong.harness import anomalies, histograms, render
+from pingpong.harness.cli import DEFAULT_MANIFEST, DEFAULT_RESULTS_DIR, PROJECT_ROOT, add_package_options, load_manifests, \
     package_environments, prepare_results_dir, skip_reason
-from pingpong.environment import describe_environment
-from pingpong.manifest import COMPRESSION_MODES, LOOPS, Implementation
-from pingpong.payloads import DEFAULT_PAYLOAD_KIND, DEFAULT_PAYLOAD_SIZE, PAYLOAD_KINDS
-from pingpong.results import Cell, load, write_atomically
-from pingpong.runner import CellSettings, run_attempt
-from pingpong.stats import Ratio, ratio_of_medians
-from pingpong.summary import summarize_cell, summarize_run
-from pingpong.syscall_trace import STRACE_MISSING, strace_path
-from pingpong.usage import OneLineArgumentParser, UsageError
+from pingpong.harness.environment import describe_environment
+from pingpong.contract import COMPRESSION_MODES, LOOPS
+from pingpong.harness.manifest import Implementation
+from pingpong.contract import DEFAULT_PAYLOAD_KIND, DEFAULT_PAYLOAD_SIZE, PAYLOAD_KINDS
+from pingpong.harness.results import Cell, load, write_atomically
+from pingpong.harness.runner import CellSettings, run_attempt
+from pingpong.harness.stats import Ratio, ratio_of_medians
+from pingpong.harness.summary import summarize_cell, summarize_run
+from pingpong.harness.syscall_trace import STRACE_MISSING, strace_path
+from pingpong.harness.usage import OneLineArgumentParser, UsageError
 
 EXIT_OK, EXIT_BASELINE_FAILED, EXIT_USAGE = 0, 1, 2
 MOVES = 1.5  # a switch "moves" the rate when the ratio is at least this far from 1 and its interval excludes 1

@@ -9,15 +9,12 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+from pingpong.contract import COMPRESSION_MODES, FEATURES, LOOPS
+
 ROLES = ("server", "client")
 RUNTIMES = ("python", "node", "bun", "native")
 PROTOCOLS = ("websocket", "raw-tcp")
-LOOPS = ("auto", "asyncio", "uvloop")
-COMPRESSION_MODES = ("default", "off", "on")
 REQUIREMENT_KINDS = ("python-module", "node-package", "executable", "file")
-# What an implementation supports beyond one ping-pong pair in plain ws:// (listed in its manifest entry):
-# pairs = a client drives --pairs N at once; handshake = a client runs --workload handshake; tls = wss:// / TLS.
-FEATURES = ("pairs", "handshake", "tls")
 
 
 class ManifestError(Exception):

@@ -15,18 +15,19 @@ from pathlib import Path
 
 from typing import Any
 
-from pingpong import package_envs, render, sweep, tls
-from pingpong.driver import WORKLOADS
-from pingpong.environment import describe_environment
-from pingpong.manifest import (COMPRESSION_MODES, LOOPS, Implementation, ManifestError, check_availability,
-                               load_manifest)
-from pingpong.payloads import DEFAULT_PAYLOAD_KIND, DEFAULT_PAYLOAD_SIZE, PAYLOAD_KINDS
-from pingpong.results import Attempt, Cell, RunResult, load, write_atomically
-from pingpong.runner import CellSettings, pairs_per_process, plan_cpus, run_attempt
-from pingpong.summary import summarize_run
-from pingpong.usage import OneLineArgumentParser, UsageError
+from pingpong.harness import package_envs, render, sweep
+from pingpong.kit import tls
+from pingpong.contract import WORKLOADS
+from pingpong.harness.environment import describe_environment
+from pingpong.contract import COMPRESSION_MODES, LOOPS
+from pingpong.harness.manifest import Implementation, ManifestError, check_availability, load_manifest
+from pingpong.contract import DEFAULT_PAYLOAD_KIND, DEFAULT_PAYLOAD_SIZE, PAYLOAD_KINDS
+from pingpong.harness.results import Attempt, Cell, RunResult, load, write_atomically
+from pingpong.harness.runner import CellSettings, pairs_per_process, plan_cpus, run_attempt
+from pingpong.harness.summary import summarize_run
+from pingpong.harness.usage import OneLineArgumentParser, UsageError
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_MANIFEST = PROJECT_ROOT / "manifest.toml"
 DEFAULT_RESULTS_DIR = PROJECT_ROOT / "results"
 EXIT_OK, EXIT_CELL_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -138,10 +139,10 @@ SUBCOMMANDS = ("diagnose", "compare")
 def run(argv: list[str] | None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["diagnose"]:
-        from pingpong import diagnose
+        from pingpong.harness import diagnose
         return diagnose.run(argv[1:])
     if argv[:1] == ["compare"]:
-        from pingpong import compare
+        from pingpong.harness import compare
         return compare.run(argv[1:])
     options = parse_options(argv)
     implementations = load_manifests(options.manifest)
@@ -234,7 +235,7 @@ def report_sweep(started: str, results, options: argparse.Namespace) -> None:
         print(markdown.rstrip("\n"))
     print(f"sweep: {stem}.json and {stem}.md", file=sys.stderr)
     try:
-        from pingpong import plots
+        from pingpong.harness import plots
         figure = plots.write_sweep_figure(index, stem)
         if figure:
             print(f"figures: {figure}", file=sys.stderr)
@@ -499,7 +500,7 @@ class Progress:
 def draw_figures(result: RunResult, summaries, paths: "ResultPaths") -> list[Path]:
     """PNG figures next to the results; a plotting failure is reported, never fatal (the results are saved)."""
     try:
-        from pingpong import plots
+        from pingpong.harness import plots
         return plots.write_figures(result, summaries, paths.json.with_suffix(""))
     except Exception as exc:  # matplotlib missing or failing must not cost the run its exit code
         print(f"figures not drawn: {type(exc).__name__}: {exc}", file=sys.stderr)

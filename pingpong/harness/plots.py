@@ -17,9 +17,9 @@ import matplotlib.pyplot as plt  # noqa: E402  (after choosing the backend)
 from matplotlib.colors import LogNorm  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 
-from pingpong import histograms  # noqa: E402
-from pingpong.render import axes  # noqa: E402
-from pingpong.results import RunResult  # noqa: E402
+from pingpong.harness import histograms  # noqa: E402
+from pingpong.harness.render import axes  # noqa: E402
+from pingpong.harness.results import RunResult  # noqa: E402
 
 Summaries = dict[tuple[str, str], dict[str, Any]]
 DPI = 100

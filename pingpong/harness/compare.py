@@ -7,10 +7,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from pingpong.render import axes, format_rate, format_ratio
-from pingpong.results import RunResult, load
-from pingpong.stats import Ratio, ratio_of_medians
-from pingpong.usage import OneLineArgumentParser, UsageError
+from pingpong.harness.render import axes, format_rate, format_ratio
+from pingpong.harness.results import RunResult, load
+from pingpong.harness.stats import Ratio, ratio_of_medians
+from pingpong.harness.usage import OneLineArgumentParser, UsageError
 
 # Settings compared between the two runs: a difference is shown, since it may explain the ratios.
 SETTING_KEYS = ("workload", "duration_s", "warmup_s", "repeat", "loop", "compression", "payload_size",

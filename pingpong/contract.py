@@ -1,0 +1,60 @@
+"""The contract's vocabulary, defined once: what the orchestrator and every implementation agree on.
+
+A leaf: it imports nothing from the project, so both worlds import it (pingpong/kit in the server and client
+processes, pingpong/harness in run_bench.py's). The JavaScript and C programs cannot import it; tests/test_contract.py
+holds their copies (node/driver.js, node/server_support.js, node/dependencies.js, native/*.c) and manifest.toml to it.
+"""
+
+# Event loops a Python implementation can be asked for; "auto" is what the program gets by itself.
+LOOPS = ("auto", "asyncio", "uvloop")
+# --compression: permessage-deflate as each library ships it ("default"), refused/not offered ("off"), or on.
+COMPRESSION_MODES = ("default", "off", "on")
+# --workload: roundtrips on open connections, or connections opened, one roundtrip, closed, in a loop.
+WORKLOADS = ("pingpong", "handshake")
+# What an implementation supports beyond one ping-pong pair in plain ws:// (listed in its manifest entry):
+# pairs = a client drives --pairs N at once; handshake = a client runs --workload handshake; tls = wss:// / TLS.
+FEATURES = ("pairs", "handshake", "tls")
+# --payload-kind: what a message holds (pingpong/kit/payloads.py and node/payloads.js generate them).
+PAYLOAD_KINDS = ("text-ascii", "text-utf8", "binary")
+
+# Defaults every program shares when the orchestrator does not say otherwise.
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_LOOP = "auto"
+DEFAULT_COMPRESSION = "default"
+DEFAULT_WORKLOAD = "pingpong"
+DEFAULT_DURATION_S = 5.0
+DEFAULT_WARMUP_S = 1.0
+DEFAULT_STALL_TIMEOUT_S = 10.0
+DEFAULT_PAYLOAD_SIZE = 4
+DEFAULT_PAYLOAD_KIND = "text-ascii"
+DEFAULT_PAIRS = 1
+
+# The flags of the CLI contract (README, "The contract"). An implementation may accept fewer (its manifest entry
+# says which features it has) but never other ones.
+SERVER_FLAGS = ("--host", "--port", "--loop", "--compression", "--tls-cert", "--tls-key")
+CLIENT_FLAGS = ("--url", "--duration", "--warmup", "--loop", "--compression", "--payload-size", "--payload-kind",
+                "--workload", "--tls-ca", "--pairs", "--stall-timeout", "--no-latency", "--ab-windows")
+
+# Environment variables the orchestrator sets for the processes it starts.
+EVENTS_FD_ENV = "PINGPONG_EVENTS_FD"  # a client writes its window events (warmup over, window over) to this fd
+INFO_FILE_ENV = "PINGPONG_INFO_FILE"  # a server writes its report (loop, versions, settings) to this file
+NODE_MODULES_ENV = "PINGPONG_NODE_MODULES"  # JavaScript programs load npm packages from here (--node-packages)
+NODE_EXTRA_CA_CERTS_ENV = "NODE_EXTRA_CA_CERTS"  # the WHATWG clients' only way to trust the run's --tls CA
+
+# HdrHistogram range of the latency histograms every client reports: 1 ns .. 60 s at 3 significant digits.
+HISTOGRAM_LOWEST_NS = 1
+HISTOGRAM_HIGHEST_NS = 60 * 10**9
+HISTOGRAM_SIGNIFICANT_DIGITS = 3
+
+# Versions of the JSON a client prints on stdout and a server writes to INFO_FILE_ENV.
+CLIENT_REPORT_FORMAT_VERSION = 1
+SERVER_REPORT_FORMAT_VERSION = 1
+
+# The settings every report carries under "settings", by these names; an implementation adds its library's own.
+COMPRESSION_SETTING = "compression"  # the --compression it was asked for
+TLS_SETTING = "tls"  # whether it speaks wss:// / TLS
+COMPRESSION_OFFERED_SETTING = "compression_offered"  # client: whether it offers permessage-deflate
+COMPRESSION_EFFECTIVE_SETTING = "compression_effective"  # server: what it passes its library for permessage-deflate
+# Names that reports written before the vocabulary was settled used for COMPRESSION_OFFERED_SETTING.
+FORMER_SETTING_NAMES = {"per_message_deflate_offered": COMPRESSION_OFFERED_SETTING,
+                        "permessage_deflate": COMPRESSION_OFFERED_SETTING}

@@ -1,0 +1,1 @@
+"""The orchestrator: everything that runs in run_bench.py's process (catalog, runner, results, reports)."""

@@ -1,0 +1,1 @@
+"""The implementation kit: what a server or client process imports (drivers, server support, payloads, TLS)."""
