@@ -55,5 +55,5 @@ driver.main({
   implementation: runtime.name === 'bun' ? 'bun' : 'node-builtin',
   libraries: runtime.name === 'bun' ? { bun: runtime.version } : { undici: process.versions.undici || 'bundled' },
   openConnection,
-  settings: () => ({ api: 'WHATWG WebSocket', permessage_deflate: 'as the runtime offers it (not configurable)' }),
+  settings: () => ({ api: 'WHATWG WebSocket', compression_offered: 'as the runtime offers it (not configurable)' }),
 });

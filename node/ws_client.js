@@ -45,7 +45,7 @@ driver.main({
   libraries: { ws: requireDependency('ws/package.json').version },
   openConnection,
   settings: (args) => ({
-    per_message_deflate_offered: args.compression !== 'off',
+    compression_offered: args.compression !== 'off',
     per_message_deflate_threshold: 1024,
   }),
 });

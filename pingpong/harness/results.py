@@ -1,0 +1,136 @@
+"""The result record of a run: typed in memory, versioned JSON on disk, raw figures of every attempt kept."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from pingpong.contract import FORMER_SETTING_NAMES
+
+FORMAT_VERSION = 1
+SUITE = "websocket-pingpong-bench"
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One repeat of one cell: a fresh server process and one client run against it."""
+
+    repeat: int  # 1-based
+    status: str  # ok, or why not: not-ready, verification-failed, client-failed, timeout, server-crashed, error
+    reason: str | None  # one line, for any status but ok
+    started_at: str  # UTC, ISO 8601
+    port: int | None = None
+    server_cpus: list[int] | None = None  # CPUs the server was pinned to; None when not pinned
+    client_cpus: list[int] | None = None
+    server_pid: int | None = None  # leader of the server's process group (checked to be gone after the attempt)
+    client_pid: int | None = None
+    ready_after_s: float | None = None  # from server start to its first completed WebSocket handshake
+    roundtrips: int | None = None  # completed in the measured window (after warmup), counted by the driver
+    elapsed_s: float | None = None  # length of the measured window, timed by the driver's monotonic clock
+    roundtrips_per_s: float | None = None
+    latency_histogram: str | None = None  # HdrHistogram of roundtrip durations (ns), compressed base64
+    server_cpu_s: float | None = None  # user+system CPU of the server's process tree over the window
+    client_cpu_s: float | None = None  # the same for the client's process tree
+    window_wall_s: float | None = None  # wall time between the orchestrator's two CPU samples
+    server_peak_rss_bytes: int | None = None  # sum of VmHWM over the server's process tree
+    tcp_counters: dict[str, int] | None = None  # deltas of /proc/net/snmp and /proc/net/netstat over the window
+    sockets: dict[str, Any] | None = None  # per side: TCP_NODELAY of each connection as the kernel has it
+    syscalls: dict[str, Any] | None = None  # per side: strace -c counts over the window (diagnose only)
+    signal_sampling_s: float | None = None  # orchestrator CPU time spent sampling inside the window (at its start)
+    server_exit_code: int | None = None
+    client_exit_code: int | None = None
+    server_stderr_tail: str | None = None  # kept when the attempt failed
+    client_stderr_tail: str | None = None
+    client_report: dict[str, Any] | None = None  # the driver's JSON (its histogram moved to latency_histogram)
+    server_info: dict[str, Any] | None = None  # what the server reported about itself from its running loop
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+
+@dataclass
+class Cell:
+    """One server x client pair: its attempts, or why it is not measured."""
+
+    server: str
+    client: str
+    skipped: str | None = None  # reason the pair is not measured (unavailable, incompatible, unsupported setting)
+    attempts: list[Attempt] = field(default_factory=list)
+
+    @property
+    def status(self) -> str:
+        if self.skipped:
+            return "skipped"
+        if not self.attempts:
+            return "pending"
+        good = sum(attempt.ok for attempt in self.attempts)
+        return "ok" if good == len(self.attempts) else "failed" if good == 0 else "partial"
+
+    def rates(self) -> list[float]:
+        return [attempt.roundtrips_per_s for attempt in self.attempts if attempt.ok]
+
+
+@dataclass
+class RunResult:
+    """Everything a run measured and how: the file format of results/*.json."""
+
+    started_at: str
+    command_line: list[str]
+    configuration: dict[str, Any]  # every setting that shapes the figures
+    environment: dict[str, Any]  # machine, kernel, runtimes, suite commit
+    implementations: dict[str, dict[str, Any]]  # role -> name -> manifest entry and availability
+    cells: list[Cell]
+    finished_at: str | None = None
+    interrupted: bool = False
+    format_version: int = FORMAT_VERSION
+    suite: str = SUITE
+
+    def cell(self, server: str, client: str) -> Cell:
+        for cell in self.cells:
+            if cell.server == server and cell.client == client:
+                return cell
+        raise KeyError(f"no cell {server} x {client}")
+
+    def to_dict(self, summaries: dict[tuple[str, str], dict[str, Any]] | None = None) -> dict[str, Any]:
+        data = asdict(self)
+        for cell_data, cell in zip(data["cells"], self.cells):
+            cell_data["status"] = cell.status
+            if summaries and (cell.server, cell.client) in summaries:
+                cell_data["summary"] = summaries[(cell.server, cell.client)]
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "RunResult":
+        if data.get("format_version") != FORMAT_VERSION:
+            raise ValueError(f"results format version {data.get('format_version')!r} is not supported "
+                             f"(this suite reads version {FORMAT_VERSION})")
+        attempt_fields = {f.name for f in fields(Attempt)}
+        cells = [Cell(server=c["server"], client=c["client"], skipped=c.get("skipped"),
+                      attempts=[Attempt(**{k: _current_names(k, v) for k, v in a.items() if k in attempt_fields})
+                                for a in c.get("attempts", [])])
+                 for c in data["cells"]]
+        run_fields = {f.name for f in fields(cls)} - {"cells"}
+        return cls(cells=cells, **{k: v for k, v in data.items() if k in run_fields})
+
+
+def _current_names(field_name: str, value: Any) -> Any:
+    """A saved attempt field with the reported settings under the contract's names (older files used others)."""
+    if field_name != "client_report" or not isinstance(value, dict) or not isinstance(value.get("settings"), dict):
+        return value
+    settings = {FORMER_SETTING_NAMES.get(name, name): setting for name, setting in value["settings"].items()}
+    return {**value, "settings": settings}
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """Write via a temporary file and rename, so a reader (or a crash) never sees half a file."""
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    temporary.write_text(text)
+    os.replace(temporary, path)
+
+
+def load(path: Path) -> RunResult:
+    return RunResult.from_dict(json.loads(path.read_text()))
