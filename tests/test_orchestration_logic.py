@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from pingpong.harness import cli
+from pingpong.harness import catalog, matrix, results_files
 from pingpong.harness.manifest import Implementation
 from pingpong.harness.results import Attempt, Cell, RunResult
 from pingpong.harness.runner import CellSettings
@@ -25,15 +25,15 @@ def test_repeats_are_interleaved_round_robin(tmp_path, monkeypatch):
         return Attempt(repeat=repeat, status="ok", reason=None, started_at="t", roundtrips=10, elapsed_s=1.0,
                        roundtrips_per_s=10.0)
 
-    monkeypatch.setattr(cli, "run_attempt", fake_attempt)
+    monkeypatch.setattr(matrix, "run_attempt", fake_attempt)
     servers = [implementation("server", "s1"), implementation("server", "s2")]
     clients = [implementation("client", "c1")]
     run = RunResult(started_at="2026-01-01T00:00:00+00:00", command_line=[], environment={},
                     configuration={"repeat": 3, "duration_s": 1, "warmup_s": 0, "loop": "auto",
                                    "compression": "default", "payload_size": 4, "payload_kind": "text-ascii"},
                     implementations={}, cells=[Cell("s1", "c1"), Cell("s2", "c1")])
-    paths = cli.ResultPaths.for_run(tmp_path, run.started_at)
-    cli.measure_matrix(run, SETTINGS, servers, clients, 3, paths)
+    paths = results_files.ResultPaths.for_run(tmp_path, run.started_at)
+    matrix.measure_matrix(run, SETTINGS, servers, clients, 3, paths)
     assert order == [(r, s, "c1") for r in (1, 2, 3) for s in ("s1", "s2")]
     assert paths.json.exists() and paths.latest_markdown.exists()
 
@@ -41,10 +41,10 @@ def test_repeats_are_interleaved_round_robin(tmp_path, monkeypatch):
 def test_incompatible_pairs_are_skipped_with_a_reason():
     server = implementation("server", "s", compression=("default", "off"))
     on = CellSettings(**{**SETTINGS.__dict__, "compression": "on"})
-    assert "does not support --compression on" in cli.skip_reason(server, implementation("client", "c"), on)
+    assert "does not support --compression on" in catalog.skip_reason(server, implementation("client", "c"), on)
     raw = implementation("client", "raw", protocol="raw-tcp")
-    assert cli.skip_reason(server, raw, SETTINGS) == "server speaks websocket, client speaks raw-tcp"
-    assert cli.skip_reason(server, implementation("client", "c"), SETTINGS) is None
+    assert catalog.skip_reason(server, raw, SETTINGS) == "server speaks websocket, client speaks raw-tcp"
+    assert catalog.skip_reason(server, implementation("client", "c"), SETTINGS) is None
 
 
 def test_leak_check_sees_only_processes_the_test_started():

@@ -1,7 +1,7 @@
 """Servers under abuse: does a well-behaved pair keep its ping-pong going while a rogue client misbehaves?
 
-`python -m pingpong.harness.abuse [--servers a,b]` starts each server, runs every abuse against it in turn while a pair in
-another room plays ping-pong, and prints a Markdown table (JSON with --json). Each abuse is bounded in time and
+`python run_bench.py abuse [--servers a,b]` starts each server, runs every abuse against it in turn while a pair
+in another room plays ping-pong, and prints a Markdown table (JSON with --json). Each abuse is bounded in time and
 bytes, and only ever talks to 127.0.0.1.
 """
 
@@ -278,16 +278,29 @@ def render_table(outcomes: list[AbuseOutcome]) -> str:
     return "\n".join(lines)
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+DESCRIPTION = __doc__.splitlines()[0]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--servers", help="comma-separated server names (default: every server)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a Markdown table")
+
+
+def main() -> int:
+    """A rogue's own process (python -m pingpong.harness.abuse --rogue ABUSE --port P), or the abuse run itself."""
+    parser = argparse.ArgumentParser(description=DESCRIPTION)
+    add_arguments(parser)
     parser.add_argument("--rogue", choices=list(ABUSES), help=argparse.SUPPRESS)  # the rogue's own process
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.rogue:
         ABUSES[args.rogue](args.port)
         return 0
+    return run(args)
+
+
+def run(args: argparse.Namespace) -> int:
+    """`run_bench.py abuse`: every abuse against every chosen server, then the table (or JSON)."""
     servers = [i for i in load_manifest(ROOT / "manifest.toml") if i.role == "server"]
     if args.servers:
         wanted = args.servers.split(",")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -10,7 +11,7 @@ from typing import Any
 from pingpong.harness.render import axes, format_rate, format_ratio
 from pingpong.harness.results import RunResult, load
 from pingpong.harness.stats import Ratio, ratio_of_medians
-from pingpong.harness.usage import OneLineArgumentParser, UsageError
+from pingpong.harness.usage import UsageError
 
 # Settings compared between the two runs: a difference is shown, since it may explain the ratios.
 SETTING_KEYS = ("workload", "duration_s", "warmup_s", "repeat", "loop", "compression", "payload_size",
@@ -116,13 +117,16 @@ def to_json(comparison: Comparison) -> str:
     return json.dumps(asdict(comparison), indent=1)
 
 
-def run(argv: list[str]) -> int:
-    parser = OneLineArgumentParser(prog="run_bench.py compare",
-                                   description="Per-cell ratio of run B over run A, with its uncertainty.")
+DESCRIPTION = "Per-cell ratio of run B over run A, with its uncertainty."
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("a", type=Path, metavar="A.json")
     parser.add_argument("b", type=Path, metavar="B.json")
     parser.add_argument("--format", choices=("md", "json"), default="md")
-    options = parser.parse_args(argv)
+
+
+def run(options: argparse.Namespace) -> int:
     runs = []
     for path in (options.a, options.b):
         try:

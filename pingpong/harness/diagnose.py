@@ -9,27 +9,30 @@ syscalls per roundtrip, each switch's rate ratio with its bootstrap interval, an
 
 from __future__ import annotations
 
+import argparse
 import json
 import statistics
 import sys
+import tempfile
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from pingpong.harness import anomalies, histograms, render
-from pingpong.harness.cli import DEFAULT_MANIFEST, DEFAULT_RESULTS_DIR, PROJECT_ROOT, add_package_options, load_manifests, \
-    package_environments, prepare_results_dir, skip_reason
+from pingpong.harness.catalog import DEFAULT_MANIFEST, PROJECT_ROOT, find, load_manifests, skip_reason
+from pingpong.harness.configuration import (RunConfiguration, add_measuring_options, add_package_options,
+                                            build_configuration, check_options, with_package_environments,
+                                            with_tls_files)
 from pingpong.harness.environment import describe_environment
-from pingpong.contract import COMPRESSION_MODES, LOOPS
 from pingpong.harness.manifest import Implementation
-from pingpong.contract import DEFAULT_PAYLOAD_KIND, DEFAULT_PAYLOAD_SIZE, PAYLOAD_KINDS
 from pingpong.harness.results import Cell, load, write_atomically
+from pingpong.harness.results_files import DEFAULT_RESULTS_DIR, prepare_results_dir
 from pingpong.harness.runner import CellSettings, run_attempt
 from pingpong.harness.stats import Ratio, ratio_of_medians
 from pingpong.harness.summary import summarize_cell, summarize_run
 from pingpong.harness.syscall_trace import STRACE_MISSING, strace_path
-from pingpong.harness.usage import OneLineArgumentParser, UsageError
+from pingpong.harness.usage import UsageError
 
 EXIT_OK, EXIT_BASELINE_FAILED, EXIT_USAGE = 0, 1, 2
 MOVES = 1.5  # a switch "moves" the rate when the ratio is at least this far from 1 and its interval excludes 1
@@ -47,42 +50,46 @@ class Switch:
     mechanism: bool  # True: a big effect names the anomaly's mechanism; False: a legitimate tuning difference
 
 
-def build_parser() -> OneLineArgumentParser:
-    parser = OneLineArgumentParser(prog="run_bench.py diagnose",
-                                   description="Measure one server x client cell in depth and explain its rate.")
+DEFAULT_DURATION_S = 3.0  # shorter than the matrix's: diagnose measures the cell several times over
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """`run_bench.py diagnose`'s options: the matrix's measuring options, then what picks the switches and the context."""
     parser.add_argument("server")
     parser.add_argument("client")
-    parser.add_argument("--duration", type=float, default=3.0, help="measured seconds per attempt (default 3)")
-    parser.add_argument("--warmup", type=float, default=1.0)
-    parser.add_argument("--repeat", type=int, default=3, help="repeats of the baseline and of each switch")
-    parser.add_argument("--loop", choices=LOOPS, default="auto")
-    parser.add_argument("--compression", choices=COMPRESSION_MODES, default="default")
-    parser.add_argument("--payload-size", type=int, default=DEFAULT_PAYLOAD_SIZE)
-    parser.add_argument("--payload-kind", choices=PAYLOAD_KINDS, default=DEFAULT_PAYLOAD_KIND)
-    parser.add_argument("--no-pin", action="store_true", help="baseline not pinned (the switch then pins)")
-    parser.add_argument("--no-strace", action="store_true", help="skip the syscall-counting attempt")
-    parser.add_argument("--switches", help="comma-separated subset of switches to run (default: all that apply)")
-    parser.add_argument("--reference", type=Path,
-                        help="a matrix results file for row/column context (default: results/latest.json if it "
-                             "has this cell's row or column)")
-    parser.add_argument("--manifest", type=Path, action="append")
+    add_measuring_options(parser)
+    parser.set_defaults(duration=DEFAULT_DURATION_S)
+    choosing = parser.add_argument_group("what to diagnose")
+    choosing.add_argument("--no-strace", action="store_true", help="skip the syscall-counting attempt")
+    choosing.add_argument("--switches", help="comma-separated subset of switches to run (default: all that apply)")
+    choosing.add_argument("--reference", type=Path,
+                         help="a matrix results file for row/column context (default: results/latest.json if it "
+                              "has this cell's row or column)")
+    choosing.add_argument("--manifest", type=Path, action="append")
     add_package_options(parser)
     parser.add_argument("--format", choices=("md", "json"), default="md")
     parser.add_argument("--results-dir", type=Path, default=DEFAULT_RESULTS_DIR)
-    return parser
 
 
-def run(argv: list[str]) -> int:
-    options = build_parser().parse_args(argv)
-    if options.repeat < 1 or not options.duration > 0 or options.warmup < 0 or options.payload_size < 1:
-        raise UsageError("--repeat must be >= 1, --duration > 0, --warmup >= 0 and --payload-size >= 1")
-    implementations = load_manifests(options.manifest or [DEFAULT_MANIFEST])
-    server = _find(implementations, "server", options.server)
-    client = _find(implementations, "client", options.client)
-    baseline = CellSettings(duration_s=options.duration, warmup_s=options.warmup, loop=options.loop,
-                            compression=options.compression, payload_size=options.payload_size,
-                            payload_kind=options.payload_kind, ready_timeout_s=15.0, stall_timeout_s=10.0,
-                            pin=not options.no_pin)
+def run(options: argparse.Namespace, command_line: list[str]) -> int:
+    check_options(options)
+    options.manifest = options.manifest or [DEFAULT_MANIFEST]
+    implementations = load_manifests(options.manifest)
+    server = find(implementations, "server", options.server)
+    client = find(implementations, "client", options.client)
+    configuration = build_configuration(options, command_line, implementations, [server], [client])
+    if len(configuration.points) != 1:
+        raise UsageError("diagnose measures one cell: give one --payload-size, one --payload-kind and one --pairs")
+    with tempfile.TemporaryDirectory(prefix="pingpong-tls-") as tls_folder:
+        if options.tls:
+            configuration = with_tls_files(configuration, Path(tls_folder))
+        return diagnose_cell(options, configuration, server, client)
+
+
+def diagnose_cell(options: argparse.Namespace, configuration: RunConfiguration, server: Implementation,
+                  client: Implementation) -> int:
+    """Measure the baseline and its switches, count syscalls, write and print the report."""
+    baseline = replace(configuration.settings, **configuration.points[0])
     why_not = skip_reason(server, client, baseline)
     if why_not:
         raise UsageError(f"cannot measure {server.name} × {client.name}: {why_not}")
@@ -95,11 +102,13 @@ def run(argv: list[str]) -> int:
                              f"{', '.join(s.name for s in switches)}")
         switches = [s for s in switches if s.name in wanted]
     prepare_results_dir(options.results_dir)
-    package_fields, package_record = package_environments(options)
+    configuration = with_package_environments(configuration)
+    package_fields = {"python_executable": configuration.settings.python_executable,
+                      "node_modules": configuration.settings.node_modules}
+    package_record = configuration.package_environments
     baseline = replace(baseline, **package_fields)
     switches = [replace(s, settings=replace(s.settings, **package_fields)) for s in switches]
     reference = load_reference(options.reference, options.results_dir, server.name, client.name)
-
     cells = measure_variants(server, client, baseline, switches, options.repeat)
     traces: dict[str, Any] = {}
     if not options.no_strace:
@@ -126,14 +135,6 @@ def run(argv: list[str]) -> int:
     print(json.dumps(report, indent=1) if options.format == "json" else markdown.rstrip("\n"))
     print(f"diagnosis: {base}.json and {base}.md", file=sys.stderr)
     return EXIT_OK if report["baseline"].get("roundtrips_per_s") else EXIT_BASELINE_FAILED
-
-
-def _find(implementations: list[Implementation], role: str, name: str) -> Implementation:
-    for implementation in implementations:
-        if implementation.role == role and implementation.name == name:
-            return implementation
-    valid = ", ".join(i.name for i in implementations if i.role == role)
-    raise UsageError(f"unknown {role} {name!r}; valid {role}s: {valid}")
 
 
 def plan_switches(server: Implementation, client: Implementation, baseline: CellSettings) -> list[Switch]:

@@ -50,6 +50,9 @@ class CellSettings:
     # Old releases on demand (--python-packages, --node-packages): where the other versions are installed.
     python_executable: str | None = None  # replaces "{python}" in every command
     node_modules: str | None = None  # JavaScript implementations load their packages from here
+    # The CPUs planned once for the run (pin on and two CPUs ours); None: plan them per attempt, or not pinned.
+    server_cpus: tuple[int, ...] | None = None
+    client_cpus: tuple[int, ...] | None = None
 
 
 def process_environment(settings: CellSettings, **extra: str) -> dict[str, str]:
@@ -72,6 +75,13 @@ def plan_cpus(pin: bool) -> tuple[set[int] | None, set[int] | None]:
     return {available[0]}, {available[1]}
 
 
+def cpus_for(settings: CellSettings) -> tuple[set[int] | None, set[int] | None]:
+    """The run's planned CPUs when it has them, else a plan for these settings (diagnose's pinning switches)."""
+    if settings.pin and settings.server_cpus is not None and settings.client_cpus is not None:
+        return set(settings.server_cpus), set(settings.client_cpus)
+    return plan_cpus(settings.pin)
+
+
 def loop_for(implementation: Implementation, requested: str) -> str:
     """The --loop an implementation gets: the requested one, or 'auto' in single-loop runtimes."""
     return requested if requested in implementation.loops else "auto"
@@ -81,7 +91,7 @@ def run_attempt(server: Implementation, client: Implementation, settings: CellSe
                 project_root: Path) -> Attempt:
     """Measure one repeat of a cell; every failure becomes an Attempt with a status and a one-line reason."""
     port = free_port_checked()
-    server_cpus, client_cpus = plan_cpus(settings.pin)
+    server_cpus, client_cpus = cpus_for(settings)
     base = dict(repeat=repeat, started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"), port=port,
                 server_cpus=sorted(server_cpus) if server_cpus else None,
                 client_cpus=sorted(client_cpus) if client_cpus else None)

@@ -1,5 +1,5 @@
 """Sweeps (lists in --payload-size, --payload-kind, --pairs): one matrix per point, then an index and a table
-of every cell across the points. Pure functions; cli.py measures and writes."""
+of every cell across the points. Pure functions; matrix.py measures and writes."""
 
 from __future__ import annotations
 

@@ -1,0 +1,93 @@
+"""A run's files: where they go, rewritten atomically after every attempt, resumed after an interruption."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from pingpong.harness import render
+from pingpong.harness.catalog import PROJECT_ROOT
+from pingpong.harness.results import RunResult, load, write_atomically
+from pingpong.harness.summary import summarize_run
+from pingpong.harness.usage import UsageError
+
+DEFAULT_RESULTS_DIR = PROJECT_ROOT / "results"
+# The configuration keys that shape the figures: a resumed run must not change any of them.
+RESUME_KEYS = ("duration_s", "warmup_s", "repeat", "loop", "compression", "payload_size", "payload_kind", "pin",
+               "servers", "clients", "python_packages", "node_packages", "pairs", "workload", "tls",
+               "client_processes")
+
+
+def prepare_results_dir(results_dir: Path) -> None:
+    try:
+        results_dir.mkdir(parents=True, exist_ok=True)
+        probe = results_dir / f".write-test-{os.getpid()}"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as exc:
+        raise UsageError(f"results folder {results_dir} is not writable: {exc.strerror}") from None
+
+
+@dataclass(frozen=True)
+class ResultPaths:
+    json: Path
+    markdown: Path
+    latest_markdown: Path
+    latest_json: Path
+
+    @classmethod
+    def for_run(cls, results_dir: Path, started_at: str, suffix: str = "") -> "ResultPaths":
+        stamp = started_at.replace(":", "-").replace("+00-00", "Z") + suffix
+        return cls(results_dir / f"{stamp}.json", results_dir / f"{stamp}.md", results_dir / "latest.md",
+                   results_dir / "latest.json")
+
+
+def save(result: RunResult, paths: ResultPaths) -> None:
+    """Rewrite every results file; called after each attempt so that an interruption loses nothing."""
+    summaries = summarize_run(result)
+    data = json.dumps(result.to_dict(summaries), indent=1)
+    markdown = render.render_markdown(result, summaries)
+    write_atomically(paths.json, data)
+    write_atomically(paths.markdown, markdown)
+    write_atomically(paths.latest_json, data)
+    write_atomically(paths.latest_markdown, markdown)
+
+
+def resume(path: Path, fresh: RunResult, results_dir: Path) -> tuple[RunResult, ResultPaths]:
+    """The saved run to continue, after checking this command asks for the same configuration."""
+    try:
+        saved = load(path)
+    except FileNotFoundError:
+        raise UsageError(f"--resume: {path} does not exist") from None
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise UsageError(f"--resume: {path} is not a results file of this suite ({exc})") from None
+    differences = [f"{key} {saved.configuration.get(key)!r} (this command: {fresh.configuration.get(key)!r})"
+                   for key in RESUME_KEYS if saved.configuration.get(key) != fresh.configuration.get(key)]
+    if differences:
+        raise UsageError(f"--resume: {path.name} was measured with other settings: {'; '.join(differences)}; "
+                         f"repeat its original options")
+    saved.interrupted = False
+    saved.finished_at = None
+    saved.command_line = saved.command_line + ["# resumed:"] + fresh.command_line[1:]
+    return saved, ResultPaths(path, path.with_suffix(".md"), results_dir / "latest.md", results_dir / "latest.json")
+
+
+def draw_figures(result: RunResult, summaries, paths: ResultPaths) -> list[Path]:
+    """PNG figures next to the results; a plotting failure is reported, never fatal (the results are saved)."""
+    try:
+        from pingpong.harness import plots
+        return plots.write_figures(result, summaries, paths.json.with_suffix(""))
+    except Exception as exc:  # matplotlib missing or failing must not cost the run its exit code
+        print(f"figures not drawn: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return []
+
+
+def render_stdout(result: RunResult, summaries, output_format: str) -> str:
+    if output_format == "json":
+        return json.dumps(result.to_dict(summaries), indent=1)
+    if output_format == "csv":
+        return render.render_csv(result, summaries).rstrip("\n")
+    return render.render_markdown(result, summaries).rstrip("\n")
