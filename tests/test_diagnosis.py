@@ -53,6 +53,7 @@ def diagnose(*args, timeout=600):
     return run_bench("diagnose", *args, timeout=timeout)
 
 
+@pytest.mark.timeout(660)  # diagnose() allows its run_bench 600 s
 def test_diagnose_names_nagle_for_the_split_write_server(tmp_path):
     """Forcing TCP_NODELAY from outside lifts the split-write server by orders of magnitude; the verdict says so."""
     completed = diagnose("pathological-split-writes", "websockets", *TEST_MANIFESTS, *FAST, "--repeat", "2",
@@ -67,6 +68,7 @@ def test_diagnose_names_nagle_for_the_split_write_server(tmp_path):
     assert report["baseline"]["server_tcp_nodelay"] is False
 
 
+@pytest.mark.timeout(660)  # diagnose() allows its run_bench 600 s
 def test_diagnose_on_a_healthy_pair_finds_no_anomaly_and_counts_syscalls(tmp_path):
     """node-ws × node-ws: no flag, no mechanism switch moves the rate; strace counts syscalls per roundtrip."""
     completed = diagnose("node-ws", "node-ws", *FAST, "--repeat", "2", "--switches", "nodelay-forced,localhost",

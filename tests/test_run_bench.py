@@ -1,12 +1,14 @@
 """run_bench.py end to end: real processes, the files it writes, its exit codes, and what it leaves behind."""
 
 import json
+import os
 import signal
 import subprocess
 import sys
 import time
 
 import psutil
+import pytest
 
 from pingpong.harness.histograms import latency_summary, merge
 from tests.conftest import ROOT
@@ -25,6 +27,8 @@ def assert_gone(pids):
     assert not alive, f"processes still running: {alive}"
 
 
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs: it checks that server and "
+                    "client are pinned to different ones")
 def test_sub_matrix_writes_json_and_markdown(tmp_path):
     """A 2 x 2 run exits 0, prints its JSON, and writes <stamp>.json/.md and latest.md with all four cells."""
     completed = run_bench("--servers", "aiohttp,node-ws", "--clients", "websockets,node-ws", "--repeat", "2",

@@ -3,11 +3,14 @@
 import json
 import os
 
+import pytest
+
 from tests.test_run_bench import run_bench
 
 FAST = ["--duration", "0.5", "--warmup", "0.2", "--repeat", "1"]
 
 
+@pytest.mark.timeout(660)  # its run_bench is allowed 600 s
 def test_tls_cells_run_end_to_end_with_a_throwaway_certificate(tmp_path):
     """Python, Node.js and Bun servers and clients speak wss:// trusting only the run's CA; raw TCP is skipped."""
     completed = run_bench("--tls", "--servers", "aiohttp,node-ws,bun,raw-tcp-c", "--clients",

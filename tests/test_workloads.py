@@ -16,6 +16,7 @@ def sweep_files(folder):
     return json.loads(indexes[0].read_text()), indexes[0]
 
 
+@pytest.mark.timeout(660)  # its run_bench is allowed 600 s
 def test_payload_sweep_carries_exact_sizes_and_kinds_through_python_and_node_clients(tmp_path):
     """Every size and kind arrives verified (the drivers compare every byte); one matrix and file per point."""
     completed = run_bench("--servers", "node-ws", "--clients", "websockets,node-ws", *FAST,
