@@ -105,22 +105,61 @@ def test_echoing_server_fails_verification_and_is_not_measured(tmp_path):
     assert cells["websockets"]["status"] == "ok"
 
 
-def test_interrupt_saves_partial_results_and_leaves_nothing(tmp_path):
-    """SIGINT mid-run: exit 130, the finished cell is in the results marked interrupted, no process survives."""
-    process = subprocess.Popen([sys.executable, "run_bench.py", "--servers", "websockets", "--clients",
-                                "websockets", "--repeat", "5", "--duration", "1", "--warmup", "0.2",
-                                "--results-dir", str(tmp_path)], cwd=ROOT, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.PIPE, text=True)
-    latest = tmp_path / "latest.json"
+def start_in_background(tmp_path, sigint_disposition, *args) -> subprocess.Popen:
+    """run_bench.py started with SIGINT's disposition set for it, whatever this test process inherited.
+
+    signal.SIG_DFL is an interactive start; signal.SIG_IGN is what a background job of a non-interactive shell
+    (a script's `command &`, nohup, a CI runner) gets.
+    """
+    def set_sigint() -> None:
+        signal.signal(signal.SIGINT, sigint_disposition)
+
+    with open(tmp_path / "run_bench.stderr", "w") as stderr:
+        return subprocess.Popen([sys.executable, "run_bench.py", "--servers", "websockets", "--clients", "websockets",
+                                 "--repeat", "6", "--duration", "1", "--warmup", "0.2",
+                                 "--results-dir", str(tmp_path / "results"), *args], cwd=ROOT,
+                                stdout=subprocess.DEVNULL, stderr=stderr, preexec_fn=set_sigint)
+
+
+def wait_for_attempts(process: subprocess.Popen, latest, count: int) -> dict:
+    """The saved results once they hold at least count attempts (the run still going)."""
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
-        if latest.exists() and json.loads(latest.read_text())["cells"][0]["attempts"]:
-            break
-        time.sleep(0.1)
+        assert process.poll() is None, f"run_bench.py ended early with {process.returncode}"
+        if latest.exists():
+            saved = json.loads(latest.read_text())
+            if len(saved["cells"][0]["attempts"]) >= count:
+                return saved
+        time.sleep(0.05)
+    raise AssertionError(f"fewer than {count} attempts saved within 120 s")
+
+
+def test_interrupt_saves_partial_results_and_leaves_nothing(tmp_path):
+    """SIGINT mid-run: exit 130, the finished cell is in the results marked interrupted, no process survives."""
+    process = start_in_background(tmp_path, signal.SIG_DFL)
+    latest = tmp_path / "results" / "latest.json"
+    wait_for_attempts(process, latest, 1)
     children = [p.pid for p in psutil.Process(process.pid).children(recursive=True)]
     process.send_signal(signal.SIGINT)
-    assert process.wait(60) == 130
+    assert process.wait(60) == 130, (tmp_path / "run_bench.stderr").read_text()
     saved = json.loads(latest.read_text())
     assert saved["interrupted"] is True and saved["finished_at"]
-    assert len(saved["cells"][0]["attempts"]) >= 1
+    assert 1 <= len(saved["cells"][0]["attempts"]) < 6
+    assert_gone(children + [a["server_pid"] for a in saved["cells"][0]["attempts"]])
+
+
+def test_started_with_sigint_ignored_it_keeps_ignoring_it_and_sigterm_stops_it(tmp_path):
+    """A background job's ignored SIGINT stays ignored (the run goes on); SIGTERM still stops it cleanly."""
+    process = start_in_background(tmp_path, signal.SIG_IGN)
+    latest = tmp_path / "results" / "latest.json"
+    wait_for_attempts(process, latest, 1)
+    process.send_signal(signal.SIGINT)
+    saved = wait_for_attempts(process, latest, 2)  # measuring went on after the SIGINT
+    assert saved["interrupted"] is False
+    children = [p.pid for p in psutil.Process(process.pid).children(recursive=True)]
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(60) == 130, (tmp_path / "run_bench.stderr").read_text()
+    saved = json.loads(latest.read_text())
+    assert saved["interrupted"] is True and saved["finished_at"]
+    assert 2 <= len(saved["cells"][0]["attempts"]) < 6
     assert_gone(children + [a["server_pid"] for a in saved["cells"][0]["attempts"]])

@@ -12,6 +12,7 @@ from pingpong.harness.catalog import DEFAULT_MANIFEST, load_manifests, render_li
 from pingpong.harness.configuration import (add_measuring_options, add_package_options, build_configuration,
                                             check_options, with_package_environments, with_tls_files)
 from pingpong.harness.manifest import ManifestError
+from pingpong.harness.stop_signals import sigterm_raises_interrupt
 from pingpong.harness.results_files import DEFAULT_RESULTS_DIR, prepare_results_dir
 from pingpong.harness.usage import OneLineArgumentParser, UsageError
 
@@ -20,12 +21,19 @@ COMMANDS = ("run", "list", "diagnose", "compare", "abuse")
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Map every outcome to an exit code: 0 all cells measured, 1 a cell failed, 2 bad input, 130 interrupted."""
+    """Map every outcome to an exit code: 0 all cells measured, 1 a cell failed, 2 bad input, 130 interrupted.
+
+    SIGTERM interrupts like Ctrl-C; a SIGINT ignored at start stays ignored (see stop_signals).
+    """
     try:
-        return run(argv)
+        with sigterm_raises_interrupt():
+            return run(argv)
     except (UsageError, ManifestError) as exc:
         print(f"run_bench.py: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except KeyboardInterrupt:  # outside a matrix's own handling (which saves what was measured)
+        print("\nrun_bench.py: interrupted", file=sys.stderr)
+        return matrix.EXIT_INTERRUPTED
 
 
 def run(argv: list[str] | None) -> int:

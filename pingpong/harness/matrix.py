@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import signal
 import sys
 import time
 from dataclasses import replace
@@ -121,7 +120,6 @@ def measure_matrix(result: RunResult, settings: CellSettings, servers: list[Impl
     progress = Progress(len(plan), settings)
     not_ready_streak: dict[str, int] = {}
     given_up: dict[str, str] = {}
-    previous_handler = signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
         for repeat, cell in plan:
             if cell.server in given_up:
@@ -144,14 +142,9 @@ def measure_matrix(result: RunResult, settings: CellSettings, servers: list[Impl
         result.interrupted = True
         print("\ninterrupted: saving what was measured", file=sys.stderr)
     finally:
-        signal.signal(signal.SIGTERM, previous_handler)
         progress.finish()
         result.finished_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
         save(result, paths)
-
-
-def _raise_interrupt(signal_number, frame):
-    raise KeyboardInterrupt
 
 
 class Progress:

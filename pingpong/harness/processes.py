@@ -12,6 +12,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from pingpong.harness.stop_signals import stopping_signals
+
 STOP_GRACE_S = 5.0
 CLEAN_EXIT_CODES = (0, -signal.SIGTERM, -signal.SIGINT)  # uvicorn re-raises the signal after a graceful stop
 
@@ -83,16 +85,18 @@ def stop(process: ManagedProcess, grace_s: float = STOP_GRACE_S) -> int | None:
 
 @contextmanager
 def interrupts_deferred():
-    """Hold SIGINT/SIGTERM while children are being stopped; raise KeyboardInterrupt afterwards if one came.
+    """Hold the signals that stop a run while children are being stopped; raise KeyboardInterrupt afterwards if one
+    came.
 
-    A second Ctrl-C during cleanup would otherwise abandon the processes still being stopped.
+    A second Ctrl-C during cleanup would otherwise abandon the processes still being stopped. A SIGINT that this
+    process ignores (started as a background job) stays ignored here too.
     """
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     received: list[int] = []
     previous = {number: signal.signal(number, lambda signum, frame: received.append(signum))
-                for number in (signal.SIGINT, signal.SIGTERM)}
+                for number in stopping_signals()}
     try:
         yield
     finally:
