@@ -1,12 +1,20 @@
-"""Readiness probing and relay verification of a server, with real WebSocket connections."""
+"""Readiness probing and relay verification of a server, with real WebSocket connections.
+
+The WebSocket connections are websockets' asyncio client, each driven on a private event loop by one blocking
+call at a time: one thread reads and writes the TLS state. The websockets sync client reads in a background thread
+while the caller writes; over TLS that put two threads in one OpenSSL connection at once, and a read that woke for a
+TLS 1.3 session ticket then blocked in the kernel: handshakes timed out, and closing waited forever on the reader
+(benchmarks/tls_stress.py measures it).
+"""
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from contextlib import ExitStack
 
-from websockets.sync.client import connect
+from websockets.asyncio.client import connect
 
 from pingpong.harness.processes import ManagedProcess
 from pingpong.kit.raw_tcp import BlockingConnection
@@ -31,11 +39,48 @@ def open_connection(base_url: str, path: str, timeout_s: float, tls_ca: str | No
         host, port = base_url[len("tcp://"):].rsplit(":", 1)
         return BlockingRawConnection(host, int(port), path, timeout_s)
     context = client_context(tls_ca) if base_url.startswith("wss://") and tls_ca else None
-    return connect(f"{base_url}{path}", open_timeout=timeout_s, compression=None, ping_interval=None, ssl=context)
+    return BlockingWebSocket(f"{base_url}{path}", timeout_s, context)
+
+
+class BlockingWebSocket:
+    """A WebSocket connection with blocking send/recv(timeout), on an event loop of its own, in the caller's thread.
+
+    The loop runs only inside a call, so nothing else ever touches the socket or its TLS state.
+    """
+
+    def __init__(self, url: str, timeout_s: float, ssl_context=None) -> None:
+        self._loop = asyncio.new_event_loop()
+        self._timeout_s = timeout_s
+        try:
+            self._connection = self._loop.run_until_complete(
+                connect(url, open_timeout=timeout_s, close_timeout=timeout_s, compression=None, ping_interval=None,
+                        ssl=ssl_context))
+        except BaseException:
+            self._loop.close()
+            raise
+
+    def send(self, message) -> None:
+        self._loop.run_until_complete(asyncio.wait_for(self._connection.send(message), self._timeout_s))
+
+    def recv(self, timeout: float | None = None):
+        """The next message; TimeoutError when none comes within timeout seconds (cancelling recv is safe)."""
+        return self._loop.run_until_complete(asyncio.wait_for(self._connection.recv(), timeout))
+
+    def close(self) -> None:
+        try:
+            self._loop.run_until_complete(self._connection.close())
+        finally:
+            self._loop.close()
+
+    def __enter__(self) -> "BlockingWebSocket":
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
 
 
 class BlockingRawConnection(BlockingConnection):
-    """The raw-TCP connection with the websockets sync client's send/recv(timeout) shape (bytes only)."""
+    """The raw-TCP connection with BlockingWebSocket's send/recv(timeout) shape (bytes only)."""
 
     def send(self, payload) -> None:
         super().send(payload.encode() if isinstance(payload, str) else payload)
