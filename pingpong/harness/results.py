@@ -42,7 +42,7 @@ class Attempt:
     signal_sampling_s: float | None = None  # orchestrator CPU time spent sampling inside the window (at its start)
     server_exit_code: int | None = None
     client_exit_code: int | None = None
-    server_stderr_tail: str | None = None  # kept when the attempt failed
+    server_stderr_tail: str | None = None  # kept when the attempt failed or the server did not stop cleanly
     client_stderr_tail: str | None = None
     client_report: dict[str, Any] | None = None  # the driver's JSON (its histogram moved to latency_histogram)
     server_info: dict[str, Any] | None = None  # what the server reported about itself from its running loop

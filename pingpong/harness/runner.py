@@ -89,67 +89,128 @@ def loop_for(implementation: Implementation, requested: str) -> str:
 
 def run_attempt(server: Implementation, client: Implementation, settings: CellSettings, repeat: int,
                 project_root: Path) -> Attempt:
-    """Measure one repeat of a cell; every failure becomes an Attempt with a status and a one-line reason."""
-    port = free_port_checked()
+    """Measure one repeat of a cell on a server started for it; every failure becomes an Attempt with a reason."""
     server_cpus, client_cpus = cpus_for(settings)
-    base = dict(repeat=repeat, started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"), port=port,
-                server_cpus=sorted(server_cpus) if server_cpus else None,
-                client_cpus=sorted(client_cpus) if client_cpus else None)
     with tempfile.TemporaryDirectory(prefix="pingpong-cell-") as work:
-        work_dir = Path(work)
-        info_path = work_dir / "server-info.json"
-        server_argv = resolve_command(server, project_root, settings.python_executable) + [
-            "--host", "127.0.0.1", "--port", str(port),
-            "--loop", loop_for(server, settings.loop), "--compression", settings.compression]
-        if settings.tls_cert:
-            server_argv += ["--tls-cert", settings.tls_cert, "--tls-key", settings.tls_key]
-        server_process = processes.start("server", server_argv, project_root, work_dir,
-                                         env=process_environment(settings, **{INFO_FILE_ENV: str(info_path)}),
-                                         cpus=server_cpus)
+        started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        server_under_test = start_server(server, settings, project_root, Path(work), server_cpus)
         running: list[processes.ManagedProcess] = []
-        base["server_pid"] = server_process.pid
         try:
-            scheme = "tcp" if server.protocol == "raw-tcp" else "wss" if settings.tls_ca else "ws"
-            outcome = _measure(server_process, f"{scheme}://127.0.0.1:{port}", client, settings, repeat, project_root,
-                               work_dir, info_path, client_cpus, running)
+            outcome = server_under_test.problem or _measure_client(server_under_test, client, settings, repeat,
+                                                                   project_root, client_cpus, running)
         except Exception as exc:  # a bug or an OS error in one cell must not end the run
             outcome = dict(status="error", reason=f"orchestrator: {type(exc).__name__}: {exc}")
         finally:
             with processes.interrupts_deferred():
                 for process in running:
                     processes.stop(process)
-                server_code = processes.stop(server_process)
-        if outcome["status"] != "ok" and "server_stderr_tail" not in outcome:
-            outcome["server_stderr_tail"] = server_process.stderr_tail(STDERR_TAIL_LINES)
-        return Attempt(**base, **outcome, server_exit_code=server_code)
+                server_code = processes.stop(server_under_test.process)
+        unclean_stop = server_code not in processes.CLEAN_EXIT_CODES  # kept: why it did not stop cleanly
+        if (outcome["status"] != "ok" or unclean_stop) and "server_stderr_tail" not in outcome:
+            outcome["server_stderr_tail"] = server_under_test.process.stderr_tail(STDERR_TAIL_LINES)
+        return Attempt(**server_under_test.attempt_fields(repeat, started_at, client_cpus), **outcome,
+                       server_exit_code=server_code)
 
 
-def _measure(server_process: processes.ManagedProcess, base_url: str, client: Implementation,
-             settings: CellSettings, repeat: int, project_root: Path, work_dir: Path, info_path: Path,
-             client_cpus: set[int] | None, running: list[processes.ManagedProcess]) -> dict[str, Any]:
-    port = int(base_url.rsplit(":", 1)[1])
+def run_attempt_on(server_under_test: "ServerUnderTest", client: Implementation, settings: CellSettings,
+                   repeat: int, project_root: Path) -> Attempt:
+    """Measure one repeat of a cell on a server that is already running (started and verified by start_server).
+
+    The client runs in a room of its own; the server is left running, so server_exit_code stays None (the caller
+    stops the server with processes.stop and has its exit code then).
+    """
+    _, client_cpus = cpus_for(settings)
+    started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    running: list[processes.ManagedProcess] = []
     try:
-        ready_after = probe.wait_until_ready(base_url, server_process, settings.ready_timeout_s, settings.tls_ca)
+        outcome = server_under_test.problem or _measure_client(server_under_test, client, settings, repeat,
+                                                               project_root, client_cpus, running)
+    except Exception as exc:
+        outcome = dict(status="error", reason=f"orchestrator: {type(exc).__name__}: {exc}")
+    finally:
+        with processes.interrupts_deferred():
+            for process in running:
+                processes.stop(process)
+    return Attempt(**server_under_test.attempt_fields(repeat, started_at, client_cpus), **outcome)
+
+
+@dataclass
+class ServerUnderTest:
+    """A server process started for measuring: where it listens, and whether it passed readiness and verification.
+
+    problem is None when it is ready and relays as the contract says; else the failed attempt's status and reason
+    (not-ready, port-conflict, verification-failed), which every attempt on it reports.
+    """
+
+    process: processes.ManagedProcess
+    base_url: str
+    port: int
+    info_path: Path
+    work_dir: Path
+    cpus: set[int] | None
+    ready_after_s: float | None = None
+    problem: dict[str, Any] | None = None
+    clients_started: int = 0  # client rooms are numbered per server, so a long-lived server never reuses one
+
+    def attempt_fields(self, repeat: int, started_at: str, client_cpus: set[int] | None) -> dict[str, Any]:
+        return dict(repeat=repeat, started_at=started_at, port=self.port, server_pid=self.process.pid,
+                    server_cpus=sorted(self.cpus) if self.cpus else None,
+                    client_cpus=sorted(client_cpus) if client_cpus else None)
+
+
+def start_server(server: Implementation, settings: CellSettings, project_root: Path, work_dir: Path,
+                 server_cpus: set[int] | None) -> ServerUnderTest:
+    """Start a server, wait for its first handshake, check who holds its port, and verify its relay.
+
+    The process is started whatever happens next: the caller stops it (processes.stop) in every case.
+    """
+    port = free_port_checked()
+    info_path = work_dir / "server-info.json"
+    server_argv = resolve_command(server, project_root, settings.python_executable) + [
+        "--host", "127.0.0.1", "--port", str(port),
+        "--loop", loop_for(server, settings.loop), "--compression", settings.compression]
+    if settings.tls_cert:
+        server_argv += ["--tls-cert", settings.tls_cert, "--tls-key", settings.tls_key]
+    process = processes.start("server", server_argv, project_root, work_dir,
+                              env=process_environment(settings, **{INFO_FILE_ENV: str(info_path)}), cpus=server_cpus)
+    scheme = "tcp" if server.protocol == "raw-tcp" else "wss" if settings.tls_ca else "ws"
+    started = ServerUnderTest(process, f"{scheme}://127.0.0.1:{port}", port, info_path, work_dir, server_cpus)
+    try:
+        started.ready_after_s = round(probe.wait_until_ready(started.base_url, process, settings.ready_timeout_s,
+                                                             settings.tls_ca), 4)
     except probe.NotReady as exc:
-        return dict(status="not-ready", reason=str(exc) + diagnose_port(port, server_process))
+        started.problem = dict(status="not-ready", reason=str(exc) + diagnose_port(port, process))
+        return started
     owner = listeners.port_owner(port)
-    if owner is not None and owner not in listeners.process_tree(server_process.pid):
-        return dict(status="port-conflict", reason=f"port {port} answered, but it is held by another process "
-                                                   f"(pid {owner}), not by the server")
-    problem = probe.verify_relay(base_url, settings.tls_ca)
+    if owner is not None and owner not in listeners.process_tree(process.pid):
+        started.problem = dict(status="port-conflict", reason=f"port {port} answered, but it is held by another "
+                                                              f"process (pid {owner}), not by the server")
+        return started
+    problem = probe.verify_relay(started.base_url, settings.tls_ca)
     if problem:
-        return dict(status="verification-failed", reason=problem, ready_after_s=round(ready_after, 4))
-    server_info = _read_json_file(info_path)
-    client_url = base_url.replace("127.0.0.1", settings.client_host, 1)
+        started.problem = dict(status="verification-failed", reason=problem, ready_after_s=started.ready_after_s)
+    return started
+
+
+def _measure_client(server_under_test: ServerUnderTest, client: Implementation, settings: CellSettings,
+                    repeat: int, project_root: Path, client_cpus: set[int] | None,
+                    running: list[processes.ManagedProcess]) -> dict[str, Any]:
+    server_process, work_dir = server_under_test.process, server_under_test.work_dir
+    server_info = _read_json_file(server_under_test.info_path)
+    client_url = server_under_test.base_url.replace("127.0.0.1", settings.client_host, 1)
+    server_under_test.clients_started += 1
+    number = server_under_test.clients_started
     shares = pairs_per_process(settings.pairs, settings.client_processes)
     read_fd, write_fd = os.pipe()  # every client process writes its window events here (short lines: atomic)
     clients: list[processes.ManagedProcess] = []
     try:
         for index, pairs in enumerate(shares):
-            room = f"/bench-r{repeat}" + (f"-c{index}" if len(shares) > 1 else "")
+            room = f"/bench-r{repeat}" + (f"-n{number}" if number > 1 else "") + (
+                f"-c{index}" if len(shares) > 1 else "")
             argv = client_command(client, settings, f"{client_url}{room}", pairs, project_root)
-            clients.append(processes.start(f"client{index}" if len(shares) > 1 else "client", argv, project_root,
-                                           work_dir, cpus=client_cpus, pass_fds=(write_fd,),
+            name = (f"client{index}" if len(shares) > 1 else "client") + (f"-n{number}" if number > 1 else "")
+            clients.append(processes.start(name, argv, project_root, work_dir, cpus=client_cpus,
+                                           pass_fds=(write_fd,),
                                            env=process_environment(settings, **{EVENTS_FD_ENV: str(write_fd)})))
             running.append(clients[-1])
     except BaseException:
@@ -157,8 +218,9 @@ def _measure(server_process: processes.ManagedProcess, base_url: str, client: Im
         raise
     finally:
         os.close(write_fd)
-    common = dict(client_pid=clients[0].pid, ready_after_s=round(ready_after, 4), server_info=server_info)
-    window = WindowWatcher(read_fd, server_process.pid, [c.pid for c in clients], port, settings, work_dir)
+    common = dict(client_pid=clients[0].pid, ready_after_s=server_under_test.ready_after_s, server_info=server_info)
+    window = WindowWatcher(read_fd, server_process.pid, [c.pid for c in clients], server_under_test.port, settings,
+                           work_dir)
     deadline = time.monotonic() + settings.warmup_s + settings.duration_s + settings.client_grace_s
     codes = []
     for index, client_process in enumerate(clients):
