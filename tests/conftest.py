@@ -1,4 +1,5 @@
-"""Shared fixtures: the manifest, servers started for a test, and a check that no process outlives its test."""
+"""Shared fixtures: the manifest, servers started for a test or shared by a module, and a check that no process
+outlives its test."""
 
 from __future__ import annotations
 
@@ -10,8 +11,10 @@ from pathlib import Path
 import psutil
 import pytest
 
-from pingpong.harness import probe, processes
-from pingpong.harness.manifest import load_manifest, resolve_command
+from pingpong.harness import processes
+from pingpong.harness.manifest import load_manifest
+from pingpong.harness import runner
+from pingpong.harness.runner import CellSettings, ServerUnderTest
 
 ROOT = Path(__file__).resolve().parent.parent
 IMPLEMENTATIONS = load_manifest(ROOT / "manifest.toml")
@@ -80,21 +83,69 @@ def no_process_left_behind(monkeypatch):
     assert not leftovers, f"processes left running: {described}"
 
 
-@pytest.fixture
-def start_server(tmp_path):
-    """Start a server implementation on a free port; yields a function returning its ws:// base URL."""
-    started: list[processes.ManagedProcess] = []
+# Sanic's own shutdown race (sanic 25.12): its SIGTERM handler stops the worker through the shared-state proxy while
+# the monitor loop it interrupted is inside a call on that same proxy; the interrupted call then reads the handler's
+# reply (None) and the main process exits 1 with this in its log. Seen about once in 40 stops; the measurement is
+# over by then. Only this exact trace is excused, and only for sanic.
+SANIC_SHUTDOWN_RACE = "AttributeError: 'NoneType' object has no attribute 'get'"
 
-    def start(implementation, *extra: str) -> str:
-        port = processes.free_port()
-        argv = resolve_command(implementation, ROOT) + ["--host", "127.0.0.1", "--port", str(port), *extra]
-        process = processes.start(f"{implementation.name}-{port}", argv, ROOT, tmp_path)
-        started.append(process)
-        base_url = f"{url_scheme(implementation)}://127.0.0.1:{port}"
-        probe.wait_until_ready(base_url, process, timeout_s=20)
-        return base_url
 
-    yield start
-    for process in started:
-        processes.stop(process)
-        assert processes.group_members(process.pid) == [], f"{process.name}: group members left after stop"
+def stopped_cleanly(server_name: str, exit_code: int | None, stderr_tail: str) -> bool:
+    """Exit 0 or by the stop signal, as every server must; or sanic's upstream shutdown race, named above."""
+    if exit_code in processes.CLEAN_EXIT_CODES:
+        return True
+    return server_name == "sanic" and exit_code == 1 and "_sync_states" in stderr_tail \
+        and SANIC_SHUTDOWN_RACE in stderr_tail
+
+
+class SharedServers:
+    """Servers the tests of one module share where a test is not about a server's lifecycle.
+
+    Each is started on first use exactly as a run starts it (pinned, probed, relay verified), serves every test
+    that asks for it (each client in a room of its own), and is stopped when the module ends. They carry the
+    module's own leak token, so the per-test leak check leaves them alone and the module's teardown checks them.
+    """
+
+    def __init__(self, work_dir: Path) -> None:
+        self.work_dir = work_dir
+        self.token = uuid.uuid4().hex
+        self.started: dict[tuple, ServerUnderTest] = {}
+
+    def get(self, implementation, settings: CellSettings) -> ServerUnderTest:
+        key = (implementation.name, settings.loop, settings.compression, settings.tls_cert)
+        if key not in self.started:
+            server_cpus, _ = runner.cpus_for(settings)
+            folder = self.work_dir / f"{implementation.name}-{len(self.started)}"
+            folder.mkdir(parents=True)
+            previous = os.environ.get(TEST_TOKEN_ENV)
+            os.environ[TEST_TOKEN_ENV] = self.token
+            try:
+                self.started[key] = runner.start_server(implementation, settings, ROOT, folder, server_cpus)
+            finally:
+                if previous is None:
+                    del os.environ[TEST_TOKEN_ENV]
+                else:
+                    os.environ[TEST_TOKEN_ENV] = previous
+        return self.started[key]
+
+    def stop_all(self) -> list[str]:
+        """Stop every server; what went wrong (an unclean exit, a group member left), one line each."""
+        problems = []
+        for (name, *_), server in self.started.items():
+            code = processes.stop(server.process)
+            if not stopped_cleanly(name, code, server.process.stderr_tail(40)):
+                problems.append(f"{name}: exit code {code} on SIGTERM; stderr: {server.process.stderr_tail(5)}")
+            if processes.group_members(server.process.pid):
+                problems.append(f"{name}: group members left after stop")
+        return problems
+
+
+@pytest.fixture(scope="module")
+def shared_servers(tmp_path_factory):
+    """The module's SharedServers; at its end every server must stop cleanly and leave no process behind."""
+    servers = SharedServers(tmp_path_factory.mktemp("shared-servers"))
+    yield servers
+    problems = servers.stop_all()
+    leftovers = [(p.pid, p.cmdline()) for p in processes_carrying(servers.token)]
+    assert not problems, problems
+    assert not leftovers, f"processes left running: {leftovers}"

@@ -1,12 +1,25 @@
-"""Room semantics of every server: relayed to the others in the room, never to the sender, never across rooms."""
+"""Room semantics of every server: relayed to the others in the room, never to the sender, never across rooms.
+
+The tests of one server share it (conftest's shared_servers), each in rooms of its own: they test rooms, not the
+server's lifecycle.
+"""
 
 import pytest
 from websockets.sync.client import connect
 
 from pingpong.kit.raw_tcp import BlockingConnection
+from pingpong.harness.runner import CellSettings
 from tests.conftest import RAW_TCP_SERVERS, WEBSOCKET_SERVERS
 
 QUIET_S = 0.3
+SERVER_SETTINGS = CellSettings(duration_s=1, warmup_s=0, loop="auto", compression="default", payload_size=4,
+                               payload_kind="text-ascii", ready_timeout_s=20, stall_timeout_s=5, pin=False)
+
+
+def base_url(shared_servers, server) -> str:
+    started = shared_servers.get(server, SERVER_SETTINGS)
+    assert started.problem is None, started.problem
+    return started.base_url
 
 
 def receive_or_none(connection, timeout=QUIET_S):
@@ -17,9 +30,9 @@ def receive_or_none(connection, timeout=QUIET_S):
 
 
 @pytest.mark.parametrize("server", WEBSOCKET_SERVERS, ids=lambda s: s.name)
-def test_rooms_isolate_and_relay_to_all_others(server, start_server):
+def test_rooms_isolate_and_relay_to_all_others(server, shared_servers):
     """A message reaches both other members of its room with the same type and bytes, and nobody else."""
-    base = start_server(server)
+    base = base_url(shared_servers, server)
     with connect(f"{base}/room-one") as a, connect(f"{base}/room-one") as b, \
             connect(f"{base}/room-one?x=1") as c, connect(f"{base}/room-two") as d, connect(base) as e:
         a.send("from A \u00e9")
@@ -38,9 +51,9 @@ def test_rooms_isolate_and_relay_to_all_others(server, start_server):
 
 
 @pytest.mark.parametrize("server", WEBSOCKET_SERVERS, ids=lambda s: s.name)
-def test_departed_member_does_not_break_the_room(server, start_server):
+def test_departed_member_does_not_break_the_room(server, shared_servers):
     """After one member leaves, the remaining members keep relaying to each other."""
-    base = start_server(server)
+    base = base_url(shared_servers, server)
     with connect(f"{base}/r") as a, connect(f"{base}/r") as b:
         with connect(f"{base}/r") as c:
             a.send("before")
@@ -51,9 +64,9 @@ def test_departed_member_does_not_break_the_room(server, start_server):
 
 
 @pytest.mark.parametrize("server", RAW_TCP_SERVERS, ids=lambda s: s.name)
-def test_raw_tcp_floor_rooms(server, start_server):
+def test_raw_tcp_floor_rooms(server, shared_servers):
     """The raw-TCP floors relay frames byte-exact to the others in the room, never to the sender or other rooms."""
-    base = start_server(server)
+    base = base_url(shared_servers, server)
     host, port = base.removeprefix("tcp://").rsplit(":", 1)
     with BlockingConnection(host, int(port), "/one") as a, BlockingConnection(host, int(port), "/one") as b, \
             BlockingConnection(host, int(port), "/one") as c, BlockingConnection(host, int(port), "/two") as d:
@@ -66,9 +79,9 @@ def test_raw_tcp_floor_rooms(server, start_server):
 
 
 @pytest.mark.parametrize("server", RAW_TCP_SERVERS, ids=lambda s: s.name)
-def test_raw_tcp_floor_refuses_websocket_peers(server, start_server):
+def test_raw_tcp_floor_refuses_websocket_peers(server, shared_servers):
     """A WebSocket handshake against a raw-TCP floor fails cleanly, and the floor keeps serving."""
-    base = start_server(server)
+    base = base_url(shared_servers, server)
     host, port = base.removeprefix("tcp://").rsplit(":", 1)
     with pytest.raises(Exception):
         with connect(f"ws://{host}:{port}/x", open_timeout=2):
