@@ -95,12 +95,13 @@ class RunResult:
                 return cell
         raise KeyError(f"no cell {server} x {client}")
 
-    def to_dict(self, summaries: dict[tuple[str, str], dict[str, Any]] | None = None) -> dict[str, Any]:
+    def to_dict(self, summaries: dict[tuple[str, str], Any] | None = None) -> dict[str, Any]:
+        """The results file's content; summaries (summary.CellSummary per cell) are saved as their to_json()."""
         data = asdict(self)
         for cell_data, cell in zip(data["cells"], self.cells):
             cell_data["status"] = cell.status
             if summaries and (cell.server, cell.client) in summaries:
-                cell_data["summary"] = summaries[(cell.server, cell.client)]
+                cell_data["summary"] = summaries[(cell.server, cell.client)].to_json()
         return data
 
     @classmethod
