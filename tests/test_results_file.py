@@ -2,7 +2,9 @@
 
 import json
 
-from pingpong.harness.results import RunResult, load
+import pytest
+
+from pingpong.harness.results import FORMAT_VERSION, RunResult, load
 from pingpong.harness.summary import summarize_run
 from tests.test_golden import REFERENCE
 
@@ -21,3 +23,12 @@ def test_a_run_round_trips_through_its_json():
     run = load(REFERENCE)
     assert RunResult.from_dict(json.loads(json.dumps(run.to_dict()))) == run
 
+
+def test_a_file_from_a_newer_suite_is_refused_in_one_line():
+    """An unknown future format version is an error naming both versions, not a misreading."""
+    data = json.loads(REFERENCE.read_text())
+    data["format_version"] = FORMAT_VERSION + 1
+    with pytest.raises(ValueError) as raised:
+        RunResult.from_dict(data)
+    message = str(raised.value)
+    assert "\n" not in message and f"version {FORMAT_VERSION + 1} is newer" in message

@@ -10,7 +10,8 @@ from typing import Any
 
 from pingpong.contract import FORMER_SETTING_NAMES
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 1  # written into every results file; raise it when a field changes meaning or goes away
+READABLE_FORMAT_VERSIONS = (1,)  # what load() accepts: the current version and any older one it can still read
 SUITE = "websocket-pingpong-bench"
 
 
@@ -106,9 +107,13 @@ class RunResult:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "RunResult":
-        if data.get("format_version") != FORMAT_VERSION:
-            raise ValueError(f"results format version {data.get('format_version')!r} is not supported "
-                             f"(this suite reads version {FORMAT_VERSION})")
+        version = data.get("format_version")
+        if isinstance(version, int) and version > FORMAT_VERSION:
+            raise ValueError(f"results format version {version} is newer than this suite reads "
+                             f"(up to {FORMAT_VERSION}); update the suite to read this file")
+        if version not in READABLE_FORMAT_VERSIONS:
+            raise ValueError(f"results format version {version!r} is not supported "
+                             f"(this suite reads versions {', '.join(map(str, READABLE_FORMAT_VERSIONS))})")
         attempt_fields = {f.name for f in fields(Attempt)}
         cells = [Cell(server=c["server"], client=c["client"], skipped=c.get("skipped"),
                       attempts=[Attempt(**{k: _current_names(k, v) for k, v in a.items() if k in attempt_fields})
