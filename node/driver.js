@@ -20,6 +20,8 @@ const DEFAULTS = {
 // HdrHistogram range shared with pingpong/kit/driver.py: 1 ns .. 60 s at 3 significant digits.
 const HISTOGRAM = { lowestDiscernibleValue: 1, highestTrackableValue: 60e9, numberOfSignificantValueDigits: 3 };
 
+const clock = process.hrtime.bigint;
+
 function usageError(message) {
   process.stderr.write(`${process.argv[1]}: error: ${message}\n`);
   process.exit(2);
@@ -105,6 +107,12 @@ function matches(data, binary, expected) {
   return binary === expected.binary && expected.bytes.equals(data);
 }
 
+/** The failure message when `connection` received `data` instead of the payload `expected`. */
+function mismatch(connection, expected, data, binary) {
+  return `payload mismatch: connection ${connection} expected ${describe(expected.bytes, expected.binary)}, `
+    + `received ${describe(data, binary)}`;
+}
+
 function describe(data, binary) {
   const bytes = typeof data === 'string' ? Buffer.from(data, 'utf8') : data;
   const isBinary = typeof data === 'string' ? false : binary;
@@ -148,166 +156,207 @@ async function main({ implementation, libraries, openConnection, settings }) {
   }
 }
 
+/** Sends `name` down the orchestrator's events pipe (PINGPONG_EVENTS_FD), if it gave one; else does nothing. */
+function windowEvents() {
+  const eventsFd = process.env[EVENTS_FD_ENV] ? Number(process.env[EVENTS_FD_ENV]) : null;
+  return (name) => { if (eventsFd !== null) fs.writeSync(eventsFd, `${name}\n`); };
+}
+
+/** Calls onStall when progress() returns the same value for stallTimeout seconds; returns the interval to clear. */
+function watchForStalls(stallTimeout, progress, onStall) {
+  let lastSeen;
+  let lastChange = Date.now();
+  return setInterval(() => {
+    const state = progress();
+    if (state !== lastSeen) {
+      lastSeen = state;
+      lastChange = Date.now();
+    } else if (Date.now() - lastChange >= stallTimeout * 1000) {
+      onStall();
+    }
+  }, Math.min(1000, stallTimeout * 250));
+}
+
 function measure(openConnection, args, onOpened) {
-  return new Promise((resolve, reject) => {
-    const ping = makePayload(args.payloadKind, args.payloadSize, PING);
-    const pong = makePayload(args.payloadKind, args.payloadSize, PONG);
-    const eventsFd = process.env[EVENTS_FD_ENV] ? Number(process.env[EVENTS_FD_ENV]) : null;
-    const emit = (name) => { if (eventsFd !== null) fs.writeSync(eventsFd, `${name}\n`); };
-    const clock = process.hrtime.bigint;
-    // Normally one window, recording as asked. --ab-windows N (a benchmark of the recording's own cost) runs 2N
-    // windows on the same connections, recording on and off in ABBA order, and reports each window's rate.
-    const plan = args.abWindows > 0
+  return new Measurement(openConnection, args, onOpened).run();
+}
+
+/**
+ * The ping-pong workload on one or more pairs. In each pair B answers ping with pong and A counts the roundtrip
+ * and sends the next ping; every A message advances the phases connecting -> warmup -> measure -> report.
+ * Normally one measured window, recording as asked. --ab-windows N (a benchmark of the recording's own cost) runs
+ * 2N windows on the same connections, recording on and off in ABBA order, and reports each window's rate.
+ */
+class Measurement {
+  constructor(openConnection, args, onOpened) {
+    this.openConnection = openConnection;
+    this.args = args;
+    this.onOpened = onOpened;
+    this.ping = makePayload(args.payloadKind, args.payloadSize, PING);
+    this.pong = makePayload(args.payloadKind, args.payloadSize, PONG);
+    this.emit = windowEvents();
+    this.durationNs = BigInt(Math.round(args.duration * 1e9));
+    this.plan = args.abWindows > 0
       ? Array.from({ length: 2 * args.abWindows }, (_, i) => i % 4 === 0 || i % 4 === 3)
       : [args.recordLatency];
-    const windows = [];
-    const latencies = [];
-    let record = plan[0];
-    let phase = 'connecting';
-    let warmupRoundtrips = 0;
-    let windowRoundtrips = 0;
-    let totalRoundtrips = 0;
-    let warmupStart = 0n;
-    let warmupDeadline = 0n;
-    let firstStart = 0n;
-    let start = 0n;
-    let deadline = 0n;
-    let cpuStart = null;
-    let done = false;
-    const pairs = [];
+    this.pairs = []; // {label, a, b, roundtrips, roundtripStart}
+    this.phase = 'connecting';
+    this.done = false; // completed or failed: later messages are ignored
+    this.warmupRoundtrips = 0;
+    this.warmupStart = 0n;
+    this.warmupDeadline = 0n;
+    this.windows = []; // closed windows: {recording, roundtrips, elapsed_ns}
+    this.latencies = []; // ns, of every recording window
+    this.record = this.plan[0]; // whether the open window records latencies
+    this.windowRoundtrips = 0; // in the open window
+    this.totalRoundtrips = 0; // in the closed windows
+    this.firstStart = 0n;
+    this.start = 0n; // of the open window
+    this.deadline = 0n;
+    this.cpuStart = null;
+  }
 
-    const fail = (message) => {
-      if (done) return;
-      done = true;
-      clearInterval(watchdog);
-      reject(new Error(message));
+  /** Resolves with the measurement, or rejects with the first failure (mismatch, connection error, stall). */
+  run() {
+    return new Promise((resolve, reject) => {
+      this.resolve = resolve;
+      this.reject = reject;
+      this.watchdog = watchForStalls(this.args.stallTimeout, () => this.progress(), () => this.fail(
+        `stall: no roundtrip completed for ${this.args.stallTimeout} s (phase ${this.phase}, `
+        + `${this.warmupRoundtrips + this.totalRoundtrips + this.windowRoundtrips} roundtrips completed before)`));
+      this.connect().catch((error) => this.fail(error.message || String(error)));
+    });
+  }
+
+  progress() {
+    return `${this.phase}/${this.warmupRoundtrips}/${this.totalRoundtrips + this.windowRoundtrips}`;
+  }
+
+  fail(message) {
+    if (this.done) return;
+    this.done = true;
+    clearInterval(this.watchdog);
+    this.reject(new Error(message));
+  }
+
+  /** Opens every pair's A and B, then starts the warmup (or the window, with no warmup) with each A's ping. */
+  async connect() {
+    const { args } = this;
+    const opened = [];
+    for (const [index, url] of pairUrls(args.url, args.pairs).entries()) {
+      const label = args.pairs > 1 ? String(index) : '';
+      const pair = { label, roundtrips: 0, roundtripStart: 0n };
+      pair.a = await this.openConnection(url, args, (error) => this.fail(`connection A${label}: ${error}`));
+      opened.push(pair.a);
+      this.onOpened(opened);
+      pair.b = await this.openConnection(url, args, (error) => this.fail(`connection B${label}: ${error}`));
+      opened.push(pair.b);
+      this.onOpened(opened);
+      this.pairs.push(pair);
+    }
+    for (const pair of this.pairs) {
+      pair.a.onMessage((data, binary) => this.onA(pair, data, binary));
+      pair.b.onMessage((data, binary) => this.onB(pair, data, binary));
+    }
+    this.phase = 'warmup';
+    this.warmupStart = clock();
+    this.warmupDeadline = this.warmupStart + BigInt(Math.round(args.warmup * 1e9));
+    if (args.warmup === 0) this.openWindow();
+    for (const pair of this.pairs) pair.a.send(this.ping);
+  }
+
+  /** B answers ping with pong. */
+  onB(pair, data, binary) {
+    if (!matches(data, binary, this.ping)) {
+      this.fail(mismatch(`B${pair.label}`, this.ping, data, binary));
+      return;
+    }
+    pair.b.send(this.pong);
+  }
+
+  /** A counts the roundtrip (and its latency, when recording) and sends the next ping. */
+  onA(pair, data, binary) {
+    if (this.done) return;
+    if (!matches(data, binary, this.pong)) {
+      this.fail(mismatch(`A${pair.label}`, this.pong, data, binary));
+      return;
+    }
+    const now = clock();
+    if (this.phase === 'measure') {
+      this.windowRoundtrips += 1;
+      pair.roundtrips += 1;
+      if (this.record) {
+        this.latencies.push(Number(now - (pair.roundtripStart > this.start ? pair.roundtripStart : this.start)));
+      }
+      pair.roundtripStart = now;
+      if (now >= this.deadline && this.closeWindow(now)) return;
+    } else {
+      this.warmupRoundtrips += 1;
+      if (now >= this.warmupDeadline) this.openWindow();
+    }
+    pair.a.send(this.ping);
+  }
+
+  openWindow() {
+    if (this.phase !== 'measure') {
+      this.phase = 'measure';
+      this.emit('window-start');
+      this.cpuStart = process.cpuUsage();
+    }
+    this.record = this.plan[this.windows.length];
+    this.windowRoundtrips = 0;
+    this.start = clock();
+    if (this.windows.length === 0) this.firstStart = this.start;
+    this.deadline = this.start + this.durationNs;
+  }
+
+  /** Ends the current window; opens the next one and returns false, or completes and returns true. */
+  closeWindow(end) {
+    this.windows.push({ recording: this.record, roundtrips: this.windowRoundtrips, elapsed_ns: end - this.start });
+    this.totalRoundtrips += this.windowRoundtrips;
+    if (this.windows.length < this.plan.length) {
+      this.openWindow();
+      return false;
+    }
+    this.complete();
+    return true;
+  }
+
+  complete() {
+    const cpu = process.cpuUsage(this.cpuStart);
+    this.emit('window-end');
+    this.phase = 'report';
+    this.done = true;
+    clearInterval(this.watchdog);
+    this.resolve(this.report(cpu));
+  }
+
+  report(cpu) {
+    const { args, pairs, windows, plan } = this;
+    const elapsed = windows.reduce((sum, w) => sum + Number(w.elapsed_ns), 0) / 1e9;
+    const measurement = {
+      warmup: { roundtrips: this.warmupRoundtrips, elapsed_s: Number(this.firstStart - this.warmupStart) / 1e9 },
+      roundtrips: this.totalRoundtrips,
+      elapsed_s: elapsed,
+      roundtrips_per_s: this.totalRoundtrips / elapsed,
+      latency: {
+        unit: 'ns',
+        recorded: plan.some(Boolean),
+        hdr_histogram: plan.some(Boolean) ? encodeHistogram(this.latencies) : null,
+      },
+      cpu: { user_s: cpu.user / 1e6, system_s: cpu.system / 1e6 },
+      pairs: pairs.length,
+      connections: pairs.flatMap((pair) => [{ name: `A${pair.label}`, ...pair.a.details() },
+        { name: `B${pair.label}`, ...pair.b.details() }]),
     };
-
-    let lastSeen = '';
-    let lastChange = Date.now();
-    const watchdog = setInterval(() => {
-      const state = `${phase}/${warmupRoundtrips}/${totalRoundtrips + windowRoundtrips}`;
-      if (state !== lastSeen) {
-        lastSeen = state;
-        lastChange = Date.now();
-      } else if (Date.now() - lastChange >= args.stallTimeout * 1000) {
-        fail(`stall: no roundtrip completed for ${args.stallTimeout} s (phase ${phase}, `
-          + `${warmupRoundtrips + totalRoundtrips + windowRoundtrips} roundtrips completed before)`);
-      }
-    }, Math.min(1000, args.stallTimeout * 250));
-
-    // One handler pair per ping-pong pair: B answers ping with pong, A counts the roundtrip and sends the next ping.
-    const handlersFor = (pair) => {
-      const onB = (data, binary) => {
-        if (!matches(data, binary, ping)) {
-          fail(`payload mismatch: connection B${pair.label} expected ${describe(ping.bytes, ping.binary)}, received ${describe(data, binary)}`);
-          return;
-        }
-        pair.b.send(pong);
-      };
-      const onA = (data, binary) => {
-        if (done) return;
-        if (!matches(data, binary, pong)) {
-          fail(`payload mismatch: connection A${pair.label} expected ${describe(pong.bytes, pong.binary)}, received ${describe(data, binary)}`);
-          return;
-        }
-        const now = clock();
-        if (phase === 'measure') {
-          windowRoundtrips += 1;
-          pair.roundtrips += 1;
-          if (record) latencies.push(Number(now - (pair.roundtripStart > start ? pair.roundtripStart : start)));
-          pair.roundtripStart = now;
-          if (now >= deadline && closeWindow(now)) return;
-        } else {
-          warmupRoundtrips += 1;
-          if (now >= warmupDeadline) openWindow();
-        }
-        pair.a.send(ping);
-      };
-      return { onA, onB };
-    };
-
-    const openWindow = () => {
-      if (phase !== 'measure') {
-        phase = 'measure';
-        emit('window-start');
-        cpuStart = process.cpuUsage();
-      }
-      record = plan[windows.length];
-      windowRoundtrips = 0;
-      start = clock();
-      if (windows.length === 0) firstStart = start;
-      deadline = start + BigInt(Math.round(args.duration * 1e9));
-    };
-
-    // Ends the current window; opens the next one and returns false, or completes and returns true.
-    const closeWindow = (end) => {
-      windows.push({ recording: record, roundtrips: windowRoundtrips, elapsed_ns: end - start });
-      totalRoundtrips += windowRoundtrips;
-      if (windows.length < plan.length) {
-        openWindow();
-        return false;
-      }
-      complete();
-      return true;
-    };
-
-    const complete = () => {
-      const cpu = process.cpuUsage(cpuStart);
-      emit('window-end');
-      phase = 'report';
-      done = true;
-      clearInterval(watchdog);
-      const elapsed = windows.reduce((sum, w) => sum + Number(w.elapsed_ns), 0) / 1e9;
-      const measurement = {
-        warmup: { roundtrips: warmupRoundtrips, elapsed_s: Number(firstStart - warmupStart) / 1e9 },
-        roundtrips: totalRoundtrips,
-        elapsed_s: elapsed,
-        roundtrips_per_s: totalRoundtrips / elapsed,
-        latency: {
-          unit: 'ns',
-          recorded: plan.some(Boolean),
-          hdr_histogram: plan.some(Boolean) ? encodeHistogram(latencies) : null,
-        },
-        cpu: { user_s: cpu.user / 1e6, system_s: cpu.system / 1e6 },
-        pairs: pairs.length,
-        connections: pairs.flatMap((pair) => [{ name: `A${pair.label}`, ...pair.a.details() },
-          { name: `B${pair.label}`, ...pair.b.details() }]),
-      };
-      if (pairs.length > 1) measurement.per_pair_roundtrips = pairs.map((pair) => pair.roundtrips);
-      if (args.abWindows > 0) {
-        measurement.ab_windows = windows.map((w) => ({
-          recording: w.recording, roundtrips: w.roundtrips, roundtrips_per_s: w.roundtrips / (Number(w.elapsed_ns) / 1e9),
-        }));
-      }
-      resolve(measurement);
-    };
-
-    (async () => {
-      const opened = [];
-      for (const [index, url] of pairUrls(args.url, args.pairs).entries()) {
-        const label = args.pairs > 1 ? String(index) : '';
-        const pair = { label, roundtrips: 0, roundtripStart: 0n };
-        pair.a = await openConnection(url, args, (error) => fail(`connection A${label}: ${error}`));
-        opened.push(pair.a);
-        onOpened(opened);
-        pair.b = await openConnection(url, args, (error) => fail(`connection B${label}: ${error}`));
-        opened.push(pair.b);
-        onOpened(opened);
-        pairs.push(pair);
-      }
-      for (const pair of pairs) {
-        const { onA, onB } = handlersFor(pair);
-        pair.a.onMessage(onA);
-        pair.b.onMessage(onB);
-      }
-      phase = 'warmup';
-      warmupStart = clock();
-      warmupDeadline = warmupStart + BigInt(Math.round(args.warmup * 1e9));
-      if (args.warmup === 0) openWindow();
-      for (const pair of pairs) pair.a.send(ping);
-    })().catch((error) => fail(error.message || String(error)));
-  });
+    if (pairs.length > 1) measurement.per_pair_roundtrips = pairs.map((pair) => pair.roundtrips);
+    if (args.abWindows > 0) {
+      measurement.ab_windows = windows.map((w) => ({
+        recording: w.recording, roundtrips: w.roundtrips, roundtrips_per_s: w.roundtrips / (Number(w.elapsed_ns) / 1e9),
+      }));
+    }
+    return measurement;
+  }
 }
 
 /**
@@ -317,9 +366,7 @@ function measure(openConnection, args, onOpened) {
 async function measureHandshakes(openConnection, args, onOpened) {
   const ping = makePayload(args.payloadKind, args.payloadSize, PING);
   const pong = makePayload(args.payloadKind, args.payloadSize, PONG);
-  const eventsFd = process.env[EVENTS_FD_ENV] ? Number(process.env[EVENTS_FD_ENV]) : null;
-  const emit = (name) => { if (eventsFd !== null) fs.writeSync(eventsFd, `${name}\n`); };
-  const clock = process.hrtime.bigint;
+  const emit = windowEvents();
   let failure = null;
   let rejectCurrent = null;
   const fail = (message) => {
@@ -328,16 +375,8 @@ async function measureHandshakes(openConnection, args, onOpened) {
   };
   let phase = 'connecting';
   let completed = 0;
-  let lastSeen = -1;
-  let lastChange = Date.now();
-  const watchdog = setInterval(() => {
-    if (completed !== lastSeen) {
-      lastSeen = completed;
-      lastChange = Date.now();
-    } else if (Date.now() - lastChange >= args.stallTimeout * 1000) {
-      fail(`stall: no handshake cycle completed for ${args.stallTimeout} s (phase ${phase}, ${completed} completed before)`);
-    }
-  }, Math.min(1000, args.stallTimeout * 250));
+  const watchdog = watchForStalls(args.stallTimeout, () => completed, () => fail(
+    `stall: no handshake cycle completed for ${args.stallTimeout} s (phase ${phase}, ${completed} completed before)`));
   // Every await below races against a failure (responder error, stall), so nothing can hang silently.
   const guarded = (promise) => new Promise((resolve, reject) => {
     if (failure) { reject(failure); return; }
@@ -349,7 +388,7 @@ async function measureHandshakes(openConnection, args, onOpened) {
     onOpened([responder]);
     responder.onMessage((data, binary) => {
       if (!matches(data, binary, ping)) {
-        fail(`payload mismatch: connection B expected ${describe(ping.bytes, ping.binary)}, received ${describe(data, binary)}`);
+        fail(mismatch('B', ping, data, binary));
         return;
       }
       responder.send(pong);
@@ -359,7 +398,7 @@ async function measureHandshakes(openConnection, args, onOpened) {
       const connection = await guarded(openConnection(args.url, args, (error) => fail(`connection A: ${error}`)));
       const reply = new Promise((resolve, reject) => connection.onMessage((data, binary) => {
         if (matches(data, binary, pong)) resolve();
-        else reject(new Error(`payload mismatch: connection A expected ${describe(pong.bytes, pong.binary)}, received ${describe(data, binary)}`));
+        else reject(new Error(mismatch('A', pong, data, binary)));
       }));
       connection.send(ping);
       await guarded(reply);

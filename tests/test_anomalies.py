@@ -3,6 +3,8 @@
 import pytest
 
 from pingpong.harness.anomalies import annotate, fit_log_factors, model_outliers, rule_flags
+from pingpong.harness.stats import summarize
+from pingpong.harness.summary import CellSummary, SideCpu
 
 SERVERS = {"s1": 3000.0, "s2": 5000.0, "s3": 8000.0, "s4": 12000.0}
 CLIENTS = {"c1": 0.5, "c2": 0.8, "c3": 1.0, "c4": 1.4}
@@ -60,8 +62,16 @@ HEALTHY = {"segments_per_message": 1.0, "delayed_acks_per_roundtrip": 0.0, "retr
            "server_cpu_utilization": 0.9, "client_cpu_utilization": 0.6}
 
 
+def signals(status="ok", rate=None, **figures) -> CellSummary:
+    """A cell summary with these figures, named as in the results file (e.g. "server_cpu_utilization")."""
+    server_cpu = SideCpu(utilization=figures.pop("server_cpu_utilization", None))
+    client_cpu = SideCpu(utilization=figures.pop("client_cpu_utilization", None))
+    return CellSummary(status=status, roundtrips_per_s=summarize([rate]) if rate is not None else None,
+                       server_cpu=server_cpu, client_cpu=client_cpu, **figures)
+
+
 def test_healthy_signals_raise_no_flag():
-    assert rule_flags(HEALTHY, payload_size=4) == []
+    assert rule_flags(signals(**HEALTHY), payload_size=4) == []
 
 
 @pytest.mark.parametrize("change, words", [
@@ -73,35 +83,35 @@ def test_healthy_signals_raise_no_flag():
     ({"server_cpu_utilization": 0.02, "client_cpu_utilization": 0.03}, "both sides mostly wait"),
 ])
 def test_each_rule_fires_on_its_signal_alone(change, words):
-    flags = rule_flags({**HEALTHY, **change}, payload_size=4)
+    flags = rule_flags(signals(**{**HEALTHY, **change}), payload_size=4)
     assert len(flags) == 1 and words in flags[0]
 
 
 def test_compression_on_large_messages_is_not_flagged():
     """Deflate can pay off for big messages: the rule is about small ones only."""
-    assert rule_flags({**HEALTHY, "compression_negotiated": "permessage-deflate"}, payload_size=65536) == []
+    assert rule_flags(signals(**{**HEALTHY, "compression_negotiated": "permessage-deflate"}), payload_size=65536) == []
 
 
 def test_large_messages_may_take_several_segments():
     """A 64 KiB message is split by the MSS and draws pure ACKs: 3 segments per message is normal there."""
-    assert rule_flags({**HEALTHY, "segments_per_message": 3.0}, payload_size=65536) == []
-    assert rule_flags({**HEALTHY, "segments_per_message": 3.0}, payload_size=16) != []
+    assert rule_flags(signals(**{**HEALTHY, "segments_per_message": 3.0}), payload_size=65536) == []
+    assert rule_flags(signals(**{**HEALTHY, "segments_per_message": 3.0}), payload_size=16) != []
 
 
 def test_annotate_adds_flags_and_expectations_to_measured_cells_only():
     rates = product_matrix({("s2", "c3"): 0.1})
-    summaries = {cell: {"status": "ok", "roundtrips_per_s": {"median": rate}, **HEALTHY}
-                 for cell, rate in rates.items()}
-    summaries[("s9", "c9")] = {"status": "skipped", "reason": "unavailable"}
-    annotate(summaries, payload_size=4)
-    assert summaries[("s2", "c3")]["flags"][0].startswith("10.0× slower than its server and client predict")
-    assert summaries[("s1", "c1")]["flags"] == []
-    assert summaries[("s1", "c1")]["expected_roundtrips_per_s"] == pytest.approx(1500, rel=0.01)
-    assert "flags" not in summaries[("s9", "c9")]
+    summaries = {cell: signals(rate=rate, **HEALTHY) for cell, rate in rates.items()}
+    summaries[("s9", "c9")] = CellSummary(status="skipped", reason="unavailable")
+    summaries = annotate(summaries, payload_size=4)
+    assert summaries[("s2", "c3")].flags[0].startswith("10.0× slower than its server and client predict")
+    assert summaries[("s1", "c1")].flags == ()
+    assert summaries[("s1", "c1")].expected_roundtrips_per_s == pytest.approx(1500, rel=0.01)
+    assert summaries[("s9", "c9")].flags is None and "flags" not in summaries[("s9", "c9")].to_json()
 
 
 def test_handshake_workload_skips_the_long_lived_connection_rules():
     """Segments, delayed ACKs and a half-open connection's TCP_NODELAY say nothing about handshakes."""
-    odd = {**HEALTHY, "segments_per_message": 5.0, "delayed_acks_per_roundtrip": 1.0, "client_tcp_nodelay": False}
+    odd = signals(**{**HEALTHY, "segments_per_message": 5.0, "delayed_acks_per_roundtrip": 1.0,
+                     "client_tcp_nodelay": False})
     assert rule_flags(odd, payload_size=4, workload="handshake") == []
     assert len(rule_flags(odd, payload_size=4, workload="pingpong")) == 3

@@ -58,11 +58,11 @@ def test_markdown_matrix_marks_each_kind_of_cell():
 def test_per_cell_figures_cpu_and_bottleneck():
     """CPU per roundtrip and utilization come from the window samples; the saturated side is the bottleneck."""
     summary = summarize_run(sample_run())[("steady", "c")]
-    assert summary["client_cpu_us_per_roundtrip"] == 4.5 / (1000 * 5) * 1e6
-    assert summary["client_cpu_utilization"] == 0.9 and summary["server_cpu_utilization"] == 0.2
-    assert summary["bottleneck"] == "client"
-    assert summary["compression_negotiated"] == "permessage-deflate"
-    assert (summary["server_loop"], summary["client_loop"]) == ("uvloop", "asyncio")
+    assert summary.client_cpu.us_per_roundtrip == 4.5 / (1000 * 5) * 1e6
+    assert summary.client_cpu.utilization == 0.9 and summary.server_cpu.utilization == 0.2
+    assert summary.bottleneck == "client"
+    assert summary.compression_negotiated == "permessage-deflate"
+    assert (summary.server_loop, summary.client_loop) == ("uvloop", "asyncio")
 
 
 def test_csv_has_one_row_per_cell():

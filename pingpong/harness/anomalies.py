@@ -13,6 +13,7 @@ Two kinds of flag:
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any
 
 Cell = tuple[str, str]  # (server, client)
@@ -120,39 +121,36 @@ def model_outliers(rates: dict[Cell, float], threshold: float = MODEL_THRESHOLD)
     return verdicts
 
 
-def rule_flags(summary: dict[str, Any], payload_size: int, workload: str = "pingpong") -> list[str]:
-    """One-line reasons from one cell's recorded signals; empty for a healthy cell.
+def rule_flags(summary, payload_size: int, workload: str = "pingpong") -> list[str]:
+    """One-line reasons from one cell's recorded signals (a summary.CellSummary); empty for a healthy cell.
 
     The TCP segment, delayed-ACK and TCP_NODELAY rules assume long-lived connections. In the handshake workload,
     SYNs, FINs and upgrade segments are its very subject, and the connection being opened when the sockets are
     read may not have its options set yet, so those rules are left out there.
     """
     flags = []
-    if workload != "pingpong":
-        summary = {key: value for key, value in summary.items()
-                   if key not in ("segments_per_message", "delayed_acks_per_roundtrip", "server_tcp_nodelay",
-                                  "client_tcp_nodelay")}
-    segments = summary.get("segments_per_message")
+    connections_persist = workload == "pingpong"
+    segments = summary.segments_per_message if connections_persist else None
     # Small messages fit one segment; large ones are split by the MSS and draw pure ACKs, which is normal.
     if segments is not None and segments > SEGMENTS_PER_MESSAGE_LIMIT and payload_size < SMALL_MESSAGE_BYTES:
         flags.append(f"{segments:.2f} TCP segments per message (a healthy pair sends 1): messages are written in "
                      f"pieces")
-    delayed = summary.get("delayed_acks_per_roundtrip")
+    delayed = summary.delayed_acks_per_roundtrip if connections_persist else None
     if delayed is not None and delayed > DELAYED_ACKS_PER_ROUNDTRIP_LIMIT:
         flags.append(f"{delayed:.2f} delayed ACKs per roundtrip: a side waits ~40 ms for the peer's delayed ACK "
                      f"before it may send (Nagle's algorithm)")
-    retransmits = summary.get("retransmits_per_roundtrip")
+    retransmits = summary.retransmits_per_roundtrip
     if retransmits is not None and retransmits > RETRANSMITS_PER_ROUNDTRIP_LIMIT:
         flags.append(f"{retransmits:.2f} TCP retransmissions per roundtrip on loopback")
-    if summary.get("compression_negotiated") and payload_size < SMALL_MESSAGE_BYTES:
+    if summary.compression_negotiated and payload_size < SMALL_MESSAGE_BYTES:
         flags.append(f"permessage-deflate negotiated for {payload_size}-byte messages: every message goes through "
                      f"zlib for nothing (rerun with --compression off to compare)")
-    off = [side for side in ("server", "client") if summary.get(f"{side}_tcp_nodelay") is False]
+    off = [side for side in ("server", "client") if connections_persist and summary.tcp_nodelay(side) is False]
     if off:
         flags.append(f"TCP_NODELAY off on the {' and '.join(off)}'s sockets: Nagle's algorithm may hold small "
                      f"writes back")
-    server_utilization = summary.get("server_cpu_utilization")
-    client_utilization = summary.get("client_cpu_utilization")
+    server_utilization = summary.server_cpu.utilization
+    client_utilization = summary.client_cpu.utilization
     if (server_utilization is not None and client_utilization is not None
             and max(server_utilization, client_utilization) < WAITING_UTILIZATION):
         flags.append(f"both sides mostly wait: CPU/wall {server_utilization:.2f} server, {client_utilization:.2f} "
@@ -160,21 +158,26 @@ def rule_flags(summary: dict[str, Any], payload_size: int, workload: str = "ping
     return flags
 
 
-def annotate(summaries: dict[Cell, dict[str, Any]], payload_size: int, workload: str = "pingpong") -> None:
-    """Add "flags" (one-line reasons) and the model's "expected_roundtrips_per_s" to every measured summary."""
-    rates = {cell: summary["roundtrips_per_s"]["median"] for cell, summary in summaries.items()
-             if "roundtrips_per_s" in summary}
+def annotate(summaries: dict, payload_size: int, workload: str = "pingpong") -> dict:
+    """The summaries with "flags" (one-line reasons) and the model's expected rate on every measured one.
+
+    summaries: {(server, client): summary.CellSummary}; returns a new dict of new records, in the same order.
+    """
+    rates = {cell: summary.roundtrips_per_s.median for cell, summary in summaries.items() if summary.measured}
     verdicts = model_outliers(rates)
+    annotated = {}
     for cell, summary in summaries.items():
         if cell not in rates:
+            annotated[cell] = summary
             continue
         flags = []
         verdict = verdicts.get(cell)
         if verdict:
-            summary["expected_roundtrips_per_s"] = round(verdict["expected"], 1)
-            summary["rate_vs_expected"] = round(verdict["ratio"], 4)
+            summary = replace(summary, expected_roundtrips_per_s=round(verdict["expected"], 1),
+                              rate_vs_expected=round(verdict["ratio"], 4))
             if verdict["outlier"]:
                 flags.append(f"{1 / verdict['ratio']:.1f}× slower than its server and client predict "
                              f"({rates[cell]:,.0f} against an expected {verdict['expected']:,.0f} roundtrips/s)")
         flags += rule_flags(summary, payload_size, workload)
-        summary["flags"] = flags
+        annotated[cell] = replace(summary, flags=tuple(flags))
+    return annotated

@@ -128,13 +128,13 @@ def diagnose_cell(options: argparse.Namespace, configuration: RunConfiguration, 
                                      for name, trace in traces.items()},
                 "reference": str(reference[0]) if reference else None,
                 "environment": {**describe_environment(PROJECT_ROOT), "package_environments": package_record},
-                "report": report}
+                "report": report_json(report)}
     markdown = render_report(report)
     write_atomically(base.with_suffix(".json"), json.dumps(document, indent=1, default=str))
     write_atomically(base.with_suffix(".md"), markdown)
-    print(json.dumps(report, indent=1) if options.format == "json" else markdown.rstrip("\n"))
+    print(json.dumps(report_json(report), indent=1) if options.format == "json" else markdown.rstrip("\n"))
     print(f"diagnosis: {base}.json and {base}.md", file=sys.stderr)
-    return EXIT_OK if report["baseline"].get("roundtrips_per_s") else EXIT_BASELINE_FAILED
+    return EXIT_OK if report["baseline"].measured else EXIT_BASELINE_FAILED
 
 
 def plan_switches(server: Implementation, client: Implementation, baseline: CellSettings) -> list[Switch]:
@@ -214,7 +214,7 @@ def load_reference(path: Path | None, results_dir: Path, server: str, client: st
             raise UsageError(f"--reference: {path} is not a results file of this suite ({exc})") from None
         return None
     summaries = summarize_run(run)
-    if not any(key[0] == server or key[1] == client for key, s in summaries.items() if "roundtrips_per_s" in s):
+    if not any(key[0] == server or key[1] == client for key, s in summaries.items() if s.measured):
         if path:
             raise UsageError(f"--reference: {path} has neither server {server} nor client {client}")
         return None
@@ -248,15 +248,15 @@ def column_context(reference, server: str, client: str) -> dict[str, Any]:
     if not reference:
         return {}
     _, summaries = reference
-    column = [s.get("client_cpu_us_per_roundtrip") for (sv, cl), s in summaries.items()
-              if cl == client and sv != server and s.get("client_cpu_us_per_roundtrip")]
-    row = [s.get("server_cpu_us_per_roundtrip") for (sv, cl), s in summaries.items()
-           if sv == server and cl != client and s.get("server_cpu_us_per_roundtrip")]
-    own = summaries.get((server, client), {})
+    column = [s.client_cpu.us_per_roundtrip for (sv, cl), s in summaries.items()
+              if cl == client and sv != server and s.client_cpu.us_per_roundtrip]
+    row = [s.server_cpu.us_per_roundtrip for (sv, cl), s in summaries.items()
+           if sv == server and cl != client and s.server_cpu.us_per_roundtrip]
+    own = summaries.get((server, client))
     return {"client_cpu_column_median": statistics.median(column) if column else None,
             "server_cpu_row_median": statistics.median(row) if row else None,
-            "flags_in_reference": own.get("flags"),
-            "expected_roundtrips_per_s": own.get("expected_roundtrips_per_s")}
+            "flags_in_reference": list(own.flags) if own and own.flags is not None else None,
+            "expected_roundtrips_per_s": own.expected_roundtrips_per_s if own else None}
 
 
 def build_report(server: str, client: str, baseline: CellSettings, switches: list[Switch], cells: dict[str, Cell],
@@ -264,7 +264,7 @@ def build_report(server: str, client: str, baseline: CellSettings, switches: lis
     summary = summarize_cell(cells["baseline"])
     report: dict[str, Any] = {"server": server, "client": client, "baseline": summary,
                               "flags": anomalies.rule_flags(summary, baseline.payload_size)
-                              if "roundtrips_per_s" in summary else [],
+                              if summary.measured else [],
                               "context": column_context(reference, server, client),
                               "syscalls_per_roundtrip": syscalls_per_roundtrip(traces.get("baseline")),
                               "syscalls_per_roundtrip_switched": {
@@ -293,6 +293,12 @@ def build_report(server: str, client: str, baseline: CellSettings, switches: lis
     return report
 
 
+def report_json(report: dict[str, Any]) -> dict[str, Any]:
+    """The report as saved and printed: its cell summaries (baseline, each switch's) as their JSON mapping."""
+    return {**report, "baseline": report["baseline"].to_json(),
+            "switches": [{**entry, "summary": entry["summary"].to_json()} for entry in report["switches"]]}
+
+
 def moves(ratio: Ratio) -> bool:
     """A switch moves the rate when the ratio is >= MOVES or <= 1/MOVES and its interval excludes 1."""
     big = ratio.value >= MOVES or ratio.value <= 1 / MOVES
@@ -302,28 +308,28 @@ def moves(ratio: Ratio) -> bool:
 def verdict(report: dict[str, Any]) -> list[str]:
     """Short sentences naming the mechanism, from the switches that moved the rate and the signals; pure."""
     baseline = report["baseline"]
-    if "roundtrips_per_s" not in baseline:
-        return ["baseline failed: " + "; ".join(baseline.get("failures", ["no attempt succeeded"]))]
+    if not baseline.measured:
+        return ["baseline failed: " + "; ".join(baseline.failures or ["no attempt succeeded"])]
     context = report.get("context") or {}
     sentences = []
     by_name = {entry["name"]: entry for entry in report["switches"]}
     compression = by_name.get("compression-off")
     if compression and compression["moves"] and compression["ratio"]["value"] > 1:
-        cpu = baseline.get("client_cpu_us_per_roundtrip")
-        off_cpu = (compression["summary"] or {}).get("client_cpu_us_per_roundtrip")
+        cpu = baseline.client_cpu.us_per_roundtrip
+        off_cpu = compression["summary"].client_cpu.us_per_roundtrip
         detail = []
         if cpu and context.get("client_cpu_column_median"):
             detail.append(f"client CPU {cpu / context['client_cpu_column_median']:.1f}× its column median")
         elif cpu and off_cpu:
             detail.append(f"client CPU {cpu:.0f} µs per roundtrip against {off_cpu:.0f} without it")
-        negotiated = baseline.get("compression_negotiated") or "permessage-deflate"
+        negotiated = baseline.compression_negotiated or "permessage-deflate"
         sentences.append(f"compression negotiated ({negotiated.split(';')[0]})"
                          + (f": {detail[0]}" if detail else "")
                          + f"; with compression off {compression['ratio']['value']:.1f}× faster")
     nodelay = by_name.get("nodelay-forced")
     if nodelay and nodelay["moves"] and nodelay["ratio"]["value"] > 1:
-        segments = baseline.get("segments_per_message")
-        delayed = baseline.get("delayed_acks_per_roundtrip")
+        segments = baseline.segments_per_message
+        delayed = baseline.delayed_acks_per_roundtrip
         signals = []
         if delayed is not None:
             signals.append(f"{delayed:.2f} delayed ACKs per roundtrip")
@@ -336,7 +342,7 @@ def verdict(report: dict[str, Any]) -> list[str]:
     if localhost and localhost["moves"]:
         sentences.append(f"connecting to 'localhost' instead of 127.0.0.1 changes the rate "
                          f"{localhost['ratio']['value']:.2f}× (address family "
-                         f"{(localhost['summary'] or {}).get('address_family') or '?'})")
+                         f"{localhost['summary'].address_family or '?'})")
     if not sentences:
         flags = report.get("flags") or []
         if flags:
@@ -357,33 +363,32 @@ def render_report(report: dict[str, Any]) -> str:
     lines = [f"# Diagnosis: {report['server']} server × {report['client']} client", ""]
     lines += ["## Verdict", ""] + [f"- {sentence}" for sentence in report["verdict"]]
     lines += ["", "## Baseline", ""]
-    if "roundtrips_per_s" in baseline:
-        rates = baseline["roundtrips_per_s"]
-        lines.append(f"- {render.matrix_cell_text(baseline)} roundtrips/s (median of {rates['n']}, "
-                     f"{render.format_rate(rates['minimum'])}–{render.format_rate(rates['maximum'])})")
+    if baseline.measured:
+        rates = baseline.roundtrips_per_s
+        lines.append(f"- {render.matrix_cell_text(baseline)} roundtrips/s (median of {rates.n}, "
+                     f"{render.format_rate(rates.minimum)}–{render.format_rate(rates.maximum)})")
         context = report.get("context") or {}
         if context.get("expected_roundtrips_per_s"):
             lines.append(f"- the reference matrix expected {context['expected_roundtrips_per_s']:,.0f}/s from this "
                          f"cell's row and column")
         for side in ("server", "client"):
-            cpu = baseline.get(f"{side}_cpu_us_per_roundtrip")
-            utilization = baseline.get(f"{side}_cpu_utilization")
+            cpu = baseline.cpu(side).us_per_roundtrip
+            utilization = baseline.cpu(side).utilization
             median_key = "server_cpu_row_median" if side == "server" else "client_cpu_column_median"
             reference = context.get(median_key)
             lines.append(f"- {side}: {render._number(cpu, '{:.1f}')} µs CPU per roundtrip"
                          + (f" ({cpu / reference:.1f}× the reference {'row' if side == 'server' else 'column'} "
                             f"median of {reference:.1f})" if cpu and reference else "")
                          + f", CPU/wall {render._number(utilization, '{:.2f}')}, TCP_NODELAY "
-                         + render.NODELAY_TEXT[baseline.get(f"{side}_tcp_nodelay")])
-        lines.append(f"- negotiated: {render.short_extensions(baseline.get('compression_negotiated'))}; address "
-                     f"family {baseline.get('address_family')}; loops {baseline.get('server_loop')}/"
-                     f"{baseline.get('client_loop')}")
-        tcp = baseline.get("tcp_per_roundtrip") or {}
+                         + render.NODELAY_TEXT[baseline.tcp_nodelay(side)])
+        lines.append(f"- negotiated: {render.short_extensions(baseline.compression_negotiated)}; address "
+                     f"family {baseline.address_family}; loops {baseline.server_loop}/{baseline.client_loop}")
+        tcp = baseline.tcp_per_roundtrip or {}
         if tcp:
             lines.append("- kernel TCP counters per roundtrip: " + ", ".join(
                 f"{name.split('.', 1)[1]} {value:.3g}" for name, value in tcp.items()))
         lines.append(f"- share of roundtrips slower than 35 ms: "
-                     f"{(baseline.get('latency') or {}).get('slow_share', 0) * 100:.2f}%")
+                     f"{slow_share(baseline.latency) * 100:.2f}%")
     flags = report.get("flags") or []
     lines += ["", "Flags: " + ("; ".join(flags) if flags else "none")]
     lines += ["", "## Latency histogram (baseline, all repeats)", "", "```"] + report["latency_histogram_text"] + ["```"]
@@ -419,9 +424,14 @@ def render_report(report: dict[str, Any]) -> str:
               "|---|---|---:|---:|---|"]
     for entry in report["switches"]:
         variant = entry["summary"]
-        rate = render.matrix_cell_text(variant) if "roundtrips_per_s" in variant else "failed"
+        rate = render.matrix_cell_text(variant) if variant.measured else "failed"
         ratio = entry["ratio"]
         ratio_text = render.format_ratio(Ratio(**ratio)) if ratio else "–"
         lines.append(f"| {entry['name']} | {entry['description']} | {rate} | {ratio_text} | "
                      f"{'**yes**' if entry['moves'] else 'no'} |")
     return "\n".join(lines) + "\n"
+
+
+def slow_share(latency) -> float:
+    """The share of roundtrips slower than 35 ms in a summary.Latency; 0 when nothing was recorded."""
+    return latency.slow_share if latency is not None and latency.slow_share is not None else 0.0

@@ -20,18 +20,21 @@ from matplotlib.lines import Line2D  # noqa: E402
 from pingpong.harness import histograms  # noqa: E402
 from pingpong.harness.render import axes  # noqa: E402
 from pingpong.harness.results import RunResult  # noqa: E402
+from pingpong.harness.summary import Summaries  # noqa: E402
 
-Summaries = dict[tuple[str, str], dict[str, Any]]
 DPI = 100
 HEATMAP_SIZE_IN = (11.0, 7.0)
 CDF_SIZE_IN = (12.0, 8.0)
 
 
+def _median_rate(summary) -> float | None:
+    return summary.roundtrips_per_s.median if summary is not None and summary.measured else None
+
+
 def figure_heatmap(run: RunResult, summaries: Summaries):
     """Median roundtrips/s per cell on a log colour scale, the value written in each cell, flags marked."""
     servers, clients = axes(run)
-    values = [[summaries.get((s, c), {}).get("roundtrips_per_s", {}).get("median") for c in clients]
-              for s in servers]
+    values = [[_median_rate(summaries.get((s, c))) for c in clients] for s in servers]
     measured = [v for row in values for v in row if v]
     figure, axis = plt.subplots(figsize=HEATMAP_SIZE_IN, dpi=DPI)
     grid = [[v if v else math.nan for v in row] for row in values]
@@ -43,16 +46,16 @@ def figure_heatmap(run: RunResult, summaries: Summaries):
     axis.set_ylabel("server")
     for row, server in enumerate(servers):
         for column, client in enumerate(clients):
-            summary = summaries.get((server, client), {})
+            summary = summaries.get((server, client))
             value = values[row][column]
             if value:
                 text = f"{value:,.0f}"
-                if summary.get("compression_negotiated"):
+                if summary.compression_negotiated:
                     text += " z"
-                if summary.get("flags"):
+                if summary.flags:
                     text += " !"
             else:
-                text = "—" if summary.get("status") in (None, "skipped") else "failed"
+                text = "—" if summary is None or summary.status == "skipped" else "failed"
             bright = not value or (norm and norm(value) > 0.6)  # empty cells are white: dark text there too
             axis.text(column, row, text, ha="center", va="center", fontsize=8, color="black" if bright else "white")
     figure.colorbar(image, ax=axis, label="roundtrips/s (median, log scale)")
@@ -113,7 +116,7 @@ def write_figures(run: RunResult, summaries: Summaries, stem: Path) -> list[Path
     written = []
     for suffix, build in (("heatmap", lambda: figure_heatmap(run, summaries)),
                           ("latency-cdf", lambda: figure_latency_cdfs(run))):
-        if not any(s.get("roundtrips_per_s") for s in summaries.values()):
+        if not any(s.measured for s in summaries.values()):
             break
         figure = build()
         path = stem.with_name(f"{stem.name}-{suffix}.png")

@@ -4,12 +4,9 @@ from __future__ import annotations
 
 import csv
 import io
-from typing import Any
-
 from pingpong.harness.results import RunResult
 from pingpong.harness.stats import NOISY_CV, Ratio, ratio_of_medians
-
-Summaries = dict[tuple[str, str], dict[str, Any]]
+from pingpong.harness.summary import CellSummary, Summaries
 
 
 def axes(run: RunResult) -> tuple[list[str], list[str]]:
@@ -38,34 +35,33 @@ def format_duration_ns(value: float | None) -> str:
     return f"{value / 1e3:.0f} µs"
 
 
-def matrix_cell_text(summary: dict[str, Any]) -> str:
+def matrix_cell_text(summary: CellSummary) -> str:
     """'3,712 ±1.2% · p99 410 µs', with '(noisy)' past the noise threshold and failures spelled out."""
-    status = summary["status"]
+    status = summary.status
     if status == "skipped":
         return "—"
-    if "roundtrips_per_s" not in summary:
-        first = summary.get("failures", ["no attempt"])[0]
+    if not summary.measured:
+        first = (summary.failures or ("no attempt",))[0]
         return f"FAILED ({first.split(': ')[1] if ': ' in first else first})"
-    rates = summary["roundtrips_per_s"]
-    text = format_rate(rates["median"])
-    if rates["cv"] is not None:
-        text += f" ±{rates['cv'] * 100:.1f}%"
-    latency = summary.get("latency") or {}
-    if "p99_ns" in latency:
-        text += f" · p99 {format_duration_ns(latency['p99_ns'])}"
-    if summary.get("noisy"):
+    rates = summary.roundtrips_per_s
+    text = format_rate(rates.median)
+    if rates.cv is not None:
+        text += f" ±{rates.cv * 100:.1f}%"
+    if summary.latency is not None and summary.latency.count:
+        text += f" · p99 {format_duration_ns(summary.latency.p99_ns)}"
+    if summary.noisy:
         text += " (noisy)"
-    if summary.get("compression_negotiated"):
+    if summary.compression_negotiated:
         text += " ᶻ"
-    if summary.get("flags"):
+    if summary.flags:
         text += " ⚑"
     if status == "partial":
-        text += f" ({len(summary['failures'])} failed)"
+        text += f" ({len(summary.failures)} failed)"
     return text
 
 
 def fastest_cell(run: RunResult, summaries: Summaries) -> tuple[str, str] | None:
-    measured = [(s["roundtrips_per_s"]["median"], key) for key, s in summaries.items() if "roundtrips_per_s" in s]
+    measured = [(s.roundtrips_per_s.median, key) for key, s in summaries.items() if s.measured]
     return max(measured)[1] if measured else None
 
 
@@ -156,7 +152,7 @@ def render_markdown(run: RunResult, summaries: Summaries) -> str:
     fastest = fastest_cell(run, summaries)
     if fastest:
         ratios = relative_to_fastest(run, summaries)
-        rate = summaries[fastest]["roundtrips_per_s"]["median"]
+        rate = summaries[fastest].roundtrips_per_s.median
         lines += ["", f"Fastest pair: **{fastest[0]} server × {fastest[1]} client**, {format_rate(rate)} {unit}. "
                   "Every cell relative to it (ratio of medians, bootstrap 95% interval):", "",
                   "| server \\ client | " + " | ".join(clients) + " |", "|---|" + "---:|" * len(clients)]
@@ -189,36 +185,35 @@ def render_markdown(run: RunResult, summaries: Summaries) -> str:
               "| delayed ACKs/rt |",
               "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---|---|---|---:|---:|"]
     for (server, client), summary in summaries.items():
-        if "roundtrips_per_s" not in summary:
+        if not summary.measured:
             continue
-        rates = summary["roundtrips_per_s"]
-        latency = summary.get("latency") or {}
+        rates = summary.roundtrips_per_s
         lines.append("| " + " | ".join([
             server, client,
-            f"{format_rate(rates['median'])} [{format_rate(rates['minimum'])}–{format_rate(rates['maximum'])}]",
-            str(rates["n"]),
-            "–" if rates["cv"] is None else f"{rates['cv'] * 100:.1f}%",
-            *(format_duration_ns(latency.get(key)) for key in ("p50_ns", "p90_ns", "p99_ns", "p99.9_ns", "max_ns")),
-            _number(summary.get("server_cpu_us_per_roundtrip"), "{:.1f}"),
-            _number(summary.get("client_cpu_us_per_roundtrip"), "{:.1f}"),
-            _number(summary.get("server_cpu_utilization"), "{:.2f}"),
-            _number(summary.get("client_cpu_utilization"), "{:.2f}"),
-            summary.get("bottleneck") or "–",
-            _number(summary.get("server_peak_rss_bytes") and summary["server_peak_rss_bytes"] / 2**20, "{:.0f} MiB"),
-            f"{summary.get('server_loop') or '?'}/{summary.get('client_loop') or '?'}",
-            short_extensions(summary.get("compression_negotiated")),
-            f"{NODELAY_TEXT[summary.get('server_tcp_nodelay')]}/{NODELAY_TEXT[summary.get('client_tcp_nodelay')]}",
-            _number(summary.get("segments_per_message"), "{:.2f}"),
-            _number(summary.get("delayed_acks_per_roundtrip"), "{:.3f}"),
+            f"{format_rate(rates.median)} [{format_rate(rates.minimum)}–{format_rate(rates.maximum)}]",
+            str(rates.n),
+            "–" if rates.cv is None else f"{rates.cv * 100:.1f}%",
+            *(format_duration_ns(value) for value in percentiles(summary.latency)),
+            _number(summary.server_cpu.us_per_roundtrip, "{:.1f}"),
+            _number(summary.client_cpu.us_per_roundtrip, "{:.1f}"),
+            _number(summary.server_cpu.utilization, "{:.2f}"),
+            _number(summary.client_cpu.utilization, "{:.2f}"),
+            summary.bottleneck or "–",
+            _number(summary.server_peak_rss_bytes and summary.server_peak_rss_bytes / 2**20, "{:.0f} MiB"),
+            f"{summary.server_loop or '?'}/{summary.client_loop or '?'}",
+            short_extensions(summary.compression_negotiated),
+            f"{NODELAY_TEXT[summary.server_tcp_nodelay]}/{NODELAY_TEXT[summary.client_tcp_nodelay]}",
+            _number(summary.segments_per_message, "{:.2f}"),
+            _number(summary.delayed_acks_per_roundtrip, "{:.3f}"),
         ]) + " |")
 
-    problems = [(key, s) for key, s in summaries.items() if s["status"] in ("skipped", "failed", "partial")]
+    problems = [(key, s) for key, s in summaries.items() if s.status in ("skipped", "failed", "partial")]
     if problems:
         lines += ["", "## Not measured or failed", ""]
         for (server, client), summary in problems:
-            if summary["status"] == "skipped":
-                lines.append(f"- {server} × {client}: not measured: {summary['reason']}")
-            for failure in summary.get("failures", []):
+            if summary.status == "skipped":
+                lines.append(f"- {server} × {client}: not measured: {summary.reason}")
+            for failure in summary.failures:
                 lines.append(f"- {server} × {client}: {failure}")
     return "\n".join(lines) + "\n"
 
@@ -226,9 +221,16 @@ def render_markdown(run: RunResult, summaries: Summaries) -> str:
 NODELAY_TEXT = {True: "on", False: "OFF", None: "?"}
 
 
+def percentiles(latency) -> tuple[int | None, ...]:
+    """p50, p90, p99, p99.9 and max in ns of a summary.Latency; all None when nothing was recorded."""
+    if latency is None:
+        return (None,) * 5
+    return (latency.p50_ns, latency.p90_ns, latency.p99_ns, latency.p99_9_ns, latency.max_ns)
+
+
 def flagged_section(summaries: Summaries) -> list[str]:
     """'## Flagged cells': each odd cell with its one-line reasons, and how to dig further."""
-    flagged = [(key, summary["flags"]) for key, summary in summaries.items() if summary.get("flags")]
+    flagged = [(key, summary.flags) for key, summary in summaries.items() if summary.flags]
     if not flagged:
         return ["", "No cell is flagged: every measured cell is within 3× of what its server and client predict, "
                 "and no signal rule fired."]
@@ -268,22 +270,26 @@ def render_csv(run: RunResult, summaries: Summaries) -> str:
     writer = csv.DictWriter(output, fieldnames=CSV_COLUMNS, lineterminator="\n")
     writer.writeheader()
     for (server, client), summary in summaries.items():
-        rates = summary.get("roundtrips_per_s") or {}
-        latency = summary.get("latency") or {}
+        rates = summary.roundtrips_per_s
         writer.writerow({
-            "server": server, "client": client, "status": summary["status"], "n": rates.get("n"),
-            "roundtrips_per_s_median": rates.get("median"), "roundtrips_per_s_min": rates.get("minimum"),
-            "roundtrips_per_s_max": rates.get("maximum"), "roundtrips_per_s_cv": rates.get("cv"),
-            "ci95_low": rates.get("ci_low"), "ci95_high": rates.get("ci_high"), "noisy": summary.get("noisy"),
-            **{key: latency.get(key) for key in ("p50_ns", "p90_ns", "p99_ns", "p99.9_ns", "max_ns")},
-            **{key: summary.get(key) for key in ("server_cpu_us_per_roundtrip", "client_cpu_us_per_roundtrip",
-                                                 "server_cpu_utilization", "client_cpu_utilization", "bottleneck",
-                                                 "server_peak_rss_bytes", "server_loop", "client_loop",
-                                                 "compression_negotiated", "server_tcp_nodelay",
-                                                 "client_tcp_nodelay", "segments_per_message",
-                                                 "delayed_acks_per_roundtrip", "retransmits_per_roundtrip",
-                                                 "expected_roundtrips_per_s")},
-            "flags": "; ".join(summary.get("flags") or []) or None,
-            "reason": summary.get("reason") or "; ".join(summary.get("failures", [])) or None,
+            "server": server, "client": client, "status": summary.status, "n": rates and rates.n,
+            "roundtrips_per_s_median": rates and rates.median, "roundtrips_per_s_min": rates and rates.minimum,
+            "roundtrips_per_s_max": rates and rates.maximum, "roundtrips_per_s_cv": rates and rates.cv,
+            "ci95_low": rates and rates.ci_low, "ci95_high": rates and rates.ci_high, "noisy": summary.noisy,
+            **dict(zip(("p50_ns", "p90_ns", "p99_ns", "p99.9_ns", "max_ns"), percentiles(summary.latency))),
+            "server_cpu_us_per_roundtrip": summary.server_cpu.us_per_roundtrip,
+            "client_cpu_us_per_roundtrip": summary.client_cpu.us_per_roundtrip,
+            "server_cpu_utilization": summary.server_cpu.utilization,
+            "client_cpu_utilization": summary.client_cpu.utilization,
+            "bottleneck": summary.bottleneck, "server_peak_rss_bytes": summary.server_peak_rss_bytes,
+            "server_loop": summary.server_loop, "client_loop": summary.client_loop,
+            "compression_negotiated": summary.compression_negotiated,
+            "server_tcp_nodelay": summary.server_tcp_nodelay, "client_tcp_nodelay": summary.client_tcp_nodelay,
+            "segments_per_message": summary.segments_per_message,
+            "delayed_acks_per_roundtrip": summary.delayed_acks_per_roundtrip,
+            "retransmits_per_roundtrip": summary.retransmits_per_roundtrip,
+            "expected_roundtrips_per_s": summary.expected_roundtrips_per_s,
+            "flags": "; ".join(summary.flags or ()) or None,
+            "reason": summary.reason or "; ".join(summary.failures) or None,
         })
     return output.getvalue()

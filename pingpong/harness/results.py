@@ -10,7 +10,8 @@ from typing import Any
 
 from pingpong.contract import FORMER_SETTING_NAMES
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 1  # written into every results file; raise it when a field changes meaning or goes away
+READABLE_FORMAT_VERSIONS = (1,)  # what load() accepts: the current version and any older one it can still read
 SUITE = "websocket-pingpong-bench"
 
 
@@ -95,19 +96,24 @@ class RunResult:
                 return cell
         raise KeyError(f"no cell {server} x {client}")
 
-    def to_dict(self, summaries: dict[tuple[str, str], dict[str, Any]] | None = None) -> dict[str, Any]:
+    def to_dict(self, summaries: dict[tuple[str, str], Any] | None = None) -> dict[str, Any]:
+        """The results file's content; summaries (summary.CellSummary per cell) are saved as their to_json()."""
         data = asdict(self)
         for cell_data, cell in zip(data["cells"], self.cells):
             cell_data["status"] = cell.status
             if summaries and (cell.server, cell.client) in summaries:
-                cell_data["summary"] = summaries[(cell.server, cell.client)]
+                cell_data["summary"] = summaries[(cell.server, cell.client)].to_json()
         return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "RunResult":
-        if data.get("format_version") != FORMAT_VERSION:
-            raise ValueError(f"results format version {data.get('format_version')!r} is not supported "
-                             f"(this suite reads version {FORMAT_VERSION})")
+        version = data.get("format_version")
+        if isinstance(version, int) and version > FORMAT_VERSION:
+            raise ValueError(f"results format version {version} is newer than this suite reads "
+                             f"(up to {FORMAT_VERSION}); update the suite to read this file")
+        if version not in READABLE_FORMAT_VERSIONS:
+            raise ValueError(f"results format version {version!r} is not supported "
+                             f"(this suite reads versions {', '.join(map(str, READABLE_FORMAT_VERSIONS))})")
         attempt_fields = {f.name for f in fields(Attempt)}
         cells = [Cell(server=c["server"], client=c["client"], skipped=c.get("skipped"),
                       attempts=[Attempt(**{k: _current_names(k, v) for k, v in a.items() if k in attempt_fields})

@@ -1,52 +1,181 @@
-"""Derived figures of a cell, computed from its raw attempts: pure functions, recomputable from any results file."""
+"""Derived figures of a cell, computed from its raw attempts: pure functions, recomputable from any results file.
+
+The figures are typed records (CellSummary, with Latency and SideCpu inside). In a results file each cell carries
+its summary as CellSummary.to_json(): one flat object whose keys are listed, with unit and meaning, beside the
+fields below. A figure that could not be measured is None (null), never a fake zero.
+"""
 
 from __future__ import annotations
 
 import statistics
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from pingpong.harness import anomalies, histograms
 from pingpong.contract import DEFAULT_PAYLOAD_SIZE
 from pingpong.harness.results import Cell, RunResult
-from pingpong.harness.stats import summarize
+from pingpong.harness.stats import Summary, summarize
 
 SATURATED_UTILIZATION = 0.8  # a side using >= 80% of one CPU over the window is treated as the bottleneck
+SIDES = ("server", "client")
 
 
-def summarize_cell(cell: Cell) -> dict[str, Any]:
-    summary: dict[str, Any] = {"status": cell.status}
+@dataclass(frozen=True)
+class Latency:
+    """Roundtrip latency of every good attempt, histograms merged (JSON "latency"; only "count" when it is 0)."""
+
+    count: int  # "count": roundtrips recorded
+    p50_ns: int | None = None  # "p50_ns": median roundtrip duration, ns
+    p90_ns: int | None = None  # "p90_ns"
+    p99_ns: int | None = None  # "p99_ns"
+    p99_9_ns: int | None = None  # "p99.9_ns"
+    max_ns: int | None = None  # "max_ns": slowest roundtrip, ns
+    mean_ns: float | None = None  # "mean_ns"
+    slow_share: float | None = None  # "slow_share": fraction of roundtrips slower than 35 ms (a delayed-ACK stall)
+
+    def to_json(self) -> dict[str, Any]:
+        if self.count == 0:
+            return {"count": 0}
+        return {"count": self.count, "p50_ns": self.p50_ns, "p90_ns": self.p90_ns, "p99_ns": self.p99_ns,
+                "p99.9_ns": self.p99_9_ns, "max_ns": self.max_ns, "mean_ns": self.mean_ns,
+                "slow_share": self.slow_share}
+
+
+@dataclass(frozen=True)
+class SideCpu:
+    """One side's CPU over the measured window, median over good attempts; None where it was not sampled."""
+
+    us_per_roundtrip: float | None = None  # "<side>_cpu_us_per_roundtrip": user+system µs of its process tree
+    utilization: float | None = None  # "<side>_cpu_utilization": CPU time / wall time (1.0 = one core busy)
+
+
+@dataclass(frozen=True)
+class CellSummary:
+    """A cell's figures. Skipped: status and reason. No good attempt: status and failures. Otherwise all figures.
+
+    The JSON mapping (to_json) is flat; each field's comment names its key. Anomaly fields (expected rate, flags)
+    are filled in by anomalies.annotate, which needs the whole matrix.
+    """
+
+    status: str  # "status": ok, partial, failed, skipped, pending (Cell.status)
+    reason: str | None = None  # "reason": why a skipped cell is not measured (skipped cells only)
+    failures: tuple[str, ...] = ()  # "failures": "repeat N: status: reason" per failed attempt (absent when none)
+    roundtrips_per_s: Summary | None = None  # "roundtrips_per_s": over good attempts; None (absent) when none
+    latency: Latency | None = None  # "latency": absent when no attempt recorded a histogram
+    server_cpu: SideCpu = SideCpu()  # "server_cpu_us_per_roundtrip", "server_cpu_utilization"
+    client_cpu: SideCpu = SideCpu()  # "client_cpu_us_per_roundtrip", "client_cpu_utilization"
+    bottleneck: str | None = None  # "bottleneck": server, client, both, neither, or unknown
+    server_peak_rss_bytes: int | None = None  # "server_peak_rss_bytes": max over attempts of the tree's VmHWM sum
+    signal_sampling_ms: float | None = None  # "signal_sampling_ms": orchestrator CPU ms spent sampling in the window
+    server_loop: str | None = None  # "server_loop": event loop the server reported running on
+    client_loop: str | None = None  # "client_loop": event loop the client driver reported
+    compression_negotiated: str | None = None  # "compression_negotiated": extensions header(s); None when none
+    client_tcp_nodelay: bool | None = None  # "client_tcp_nodelay": all client sockets (kernel, else driver's report)
+    address_family: str | None = None  # "address_family": ipv4, ipv6 (comma-joined when mixed)
+    tcp_per_roundtrip: dict[str, float] | None = None  # "tcp_per_roundtrip": kernel TCP counter deltas / roundtrip
+    segments_per_message: float | None = None  # "segments_per_message": Tcp.OutSegs / 4 messages per roundtrip
+    delayed_acks_per_roundtrip: float | None = None  # "delayed_acks_per_roundtrip": TcpExt.DelayedACKs
+    retransmits_per_roundtrip: float | None = None  # "retransmits_per_roundtrip": Tcp.RetransSegs
+    server_tcp_nodelay: bool | None = None  # "server_tcp_nodelay": all server sockets, read from the kernel
+    server_sockets_note: str | None = None  # "server_sockets_note": why the kernel could not be asked
+    client_sockets_note: str | None = None  # "client_sockets_note"
+    expected_roundtrips_per_s: float | None = None  # "expected_roundtrips_per_s": the matrix model's prediction
+    rate_vs_expected: float | None = None  # "rate_vs_expected": observed median / expected
+    flags: tuple[str, ...] | None = None  # "flags": one-line anomaly reasons; None (absent) until annotated
+
+    @property
+    def measured(self) -> bool:
+        """Whether any attempt succeeded, so the figures exist."""
+        return self.roundtrips_per_s is not None
+
+    @property
+    def noisy(self) -> bool | None:
+        """"noisy": the rate's coefficient of variation reaches stats.NOISY_CV; None when not measured."""
+        return self.roundtrips_per_s.noisy if self.roundtrips_per_s is not None else None
+
+    def cpu(self, side: str) -> SideCpu:
+        return self.server_cpu if side == "server" else self.client_cpu
+
+    def tcp_nodelay(self, side: str) -> bool | None:
+        return self.server_tcp_nodelay if side == "server" else self.client_tcp_nodelay
+
+    def to_json(self) -> dict[str, Any]:
+        """The summary as saved in a results file, keys in the order files have always had them."""
+        data: dict[str, Any] = {"status": self.status}
+        if self.status == "skipped":
+            data["reason"] = self.reason
+            return data
+        if self.failures:
+            data["failures"] = list(self.failures)
+        if self.roundtrips_per_s is None:
+            return data
+        data["roundtrips_per_s"] = asdict(self.roundtrips_per_s)
+        data["noisy"] = self.noisy
+        if self.latency is not None:
+            data["latency"] = self.latency.to_json()
+        for side in SIDES:
+            data[f"{side}_cpu_us_per_roundtrip"] = self.cpu(side).us_per_roundtrip
+            data[f"{side}_cpu_utilization"] = self.cpu(side).utilization
+        data.update(bottleneck=self.bottleneck, server_peak_rss_bytes=self.server_peak_rss_bytes,
+                    signal_sampling_ms=self.signal_sampling_ms, server_loop=self.server_loop,
+                    client_loop=self.client_loop, compression_negotiated=self.compression_negotiated,
+                    client_tcp_nodelay=self.client_tcp_nodelay, address_family=self.address_family,
+                    tcp_per_roundtrip=self.tcp_per_roundtrip)
+        if self.tcp_per_roundtrip is not None:
+            data.update(segments_per_message=self.segments_per_message,
+                        delayed_acks_per_roundtrip=self.delayed_acks_per_roundtrip,
+                        retransmits_per_roundtrip=self.retransmits_per_roundtrip)
+        data.update(server_tcp_nodelay=self.server_tcp_nodelay, server_sockets_note=self.server_sockets_note,
+                    client_sockets_note=self.client_sockets_note)
+        if self.expected_roundtrips_per_s is not None:
+            data.update(expected_roundtrips_per_s=self.expected_roundtrips_per_s,
+                        rate_vs_expected=self.rate_vs_expected)
+        if self.flags is not None:
+            data["flags"] = list(self.flags)
+        return data
+
+
+Summaries = dict[tuple[str, str], CellSummary]
+
+
+def summarize_cell(cell: Cell) -> CellSummary:
     if cell.skipped:
-        summary["reason"] = cell.skipped
-        return summary
-    failures = [f"repeat {a.repeat}: {a.status}: {a.reason}" for a in cell.attempts if not a.ok]
-    if failures:
-        summary["failures"] = failures
+        return CellSummary(status=cell.status, reason=cell.skipped)
+    failures = tuple(f"repeat {a.repeat}: {a.status}: {a.reason}" for a in cell.attempts if not a.ok)
     good = [attempt for attempt in cell.attempts if attempt.ok]
     if not good:
-        return summary
-    rates = summarize([attempt.roundtrips_per_s for attempt in good])
-    summary["roundtrips_per_s"] = asdict(rates)
-    summary["noisy"] = rates.noisy
+        return CellSummary(status=cell.status, failures=failures)
     encoded = [attempt.latency_histogram for attempt in good if attempt.latency_histogram]
-    if encoded:
-        summary["latency"] = histograms.latency_summary(histograms.merge(encoded))
-    for side in ("server", "client"):
-        per_roundtrip = [getattr(a, f"{side}_cpu_s") / a.roundtrips * 1e6 for a in good
-                         if getattr(a, f"{side}_cpu_s") is not None and a.roundtrips]
-        utilization = [getattr(a, f"{side}_cpu_s") / a.window_wall_s for a in good
-                       if getattr(a, f"{side}_cpu_s") is not None and a.window_wall_s]
-        summary[f"{side}_cpu_us_per_roundtrip"] = statistics.median(per_roundtrip) if per_roundtrip else None
-        summary[f"{side}_cpu_utilization"] = statistics.median(utilization) if utilization else None
-    summary["bottleneck"] = bottleneck(summary["server_cpu_utilization"], summary["client_cpu_utilization"])
+    cpu = {side: side_cpu(good, side) for side in SIDES}
     peaks = [a.server_peak_rss_bytes for a in good if a.server_peak_rss_bytes]
-    summary["server_peak_rss_bytes"] = max(peaks) if peaks else None
     sampling = [a.signal_sampling_s for a in good if a.signal_sampling_s is not None]
-    summary["signal_sampling_ms"] = statistics.median(sampling) * 1e3 if sampling else None
-    summary.update(observed_settings(good[-1]))
-    summary.update(tcp_signals(good))
-    summary.update(socket_signals(good[-1], summary))
-    return summary
+    observed = observed_settings(good[-1])
+    sockets = socket_signals(good[-1], observed["client_tcp_nodelay"])
+    return CellSummary(
+        status=cell.status, failures=failures,
+        roundtrips_per_s=summarize([attempt.roundtrips_per_s for attempt in good]),
+        latency=latency_of(histograms.merge(encoded)) if encoded else None,
+        server_cpu=cpu["server"], client_cpu=cpu["client"],
+        bottleneck=bottleneck(cpu["server"].utilization, cpu["client"].utilization),
+        server_peak_rss_bytes=max(peaks) if peaks else None,
+        signal_sampling_ms=statistics.median(sampling) * 1e3 if sampling else None,
+        **{**observed, **tcp_signals(good), **sockets})
+
+
+def latency_of(histogram) -> Latency:
+    figures = histograms.latency_summary(histogram)
+    return Latency(count=figures["count"], p50_ns=figures.get("p50_ns"), p90_ns=figures.get("p90_ns"),
+                   p99_ns=figures.get("p99_ns"), p99_9_ns=figures.get("p99.9_ns"), max_ns=figures.get("max_ns"),
+                   mean_ns=figures.get("mean_ns"), slow_share=figures.get("slow_share"))
+
+
+def side_cpu(good: list, side: str) -> SideCpu:
+    """Median CPU per roundtrip and CPU/wall of one side over the good attempts that sampled it."""
+    samples = [(getattr(a, f"{side}_cpu_s"), a) for a in good if getattr(a, f"{side}_cpu_s") is not None]
+    per_roundtrip = [cpu_s / a.roundtrips * 1e6 for cpu_s, a in samples if a.roundtrips]
+    utilization = [cpu_s / a.window_wall_s for cpu_s, a in samples if a.window_wall_s]
+    return SideCpu(us_per_roundtrip=statistics.median(per_roundtrip) if per_roundtrip else None,
+                   utilization=statistics.median(utilization) if utilization else None)
 
 
 MESSAGES_PER_ROUNDTRIP = 4  # A -> server, server -> B, B -> server, server -> A: each a send() with data
@@ -78,21 +207,19 @@ def tcp_signals(good: list) -> dict[str, Any]:
     }
 
 
-def socket_signals(attempt, summary: dict[str, Any]) -> dict[str, Any]:
+def socket_signals(attempt, reported_client_nodelay: bool | None) -> dict[str, Any]:
     """TCP_NODELAY of each side's connections as the kernel has it (read from outside every runtime).
 
     Falls back to the client's own report where the kernel could not be asked.
     """
     found: dict[str, Any] = {}
-    for side in ("server", "client"):
+    for side in SIDES:
         reading = (attempt.sockets or {}).get(side) or {}
         values = reading.get("tcp_nodelay")
         if values:
             found[f"{side}_tcp_nodelay"] = all(values)
-        elif side == "client":
-            found["client_tcp_nodelay"] = summary.get("client_tcp_nodelay")
         else:
-            found["server_tcp_nodelay"] = None
+            found[f"{side}_tcp_nodelay"] = reported_client_nodelay if side == "client" else None
         found[f"{side}_sockets_note"] = reading.get("error")
     return found
 
@@ -126,9 +253,8 @@ def observed_settings(attempt) -> dict[str, Any]:
     }
 
 
-def summarize_run(run: RunResult) -> dict[tuple[str, str], dict[str, Any]]:
+def summarize_run(run: RunResult) -> Summaries:
     """Every cell's summary, with the anomaly flags that need the whole matrix."""
     summaries = {(cell.server, cell.client): summarize_cell(cell) for cell in run.cells}
-    anomalies.annotate(summaries, run.configuration.get("payload_size", DEFAULT_PAYLOAD_SIZE),
-                       run.configuration.get("workload", "pingpong"))
-    return summaries
+    return anomalies.annotate(summaries, run.configuration.get("payload_size", DEFAULT_PAYLOAD_SIZE),
+                              run.configuration.get("workload", "pingpong"))

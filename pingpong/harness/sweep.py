@@ -33,21 +33,21 @@ def sweep_index(members: list[tuple[dict[str, Any], Any, dict, str]]) -> dict[st
     cells: dict[str, list[dict[str, Any]]] = {}
     for point, run, summaries, _ in members:
         for (server, client), summary in summaries.items():
-            if summary.get("status") == "skipped":
+            if summary.status == "skipped":
                 continue
-            rates = summary.get("roundtrips_per_s")
-            latency = summary.get("latency") or {}
+            rates = summary.roundtrips_per_s
+            latency = summary.latency
             cells.setdefault(f"{server} × {client}", []).append({
                 **{dimension: point[dimension] for dimension in DIMENSIONS},
-                "median": rates["median"] if rates else None,
-                "ci_low": rates["ci_low"] if rates else None,
-                "ci_high": rates["ci_high"] if rates else None,
-                "n": rates["n"] if rates else 0,
-                "p50_ns": latency.get("p50_ns"),
-                "p99_ns": latency.get("p99_ns"),
-                "client_cpu_utilization": summary.get("client_cpu_utilization"),
-                "server_cpu_utilization": summary.get("server_cpu_utilization"),
-                "status": summary.get("status"),
+                "median": rates.median if rates else None,
+                "ci_low": rates.ci_low if rates else None,
+                "ci_high": rates.ci_high if rates else None,
+                "n": rates.n if rates else 0,
+                "p50_ns": latency.p50_ns if latency else None,
+                "p99_ns": latency.p99_ns if latency else None,
+                "client_cpu_utilization": summary.client_cpu.utilization,
+                "server_cpu_utilization": summary.server_cpu.utilization,
+                "status": summary.status,
             })
     first = members[0][1] if members else None
     return {"format_version": SWEEP_FORMAT_VERSION, "kind": "sweep",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import platform
@@ -20,7 +21,7 @@ from array import array
 from collections import deque
 from dataclasses import dataclass, field
 from importlib import metadata
-from typing import Any, Awaitable, Callable
+from typing import Any, AsyncIterator, Awaitable, Callable
 
 from pingpong import contract
 from pingpong.contract import (CLIENT_REPORT_FORMAT_VERSION, COMPRESSION_MODES, DEFAULT_COMPRESSION, DEFAULT_DURATION_S,
@@ -231,36 +232,20 @@ async def measure(open_connection: OpenConnection, args: argparse.Namespace) -> 
     ping = make_payload(args.payload_kind, args.payload_size, PING)
     pong = make_payload(args.payload_kind, args.payload_size, PONG)
     progress = Progress()
-    connections: list[Connection] = []
-    task = asyncio.current_task()
-    watchdog = asyncio.create_task(_stall_watchdog(progress, args.stall_timeout, task))
-    try:
+    async with _watched(progress, args.stall_timeout) as opened:
         pairs = []
         for url in pair_urls(args.url, args.pairs):
-            a = await open_connection(url, args)
-            connections.append(a)
-            b = await open_connection(url, args)
-            connections.append(b)
+            a = opened.connection(await open_connection(url, args))
+            b = opened.connection(await open_connection(url, args))
             pairs.append((a, b))
         if len(pairs) == 1:
             result = await _ping_pong(a, b, ping, pong, args, progress)
         else:
             result = await _many_pairs(pairs, ping, pong, args, progress)
-    except asyncio.CancelledError:
-        if getattr(watchdog, "stalled", None):
-            raise DriverError(watchdog.stalled) from None
-        raise
-    finally:
-        watchdog.cancel()
-        for connection in connections:
-            try:
-                await asyncio.wait_for(connection.close(), 2)
-            except Exception:
-                pass
     result["loop"] = running_loop_name()
     result["pairs"] = args.pairs
     result["connections"] = [dict(name=f"{'AB'[index % 2]}{index // 2 if args.pairs > 1 else ''}", **c.details)
-                             for index, c in enumerate(connections)]
+                             for index, c in enumerate(opened.connections)]
     return result
 
 
@@ -273,15 +258,11 @@ async def measure_handshakes(open_connection: OpenConnection, args: argparse.Nam
     ping = make_payload(args.payload_kind, args.payload_size, PING)
     pong = make_payload(args.payload_kind, args.payload_size, PONG)
     progress = Progress()
-    task = asyncio.current_task()
-    watchdog = asyncio.create_task(_stall_watchdog(progress, args.stall_timeout, task))
-    responder = None
-    answering = None
     last_details: dict[str, Any] = {}
     clock = time.monotonic_ns
     events = WindowEvents()
 
-    async def answer() -> None:
+    async def answer(responder: Connection) -> None:
         while True:
             received = await responder.recv()
             if received != ping:
@@ -301,9 +282,9 @@ async def measure_handshakes(open_connection: OpenConnection, args: argparse.Nam
         if answering.done():  # the responder failed: report its error, not a hang
             answering.result()
 
-    try:
-        responder = await open_connection(args.url, args)
-        answering = asyncio.create_task(answer())
+    async with _watched(progress, args.stall_timeout) as opened:
+        responder = opened.connection(await open_connection(args.url, args))
+        answering = opened.task(asyncio.create_task(answer(responder)))
         progress.phase = "warmup"
         warmup_start = clock()
         deadline = warmup_start + int(args.warmup * 1e9)
@@ -326,19 +307,6 @@ async def measure_handshakes(open_connection: OpenConnection, args: argparse.Nam
                 break
         events.emit("window-end")
         progress.phase = "report"
-    except asyncio.CancelledError:
-        if getattr(watchdog, "stalled", None):
-            raise DriverError(watchdog.stalled) from None
-        raise
-    finally:
-        watchdog.cancel()
-        if answering is not None:
-            answering.cancel()
-        if responder is not None:
-            try:
-                await asyncio.wait_for(responder.close(), 2)
-            except Exception:
-                pass
     elapsed_s = (end - start) / 1e9
     return {
         "warmup": {"roundtrips": progress.warmup_roundtrips, "elapsed_s": (start - warmup_start) / 1e9},
@@ -351,6 +319,48 @@ async def measure_handshakes(open_connection: OpenConnection, args: argparse.Nam
         "pairs": 1,
         "connections": [dict(name="B (responder)", **responder.details), dict(name="A (last opened)", **last_details)],
     }
+
+
+class Opened:
+    """What a measurement opened, for _watched to close: connections (in opening order) and helper tasks."""
+
+    def __init__(self) -> None:
+        self.connections: list[Connection] = []
+        self.tasks: list[asyncio.Task] = []
+
+    def connection(self, connection: Connection) -> Connection:
+        self.connections.append(connection)
+        return connection
+
+    def task(self, task: asyncio.Task) -> asyncio.Task:
+        self.tasks.append(task)
+        return task
+
+
+@contextlib.asynccontextmanager
+async def _watched(progress: Progress, stall_timeout: float) -> AsyncIterator[Opened]:
+    """Run a measurement under the stall watchdog, and close what it opened however it ends.
+
+    A stall cancels the measuring task and surfaces here as a DriverError saying so. On the way out the watchdog
+    and the helper tasks are cancelled and every connection gets two seconds to close (best effort).
+    """
+    opened = Opened()
+    watchdog = asyncio.create_task(_stall_watchdog(progress, stall_timeout, asyncio.current_task()))
+    try:
+        yield opened
+    except asyncio.CancelledError:
+        if getattr(watchdog, "stalled", None):
+            raise DriverError(watchdog.stalled) from None
+        raise
+    finally:
+        watchdog.cancel()
+        for task in opened.tasks:
+            task.cancel()
+        for connection in opened.connections:
+            try:
+                await asyncio.wait_for(connection.close(), 2)
+            except Exception:
+                pass
 
 
 def pair_urls(url: str, pairs: int) -> list[str]:
