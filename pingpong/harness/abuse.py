@@ -206,8 +206,8 @@ class AbuseOutcome:
 
 
 def run_abuse(server_name: str, base_url: str, server_process: processes.ManagedProcess, abuse: str,
-              work_dir: Path) -> AbuseOutcome:
-    """Count the pair's roundtrips for PHASE_S before, during (at least PHASE_S from the abuse's start), after.
+              work_dir: Path, phase_s: float = PHASE_S) -> AbuseOutcome:
+    """Count the pair's roundtrips for phase_s before, during (at least phase_s from the abuse's start), after.
 
     The rogue runs in a process of its own, so it shares no interpreter lock with the pair it is judged by.
     """
@@ -217,7 +217,7 @@ def run_abuse(server_name: str, base_url: str, server_process: processes.Managed
         while not pair.times and pair.error is None and time.monotonic() < deadline:
             time.sleep(0.01)  # until the pair's first roundtrip
         before_start = time.monotonic()
-        time.sleep(PHASE_S)
+        time.sleep(phase_s)
         during_start = time.monotonic()
         rogue = processes.start(f"rogue-{abuse}", [sys.executable, "-m", "pingpong.harness.abuse", "--rogue", abuse,
                                                    "--port", str(port)], ROOT, work_dir)
@@ -230,11 +230,11 @@ def run_abuse(server_name: str, base_url: str, server_process: processes.Managed
             abuse_error = f"rogue did not finish: {type(exc).__name__}"
         finally:
             processes.stop(rogue)
-        remaining = during_start + PHASE_S - time.monotonic()
+        remaining = during_start + phase_s - time.monotonic()
         if remaining > 0:
             time.sleep(remaining)
         during_end = time.monotonic()
-        time.sleep(PHASE_S)
+        time.sleep(phase_s)
         after_end = time.monotonic()
     return AbuseOutcome(
         server=server_name, abuse=abuse,
@@ -245,8 +245,8 @@ def run_abuse(server_name: str, base_url: str, server_process: processes.Managed
         abuse_detail=rogue.stdout_text().strip() or None)
 
 
-def abuse_server(implementation, abuses: list[str] | None = None) -> list[AbuseOutcome]:
-    """Start one server and run the abuses against it, each with a fresh well-behaved pair."""
+def abuse_server(implementation, abuses: list[str] | None = None, phase_s: float = PHASE_S) -> list[AbuseOutcome]:
+    """Start one server and run the abuses against it, each with a fresh well-behaved pair counted phase_s a phase."""
     outcomes = []
     with tempfile.TemporaryDirectory(prefix="pingpong-abuse-") as work:
         port = processes.free_port()
@@ -256,7 +256,7 @@ def abuse_server(implementation, abuses: list[str] | None = None) -> list[AbuseO
             base_url = f"ws://127.0.0.1:{port}"
             probe.wait_until_ready(base_url, server, 20)
             for abuse in abuses or list(ABUSES):
-                outcomes.append(run_abuse(implementation.name, base_url, server, abuse, Path(work)))
+                outcomes.append(run_abuse(implementation.name, base_url, server, abuse, Path(work), phase_s))
                 if server.popen.poll() is not None:
                     break
         finally:
@@ -284,6 +284,8 @@ DESCRIPTION = __doc__.splitlines()[0]
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--servers", help="comma-separated server names (default: every server)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a Markdown table")
+    parser.add_argument("--phase", type=float, default=PHASE_S, metavar="SECONDS",
+                        help=f"how long the pair is counted before, during and after each abuse (default {PHASE_S:g})")
 
 
 def main() -> int:
@@ -302,6 +304,9 @@ def main() -> int:
 def run(args: argparse.Namespace) -> int:
     """`run_bench.py abuse`: every abuse against every chosen server, then the table (or JSON)."""
     servers = [i for i in load_manifest(ROOT / "manifest.toml") if i.role == "server"]
+    if not args.phase > 0:
+        print(f"abuse: --phase must be > 0 seconds, got {args.phase:g}", file=sys.stderr)
+        return 2
     if args.servers:
         wanted = args.servers.split(",")
         unknown = [name for name in wanted if name not in {s.name for s in servers}]
@@ -313,7 +318,7 @@ def run(args: argparse.Namespace) -> int:
     outcomes = []
     for server in servers:
         print(f"abusing {server.name} ...", file=sys.stderr, flush=True)
-        outcomes += abuse_server(server)
+        outcomes += abuse_server(server, phase_s=args.phase)
     print(json.dumps([asdict(o) | {"verdict": o.verdict} for o in outcomes], indent=1) if args.json
           else render_table(outcomes))
     return 0
