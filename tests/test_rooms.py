@@ -89,3 +89,20 @@ def test_raw_tcp_floor_refuses_websocket_peers(server, shared_servers):
     with BlockingConnection(host, int(port), "/after") as a, BlockingConnection(host, int(port), "/after") as b:
         a.send(b"still serving")
         assert b.recv(3) == b"still serving"
+
+
+def test_relay_check_catches_a_late_leak_into_another_room(tmp_path):
+    """A copy that reaches another room 0.2 s after the relay fails verification, naming C and the message."""
+    from pingpong.harness import probe, processes
+    from pingpong.harness.manifest import resolve_command
+    from tests.conftest import ROOT, by_name
+
+    port = processes.free_port()
+    server = processes.start("leaky", resolve_command(by_name("server", "leaks-across-rooms"), ROOT) + [
+        "--port", str(port)], ROOT, tmp_path)
+    try:
+        probe.wait_until_ready(f"ws://127.0.0.1:{port}", server, 20)
+        problem = probe.verify_relay(f"ws://127.0.0.1:{port}")
+    finally:
+        processes.stop(server)
+    assert problem is not None and problem.startswith("relay verification: C, in another room received "), problem
