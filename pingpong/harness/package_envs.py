@@ -2,8 +2,8 @@
 
 `--python-packages "aiohttp==3.9.1 uvicorn==0.24.0.post1"` builds a virtual environment from requirements.txt with
 those pins replaced (or added); `--node-packages "ws@8.14.2"` builds a node_modules folder from package.json's
-dependencies with those versions. Both live under .cache/envs/, named by a hash of what is in them, so a second run
-with the same versions reuses them. Every Python implementation of the run uses the environment's interpreter;
+dependencies with those versions. Both live in the user's cache folder (see cache_folder), named by a hash of what
+is in them, so a second run with the same versions reuses them, from any checkout. Every Python implementation of the run uses the environment's interpreter;
 every JavaScript implementation loads its packages from the environment (node/dependencies.js).
 """
 
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import os
 import shutil
 import hashlib
 import json
@@ -23,7 +24,17 @@ from pathlib import Path
 
 from pingpong.harness.usage import UsageError
 
-CACHE_FOLDER = Path(".cache") / "envs"
+CACHE_FOLDER_ENV = "PINGPONG_CACHE_DIR"
+
+
+def cache_folder() -> Path:
+    """Where the environments are kept: $PINGPONG_CACHE_DIR, else $XDG_CACHE_HOME (or ~/.cache) /
+    websocket-pingpong-bench/envs. Outside the checkout, so a fresh clone (a CI run, a newcomer's second clone)
+    reuses what an earlier one built; each folder's name is a hash of its contents, so no two setups mix."""
+    if os.environ.get(CACHE_FOLDER_ENV):
+        return Path(os.environ[CACHE_FOLDER_ENV])
+    user_cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return user_cache / "websocket-pingpong-bench" / "envs"
 PYTHON_SPEC = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(\[[A-Za-z0-9,._-]+\])?\s*(==|>=|<=|~=|!=|<|>)\s*\S+$")
 NODE_SPEC = re.compile(r"^(@?[a-z0-9][a-z0-9._-]*(?:/[a-z0-9][a-z0-9._-]*)?)@(\S+)$")
 INSTALL_TIMEOUT_S = 900
@@ -135,7 +146,7 @@ def _removed_on_failure(folder: Path):
 def python_environment(specs: list[str], project_root: Path) -> PackageEnvironment:
     """A venv with requirements.txt's pins, the specs overriding them; built once, then reused."""
     requirements = override_requirements((project_root / "requirements.txt").read_text(), specs)
-    folder = project_root / CACHE_FOLDER / f"python-{_key(sys.version, platform.machine(), requirements)}"
+    folder = cache_folder() / f"python-{_key(sys.version, sys.executable, platform.machine(), requirements)}"
     python = folder / "bin" / "python"
     marker = folder / "installed.json"
     with _Lock(folder.with_suffix(".lock")), _removed_on_failure(folder):
@@ -160,7 +171,7 @@ def node_environment(specs: list[str], project_root: Path) -> PackageEnvironment
     dependencies = override_dependencies(project.get("dependencies", {}), specs)
     manifest = {"name": "pingpong-node-environment", "private": True, "dependencies": dependencies}
     text = json.dumps(manifest, indent=1)
-    folder = project_root / CACHE_FOLDER / f"node-{_key(text)}"
+    folder = cache_folder() / f"node-{_key(text)}"
     marker = folder / "installed.json"
     with _Lock(folder.with_suffix(".lock")), _removed_on_failure(folder):
         if not marker.exists():
