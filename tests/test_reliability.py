@@ -179,24 +179,42 @@ def test_resume_measures_only_missing_attempts_and_refuses_other_settings(tmp_pa
     assert "[2/2]" in resumed.stderr and "[3/" not in resumed.stderr
 
 
-def test_sigterm_stops_every_child_including_worker_processes(tmp_path):
-    """SIGTERM to run_bench.py mid-run (sanic serves from a worker process) leaves no process of any group."""
+def children_running(pid: int, module: str) -> list[psutil.Process]:
+    """The live descendants of pid whose command line runs that module."""
+    found = []
+    for child in psutil.Process(pid).children(recursive=True):
+        try:
+            if module in " ".join(child.cmdline()):
+                found.append(child)
+        except psutil.Error:
+            continue
+    return found
+
+
+@pytest.mark.parametrize("phase", ["while the server starts", "while the client measures"])
+def test_sigterm_stops_every_child_including_worker_processes(tmp_path, phase):
+    """SIGTERM to run_bench.py (sanic serves from a worker process) leaves no process of any group, whether it
+    comes during the server's readiness probe and relay check or in the measured window."""
     process = subprocess.Popen([sys.executable, "run_bench.py", "--servers", "sanic", "--clients", "websockets",
                                 "--duration", "20", "--warmup", "0.2", "--repeat", "1", "--results-dir",
                                 str(tmp_path)], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    waited_for = "servers.sanic_server" if phase == "while the server starts" else "clients.websockets_client"
     deadline = time.monotonic() + 60
-    tree = []
-    while time.monotonic() < deadline:
-        tree = psutil.Process(process.pid).children(recursive=True)
-        if len(tree) >= 3:  # sanic main + worker + client
-            break
-        time.sleep(0.1)
-    assert len(tree) >= 3
+    while not children_running(process.pid, waited_for) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    leaders = children_running(process.pid, "servers.sanic_server")[:1] + children_running(
+        process.pid, "clients.websockets_client")
+    assert leaders, f"no {waited_for} process within 60 s"
+    if phase == "while the server starts":
+        assert not children_running(process.pid, "clients.websockets_client"), "the client started already"
+    tree = psutil.Process(process.pid).children(recursive=True)
     process.send_signal(signal.SIGTERM)
     assert process.wait(60) == 130
     saved = json.loads((tmp_path / "latest.json").read_text())
     assert saved["interrupted"] is True
     assert not [p.pid for p in tree if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    # Every child leads its own process group: nothing of those groups may be left, workers started later included.
+    assert not [pid for leader in leaders for pid in processes.group_members(leader.pid)]
 
 
 ABUSE_PHASE_S = 0.5  # thousands of roundtrips a phase on this machine: enough to see a pair stop or go on

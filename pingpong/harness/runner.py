@@ -162,7 +162,8 @@ def start_server(server: Implementation, settings: CellSettings, project_root: P
                  server_cpus: set[int] | None) -> ServerUnderTest:
     """Start a server, wait for its first handshake, check who holds its port, and verify its relay.
 
-    The process is started whatever happens next: the caller stops it (processes.stop) in every case.
+    Once this returns, the caller owns the process and stops it (processes.stop) in every case; if this raises
+    (an interruption during the probe, an OS error), it has stopped the process itself.
     """
     port = free_port_checked()
     info_path = work_dir / "server-info.json"
@@ -176,20 +177,30 @@ def start_server(server: Implementation, settings: CellSettings, project_root: P
     scheme = "tcp" if server.protocol == "raw-tcp" else "wss" if settings.tls_ca else "ws"
     started = ServerUnderTest(process, f"{scheme}://127.0.0.1:{port}", port, info_path, work_dir, server_cpus)
     try:
+        started.problem = _check_server(started, settings)
+    except BaseException:
+        with processes.interrupts_deferred():
+            processes.stop(process)
+        raise
+    return started
+
+
+def _check_server(started: ServerUnderTest, settings: CellSettings) -> dict[str, Any] | None:
+    """None when the server is ready, holds its port and relays as the contract says; else status and reason."""
+    process, port = started.process, started.port
+    try:
         started.ready_after_s = round(probe.wait_until_ready(started.base_url, process, settings.ready_timeout_s,
                                                              settings.tls_ca), 4)
     except probe.NotReady as exc:
-        started.problem = dict(status="not-ready", reason=str(exc) + diagnose_port(port, process))
-        return started
+        return dict(status="not-ready", reason=str(exc) + diagnose_port(port, process))
     owner = listeners.port_owner(port)
     if owner is not None and owner not in listeners.process_tree(process.pid):
-        started.problem = dict(status="port-conflict", reason=f"port {port} answered, but it is held by another "
-                                                              f"process (pid {owner}), not by the server")
-        return started
+        return dict(status="port-conflict", reason=f"port {port} answered, but it is held by another process "
+                                                   f"(pid {owner}), not by the server")
     problem = probe.verify_relay(started.base_url, settings.tls_ca)
     if problem:
-        started.problem = dict(status="verification-failed", reason=problem, ready_after_s=started.ready_after_s)
-    return started
+        return dict(status="verification-failed", reason=problem, ready_after_s=started.ready_after_s)
+    return None
 
 
 def _measure_client(server_under_test: ServerUnderTest, client: Implementation, settings: CellSettings,
