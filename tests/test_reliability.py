@@ -179,6 +179,21 @@ def test_resume_measures_only_missing_attempts_and_refuses_other_settings(tmp_pa
     assert "[2/2]" in resumed.stderr and "[3/" not in resumed.stderr
 
 
+def test_children_start_with_sigint_at_its_default_even_when_the_run_ignores_it(tmp_path):
+    """A background job's ignored SIGINT is not passed on: servers and clients behave alike however a run began."""
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        child = processes.start("sleeper", ["sleep", "30"], ROOT, tmp_path)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    try:
+        with open(f"/proc/{child.pid}/status") as status:
+            ignored = int(next(line for line in status if line.startswith("SigIgn:")).split()[1], 16)
+    finally:
+        processes.stop(child)
+    assert not ignored & (1 << (signal.SIGINT - 1))
+
+
 def children_running(pid: int, module: str) -> list[psutil.Process]:
     """The live descendants of pid whose command line runs that module."""
     found = []

@@ -45,19 +45,23 @@ def start(name: str, argv: list[str], cwd: Path, log_dir: Path, env: dict[str, s
     """Start argv in a new session (so its whole tree can be signalled as one group), pinned to cpus if given.
 
     Pinning happens before exec, so every thread the runtime starts (Node's thread pool, uvloop's) inherits it.
+    SIGINT is back at its default in the child, whatever this process inherited (a background job ignores it):
+    a server or client behaves the same however the run was started, and frameworks that stop their workers
+    with SIGINT (Sanic) can.
     """
     log_dir.mkdir(parents=True, exist_ok=True)
     stdout_path = log_dir / f"{name}.stdout"
     stderr_path = log_dir / f"{name}.stderr"
     pinned = frozenset(cpus) if cpus else None
 
-    def pin() -> None:
+    def prepare_child() -> None:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
         if pinned:
             os.sched_setaffinity(0, pinned)
 
     with open(stdout_path, "wb") as stdout, open(stderr_path, "wb") as stderr:
         popen = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr,
-                                 start_new_session=True, pass_fds=pass_fds, preexec_fn=pin if pinned else None)
+                                 start_new_session=True, pass_fds=pass_fds, preexec_fn=prepare_child)
     return ManagedProcess(name, popen, stdout_path, stderr_path)
 
 
