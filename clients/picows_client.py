@@ -5,6 +5,8 @@ messages with one future per receive, the usual bridge from picows's callbacks t
 against a pure-callback client, and it is the same await-based loop every Python client runs.
 """
 
+import asyncio
+
 from picows import WSListener, WSMsgType, WSTransport, ws_connect
 
 from pingpong.kit import driver
@@ -18,6 +20,7 @@ class MessageListener(WSListener):
         self.queue = driver.MessageQueue()
         self.fragments: list[bytes] = []
         self.fragment_type = None
+        self.closing = False  # our close frame is sent: the server's answer ends the connection
 
     def on_ws_connected(self, transport: WSTransport) -> None:
         self.transport = transport
@@ -25,7 +28,9 @@ class MessageListener(WSListener):
     def on_ws_frame(self, transport: WSTransport, frame) -> None:
         msg_type = frame.msg_type
         if msg_type == WSMsgType.CLOSE:
-            transport.send_close(frame.get_close_code())
+            if self.closing:  # the answer to our close frame: the server now closes the TCP connection first
+                return
+            transport.send_close(frame.get_close_code())  # the server closes: answer with its code (RFC 6455 5.5.1)
             transport.disconnect()
             return
         if msg_type == WSMsgType.CONTINUATION or not frame.fin:
@@ -46,6 +51,9 @@ class MessageListener(WSListener):
         self.queue.fail(ConnectionError("connection closed by the server"))
 
 
+CLOSE_TIMEOUT_S = 10.0  # how long close() waits for the server to end the connection (websockets' close_timeout)
+
+
 def settings(args):
     return {"compression_offered": False, "auto_ping": False, "max_frame_size": 10 * 2**20}
 
@@ -62,9 +70,15 @@ async def open_connection(url, args):
         send_frame(text_type if isinstance(payload, str) else binary_type, payload)
 
     async def close():
+        """The closing handshake as the other clients do it: send a close frame, wait for the server's answer and
+        for the server to close the TCP connection (RFC 6455 7.1.1), as long as CLOSE_TIMEOUT_S."""
+        listener.closing = True
         transport.send_close()
-        transport.disconnect()
-        await transport.wait_disconnected()
+        try:
+            await asyncio.wait_for(transport.wait_disconnected(), CLOSE_TIMEOUT_S)
+        except asyncio.TimeoutError:  # no answer: give up on the handshake, as websockets' close_timeout does
+            transport.disconnect()
+            await transport.wait_disconnected()
 
     return driver.Connection(
         send=send,
