@@ -15,7 +15,8 @@ from pingpong.harness.configuration import RunConfiguration
 from pingpong.harness.environment import describe_environment
 from pingpong.harness.manifest import Implementation
 from pingpong.harness.results import Attempt, Cell, RunResult, write_atomically
-from pingpong.harness.results_files import ResultPaths, draw_figures, render_stdout, resume, save
+from pingpong.harness.report import show
+from pingpong.harness.results_files import SAVED_FORMATS, ResultPaths, draw_figures, resume, save
 from pingpong.harness.runner import CellSettings, run_attempt
 from pingpong.harness.summary import summarize_run
 from pingpong.harness.usage import UsageError
@@ -64,8 +65,9 @@ def run_matrix(configuration: RunConfiguration, settings: CellSettings, print_ta
                    paths)
     summaries = summarize_run(result)
     if print_table:
-        print(render_stdout(result, summaries, configuration.output_format))
-    print(f"results: {paths.json} and {paths.markdown} (also {paths.latest_markdown})", file=sys.stderr)
+        show(result, summaries, configuration.output_format, str(paths.json))
+    print(f"results: {paths.json.with_suffix('')}.{{{','.join(SAVED_FORMATS)}}} (also latest.*; open "
+          f"{paths.html} in a browser)", file=sys.stderr)
     figures = draw_figures(result, summaries, paths)
     if figures:
         print(f"figures: {', '.join(str(path) for path in figures)}", file=sys.stderr)
