@@ -29,7 +29,7 @@ DEFAULT_PAYLOAD_SIZE = 4
 DEFAULT_PAYLOAD_KIND = "text-ascii"
 DEFAULT_PAIRS = 1
 
-# The flags of the CLI contract (README, "The contract"). An implementation may accept fewer (its manifest entry
+# The flags of the CLI contract (docs/contract.md). An implementation may accept fewer (its manifest entry
 # says which features it has) but never other ones.
 SERVER_FLAGS = ("--host", "--port", "--loop", "--compression", "--tls-cert", "--tls-key")
 CLIENT_FLAGS = ("--url", "--duration", "--warmup", "--loop", "--compression", "--payload-size", "--payload-kind",

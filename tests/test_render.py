@@ -50,7 +50,7 @@ def test_markdown_matrix_marks_each_kind_of_cell():
     assert "FAILED (not-ready)" in row(markdown, "broken")
     assert "(1 failed)" in row(markdown, "flaky")
     assert row(markdown, "absent") == "| absent | — |"
-    assert "Fastest pair: **steady server × c client**, 1,000 roundtrips/s" in markdown
+    assert "Fastest WebSocket pair: **steady server × c client**, 1,000 roundtrips/s" in markdown
     assert "- absent × c: not measured: server absent unavailable" in markdown
     assert "- broken × c: repeat 1: not-ready: no WebSocket handshake within 15 s" in markdown
 
@@ -71,3 +71,15 @@ def test_csv_has_one_row_per_cell():
     assert [r["server"] for r in rows] == ["steady", "noisy", "broken", "flaky", "absent"]
     assert float(rows[0]["roundtrips_per_s_median"]) == 1000 and rows[1]["noisy"] == "True"
     assert rows[4]["status"] == "skipped" and "bun" in rows[4]["reason"]
+
+
+def test_the_fastest_pair_is_a_websocket_pair_and_the_floors_are_named_apart():
+    """A raw-TCP floor faster than every WebSocket cell is not "the fastest pair"; it is named as a floor."""
+    run = RunResult(started_at="2026-11-21T00:00:00+00:00", command_line=[], configuration=CONFIG,
+                    environment={}, implementations={"server": {"ws": {"protocol": "websocket"},
+                                                                "floor": {"protocol": "raw-tcp"}}},
+                    cells=[Cell("ws", "c", attempts=[ok(1, 1000), ok(2, 1010), ok(3, 990)]),
+                           Cell("floor", "c", attempts=[ok(1, 9000), ok(2, 9100), ok(3, 8900)])])
+    markdown = render_markdown(run, summarize_run(run))
+    assert "Fastest WebSocket pair: **ws server × c client**, 1,000 roundtrips/s" in markdown
+    assert "(raw-TCP floors, without WebSocket: floor × c 9,000)" in markdown

@@ -62,7 +62,7 @@ def test_sub_matrix_writes_json_and_markdown(tmp_path):
     assert_gone(pids)
     markdown = (tmp_path / "latest.md").read_text()
     assert "| server \\ client | websockets | node-ws |" in markdown
-    assert "| aiohttp |" in markdown and "| node-ws |" in markdown and "Fastest pair" in markdown
+    assert "| aiohttp |" in markdown and "| node-ws |" in markdown and "Fastest WebSocket pair" in markdown
 
 
 def test_unknown_name_is_one_line_exit_2(tmp_path):

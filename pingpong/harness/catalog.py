@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import csv
+import importlib.metadata
+import io
 import json
 from dataclasses import asdict
+from functools import cache
 from pathlib import Path
 from typing import Any
 
+from pingpong.harness.environment import runtime_version
 from pingpong.harness.manifest import Implementation, ManifestError, check_availability, load_manifest
 from pingpong.harness.runner import CellSettings, pairs_per_process
 from pingpong.harness.usage import UsageError
@@ -26,16 +31,34 @@ def load_manifests(paths: list[Path]) -> list[Implementation]:
     return implementations
 
 
-def select(implementations: list[Implementation], role: str, names: str | None) -> list[Implementation]:
+def name_list(option: str, names: str) -> list[str]:
+    """'a,b' as ['a', 'b']; an empty name ('a,,b', a trailing comma, nothing at all) is refused."""
+    parts = [name.strip() for name in names.split(",")]
+    if not all(parts):
+        raise UsageError(f"{option} {names!r} has an empty name; give names separated by single commas")
+    return parts
+
+
+def select(implementations: list[Implementation], role: str, names: str | None,
+           excluded: str | None = None) -> list[Implementation]:
+    """The implementations of a role named in names (all when None), less those named in excluded (either role)."""
     known = [implementation for implementation in implementations if implementation.role == role]
-    if names is None:
-        return known
     by_name = {implementation.name: implementation for implementation in known}
-    wanted = [name.strip() for name in names.split(",") if name.strip()]
+    wanted = list(by_name) if names is None else name_list(f"--{role}s", names)
     unknown = [name for name in wanted if name not in by_name]
-    if unknown or not wanted:
-        raise UsageError(f"unknown {role} {', '.join(repr(n) for n in unknown) or '(none given)'}; "
+    if unknown:
+        raise UsageError(f"unknown {role} {', '.join(repr(n) for n in unknown)}; "
                          f"valid {role}s: {', '.join(by_name)}")
+    if excluded is not None:
+        every_name = {implementation.name for implementation in implementations}
+        dropped = name_list("--exclude", excluded)
+        unknown = [name for name in dropped if name not in every_name]
+        if unknown:
+            raise UsageError(f"--exclude: unknown name {', '.join(repr(n) for n in unknown)}; "
+                             f"valid names: {', '.join(dict.fromkeys(i.name for i in implementations))}")
+        wanted = [name for name in wanted if name not in dropped]
+    if not wanted:
+        raise UsageError(f"no {role} left to run after --exclude {excluded}")
     return [by_name[name] for name in dict.fromkeys(wanted)]
 
 
@@ -69,6 +92,15 @@ def skip_reason(server: Implementation, client: Implementation, settings: CellSe
     return None
 
 
+def nothing_runnable(servers: list[Implementation], clients: list[Implementation],
+                     settings: list[CellSettings]) -> str | None:
+    """Why no pair of this selection can be measured with any of these settings (one line), or None."""
+    reasons = [skip_reason(s, c, point) for point in settings for s in servers for c in clients]
+    if any(reason is None for reason in reasons):
+        return None
+    return f"nothing to measure: every selected pair is skipped (first: {reasons[0]})"
+
+
 def availability_record(implementations: list[Implementation]) -> dict[str, dict[str, Any]]:
     """Role -> name -> manifest entry and availability: what results files record as "implementations"."""
     listing: dict[str, dict[str, Any]] = {"server": {}, "client": {}}
@@ -78,22 +110,86 @@ def availability_record(implementations: list[Implementation]) -> dict[str, dict
     return listing
 
 
-def render_listing(implementations: list[Implementation], output_format: str) -> str:
+@cache
+def _module_distributions() -> dict[str, list[str]]:
+    return importlib.metadata.packages_distributions()
+
+
+def package_version(kind: str, name: str, project_root: Path = PROJECT_ROOT) -> str | None:
+    """The installed version of a manifest requirement's package: a Python module's distribution (read with
+    importlib.metadata) or an npm package (its node_modules/<name>/package.json); None when not installed."""
+    if kind == "python-module":
+        for distribution in _module_distributions().get(name.split(".")[0], [name]):
+            try:
+                return importlib.metadata.version(distribution)
+            except importlib.metadata.PackageNotFoundError:
+                continue
+        return None
+    if kind == "node-package":
+        try:
+            return json.loads((project_root / "node_modules" / name / "package.json").read_text()).get("version")
+        except (OSError, ValueError):
+            return None
+    return None
+
+
+@cache
+def _runtime_version(runtime: str) -> str | None:
+    return runtime_version(runtime, PROJECT_ROOT)
+
+
+def installed_versions(implementation: Implementation) -> dict[str, str | None]:
+    """What an implementation runs on here: its runtime's version, then each package it requires (in order)."""
+    versions = {implementation.runtime: _runtime_version(implementation.runtime)}
+    for requirement in implementation.requires:
+        kind, _, name = requirement.partition(":")
+        if kind in ("python-module", "node-package"):
+            versions[name] = package_version(kind, name)
+    return versions
+
+
+LISTING_FIELDS = ("role", "name", "runtime", "protocol", "available", "why_not", "versions", "loops", "compression",
+                  "description")
+
+
+def listing_rows(implementations: list[Implementation]) -> list[dict[str, Any]]:
     rows = []
     for implementation in implementations:
         availability = check_availability(implementation, PROJECT_ROOT)
         rows.append({"role": implementation.role, "name": implementation.name, "runtime": implementation.runtime,
                      "protocol": implementation.protocol, "available": availability.available,
-                     "why_not": availability.reason, "loops": list(implementation.loops),
-                     "compression": list(implementation.compression), "description": implementation.description})
+                     "why_not": availability.reason, "versions": installed_versions(implementation),
+                     "loops": list(implementation.loops), "compression": list(implementation.compression),
+                     "description": implementation.description})
+    return rows
+
+
+def format_versions(versions: dict[str, str | None]) -> str:
+    """{'python': '3.11.7', 'aiohttp': '3.14.5'} as 'python 3.11.7, aiohttp 3.14.5' ('?' where not found)."""
+    return ", ".join(f"{name} {version or '?'}" for name, version in versions.items() if name != "native") or "—"
+
+
+def render_listing(implementations: list[Implementation], output_format: str) -> str:
+    """The implementations as a table (md, the default), JSON (a list of objects) or CSV (one row each)."""
+    rows = listing_rows(implementations)
     if output_format == "json":
         return json.dumps(rows, indent=1)
-    lines = [f"{'role':<7} {'name':<12} {'runtime':<7} {'protocol':<10} available"]
+    if output_format == "csv":
+        output = io.StringIO()
+        writer = csv.DictWriter(output, fieldnames=LISTING_FIELDS, lineterminator="\n")
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({**row, "versions": format_versions(row["versions"]), "loops": " ".join(row["loops"]),
+                             "compression": " ".join(row["compression"])})
+        return output.getvalue().rstrip("\n")
+    lines = [f"{'role':<7} {'name':<15} {'runtime':<7} {'protocol':<10} {'available':<10} versions"]
     for row in rows:
-        state = "yes" if row["available"] else f"no: {row['why_not']}"
-        lines.append(f"{row['role']:<7} {row['name']:<12} {row['runtime']:<7} {row['protocol']:<10} {state}")
-        if row["description"]:
-            lines.append(f"{'':<39}{row['description']}")
-    lines.append("Servers and clients pair only when they speak the same protocol: a websocket server with websocket "
+        state = "yes" if row["available"] else "no"
+        lines.append(f"{row['role']:<7} {row['name']:<15} {row['runtime']:<7} {row['protocol']:<10} {state:<10} "
+                     f"{format_versions(row['versions'])}")
+        for text in (row["description"], row["why_not"] and f"not available: {row['why_not']}"):
+            if text:
+                lines.append(f"{'':<8}{text}")
+    lines.append("Servers and clients pair only when they speak the same protocol: a websocket server with websocket\n"
                  "clients, a raw-tcp floor with raw-tcp clients; other pairs show as '—'.")
     return "\n".join(lines)

@@ -7,8 +7,12 @@ import sys
 import tempfile
 from pathlib import Path
 
-from pingpong.harness import abuse, compare, diagnose, matrix
-from pingpong.harness.catalog import DEFAULT_MANIFEST, load_manifests, render_listing, select
+from dataclasses import replace
+
+from pingpong import SUITE_VERSION
+from pingpong.harness import abuse, compare, diagnose, matrix, report
+from pingpong.harness.catalog import (DEFAULT_MANIFEST, PROJECT_ROOT, load_manifests, nothing_runnable,
+                                      render_listing, select)
 from pingpong.harness.configuration import (add_measuring_options, add_package_options, build_configuration,
                                             check_options, with_package_environments, with_tls_files)
 from pingpong.harness.manifest import ManifestError
@@ -17,7 +21,7 @@ from pingpong.harness.results_files import DEFAULT_RESULTS_DIR, prepare_results_
 from pingpong.harness.usage import OneLineArgumentParser, UsageError
 
 EXIT_OK, EXIT_USAGE = 0, 2
-COMMANDS = ("run", "list", "diagnose", "compare", "abuse")
+COMMANDS = ("run", "list", "report", "diagnose", "compare", "abuse")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -38,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def run(argv: list[str] | None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    explicit = argv[:1] and (argv[0] in COMMANDS or argv[0] in ("-h", "--help"))
+    explicit = argv[:1] and (argv[0] in COMMANDS or argv[0] in ("-h", "--help", "--version"))
     options = build_parser().parse_args(argv if explicit else ["run", *argv])
     command_line = [sys.executable, "run_bench.py", *argv]
     if options.command == "diagnose":
@@ -47,6 +51,8 @@ def run(argv: list[str] | None) -> int:
         return compare.run(options)
     if options.command == "abuse":
         return abuse.run(options)
+    if options.command == "report":
+        return report.run(options)
     if options.command == "run":
         check_options(options)
     options.manifest = options.manifest or [DEFAULT_MANIFEST]
@@ -59,10 +65,15 @@ def run(argv: list[str] | None) -> int:
 
 def measure_matrix(options: argparse.Namespace, command_line: list[str], implementations) -> int:
     """Resolve the settings once, then measure the matrix (once, or once per sweep point)."""
-    servers = select(implementations, "server", options.servers)
-    clients = select(implementations, "client", options.clients)
-    prepare_results_dir(options.results_dir)
+    servers = select(implementations, "server", options.servers, options.exclude)
+    clients = select(implementations, "client", options.clients, options.exclude)
     configuration = build_configuration(options, command_line, implementations, servers, clients)
+    planned_tls = "(made when the run starts)" if options.tls else None  # skip_reason asks only whether TLS is on
+    problem = nothing_runnable(servers, clients, [replace(configuration.settings, **point, tls_ca=planned_tls)
+                                                  for point in configuration.points])
+    if problem:  # before any file is written: latest.json stays the last real run (diagnose's baseline)
+        raise UsageError(problem)
+    prepare_results_dir(options.results_dir)
     configuration = with_package_environments(configuration)
     with tempfile.TemporaryDirectory(prefix="pingpong-tls-") as tls_folder:
         if options.tls:
@@ -76,6 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="WebSocket ping-pong benchmark: every server x every client, roundtrips per second.",
         epilog="Without a command, run_bench.py runs the matrix: 'run_bench.py [options]' is "
                "'run_bench.py run [options]' (see 'run_bench.py run --help').")
+    parser.add_argument("--version", action=VersionAction, help="print the suite's version and commit, then exit")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=OneLineArgumentParser)
     add_run_arguments(commands.add_parser(
         "run", help="measure the server x client matrix, print it, save it under results/ (the default)",
@@ -84,8 +96,11 @@ def build_parser() -> argparse.ArgumentParser:
                                   description="List implementations and whether they run here.")
     listing.add_argument("--manifest", type=Path, action="append",
                          help="manifest file(s) to read; repeat to add more (default: manifest.toml)")
-    listing.add_argument("--format", choices=("md", "json"), default="md", help="a table, or JSON")
+    listing.add_argument("--format", choices=("md", "json", "csv"), default="md",
+                         help="a table (md), JSON or CSV")
     listing.set_defaults(list=True)
+    report.add_arguments(commands.add_parser("report", help="show a saved run again, in any format",
+                                             description=report.DESCRIPTION))
     diagnose.add_arguments(commands.add_parser(
         "diagnose", help="measure one server x client cell in depth, with A/B switches, and explain its rate",
         description="Measure one server x client cell in depth and explain its rate."))
@@ -100,15 +115,34 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     selection = parser.add_argument_group("what to run")
     selection.add_argument("--servers", help="comma-separated server names (default: all available)")
     selection.add_argument("--clients", help="comma-separated client names (default: all available)")
+    selection.add_argument("--exclude", metavar="NAME[,NAME...]",
+                           help="leave these servers or clients out (a name that is both leaves both)")
     selection.add_argument("--list", action="store_true", help="list implementations and whether they run here")
     selection.add_argument("--manifest", type=Path, action="append",
                            help="manifest file(s) to read; repeat to add more (default: manifest.toml)")
     add_measuring_options(parser)
     add_package_options(parser)
     output = parser.add_argument_group("output")
-    output.add_argument("--format", choices=("md", "json", "csv"), default="md", help="what to print on stdout")
+    output.add_argument("--format", choices=report.FORMATS, default="terminal",
+                        help="what to print on stdout (default terminal: tables that fit 120 columns; "
+                             "--list takes md, json or csv)")
     output.add_argument("--results-dir", type=Path, default=DEFAULT_RESULTS_DIR,
-                        help="where <timestamp>.json/.md and latest.md go (default results/)")
+                        help="where <timestamp>.json/.md/.csv/.html and latest.* go (default results/)")
     output.add_argument("--resume", type=Path, metavar="FILE",
                         help="continue the interrupted run saved in FILE: measure only its missing attempts "
                              "(the options must match the ones it was made with)")
+
+
+class VersionAction(argparse.Action):
+    """--version: the suite's version and the commit it runs from (looked up only when asked)."""
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, help=None):
+        super().__init__(option_strings, dest=dest, default=default, nargs=0, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        from pingpong.harness.environment import suite_commit
+
+        commit, dirty = suite_commit(PROJECT_ROOT)
+        print(f"run_bench.py {SUITE_VERSION} (commit {commit[:12] if commit else 'unknown'}"
+              f"{', modified' if dirty else ''})")
+        parser.exit(EXIT_OK)

@@ -22,18 +22,21 @@ DEFAULT_READY_TIMEOUT_S = 15.0
 DEFAULT_CLIENT_GRACE_S = 30.0
 
 
-def add_measuring_options(parser: argparse.ArgumentParser) -> None:
-    """How to measure: the options `run` and `diagnose` share (a subcommand may change a default)."""
+def add_measuring_options(parser: argparse.ArgumentParser, duration: float = DEFAULT_DURATION_S) -> None:
+    """How to measure: the options `run` and `diagnose` share (diagnose measures shorter by default).
+
+    --duration, --warmup and --repeat stay None when not given, so that check_options() can tell an explicit value
+    (which beats --quick) from a default.
+    """
     measuring = parser.add_argument_group("how to measure")
-    measuring.add_argument("--duration", type=float, default=DEFAULT_DURATION_S,
-                           help="measured seconds per repeat (default %(default)g)")
-    measuring.add_argument("--warmup", type=float, default=DEFAULT_WARMUP_S,
-                           help="unmeasured seconds first (default %(default)g)")
-    measuring.add_argument("--repeat", type=int, default=DEFAULT_REPEAT,
-                           help="repeats per cell, interleaved (default %(default)s)")
+    measuring.add_argument("--duration", type=float, help=f"measured seconds per repeat (default {duration:g})")
+    measuring.add_argument("--warmup", type=float, help=f"unmeasured seconds first (default {DEFAULT_WARMUP_S:g})")
+    measuring.add_argument("--repeat", type=int, help=f"repeats per cell, interleaved (default {DEFAULT_REPEAT})")
     measuring.add_argument("--quick", action="store_true",
                            help=f"smoke run: --duration {QUICK['duration']:g} --warmup {QUICK['warmup']:g} "
-                                f"--repeat {QUICK['repeat']}")
+                                f"--repeat {QUICK['repeat']} (an explicit --duration, --warmup or --repeat wins)")
+    parser.set_defaults(measuring_defaults={"duration": duration, "warmup": DEFAULT_WARMUP_S,
+                                            "repeat": DEFAULT_REPEAT})
     measuring.add_argument("--loop", choices=LOOPS, default=DEFAULT_LOOP,
                            help="event loop of the Python implementations (auto: what each picks by itself)")
     measuring.add_argument("--compression", choices=COMPRESSION_MODES, default=DEFAULT_COMPRESSION,
@@ -91,7 +94,7 @@ class RunConfiguration:
     node_packages: str | None
     package_environments: dict[str, Any]  # ... and what the environments built for them hold
     results_dir: Path
-    output_format: str  # what goes to stdout: md, json or csv
+    output_format: str  # what goes to stdout: terminal, md, csv, json or html (report.FORMATS)
     resume: Path | None  # the interrupted run to continue
     command_line: tuple[str, ...]  # as recorded in the results: interpreter, run_bench.py, the arguments
 
@@ -112,9 +115,12 @@ class RunConfiguration:
 
 
 def check_options(options: argparse.Namespace) -> argparse.Namespace:
-    """Apply --quick and check every measuring option; all problems in one UsageError."""
-    if options.quick:
-        options.duration, options.warmup, options.repeat = QUICK["duration"], QUICK["warmup"], QUICK["repeat"]
+    """Fill in --duration, --warmup and --repeat (explicit, else --quick's, else the defaults) and check every
+    measuring option; all problems in one UsageError."""
+    fallback = QUICK if options.quick else options.measuring_defaults
+    for name in ("duration", "warmup", "repeat"):
+        if getattr(options, name) is None:
+            setattr(options, name, fallback[name])
     problems = []
     if not options.duration > 0:
         problems.append(f"--duration must be > 0 seconds, got {options.duration:g}")

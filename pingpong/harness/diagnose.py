@@ -57,8 +57,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """`run_bench.py diagnose`'s options: the matrix's measuring options, then what picks the switches and the context."""
     parser.add_argument("server")
     parser.add_argument("client")
-    add_measuring_options(parser)
-    parser.set_defaults(duration=DEFAULT_DURATION_S)
+    add_measuring_options(parser, duration=DEFAULT_DURATION_S)
     choosing = parser.add_argument_group("what to diagnose")
     choosing.add_argument("--no-strace", action="store_true", help="skip the syscall-counting attempt")
     choosing.add_argument("--switches", help="comma-separated subset of switches to run (default: all that apply)")

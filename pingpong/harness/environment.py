@@ -37,6 +37,12 @@ def describe_environment(project_root: Path) -> dict[str, Any]:
     }
 
 
+def suite_commit(project_root: Path) -> tuple[str | None, bool]:
+    """The commit the suite runs from (None outside git) and whether tracked files differ from it."""
+    return (_git(project_root, "rev-parse", "HEAD"),
+            bool(_git(project_root, "status", "--porcelain", "--untracked-files=no")))
+
+
 def _cpu_model() -> str | None:
     try:
         with open("/proc/cpuinfo") as cpuinfo:
@@ -61,6 +67,15 @@ def _read_first_line(path: str) -> str | None:
             return file.readline().strip() or None
     except OSError:
         return None
+
+
+def runtime_version(runtime: str, project_root: Path) -> str | None:
+    """The version of a manifest runtime on this machine: Python's, `node --version`, `bun --version`; None else."""
+    if runtime == "python":
+        return platform.python_version()
+    if runtime in ("node", "bun"):
+        return _command_version([runtime_executable(runtime, project_root), "--version"])
+    return None
 
 
 def _command_version(argv: list[str | None]) -> str | None:

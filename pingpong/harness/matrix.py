@@ -15,7 +15,8 @@ from pingpong.harness.configuration import RunConfiguration
 from pingpong.harness.environment import describe_environment
 from pingpong.harness.manifest import Implementation
 from pingpong.harness.results import Attempt, Cell, RunResult, write_atomically
-from pingpong.harness.results_files import ResultPaths, draw_figures, render_stdout, resume, save
+from pingpong.harness.report import show
+from pingpong.harness.results_files import SAVED_FORMATS, ResultPaths, draw_figures, resume, save
 from pingpong.harness.runner import CellSettings, run_attempt
 from pingpong.harness.summary import summarize_run
 from pingpong.harness.usage import UsageError
@@ -64,8 +65,9 @@ def run_matrix(configuration: RunConfiguration, settings: CellSettings, print_ta
                    paths)
     summaries = summarize_run(result)
     if print_table:
-        print(render_stdout(result, summaries, configuration.output_format))
-    print(f"results: {paths.json} and {paths.markdown} (also {paths.latest_markdown})", file=sys.stderr)
+        show(result, summaries, configuration.output_format, str(paths.json))
+    print(f"results: {paths.json.with_suffix('')}.{{{','.join(SAVED_FORMATS)}}} (also latest.*; open "
+          f"{paths.html} in a browser)", file=sys.stderr)
     figures = draw_figures(result, summaries, paths)
     if figures:
         print(f"figures: {', '.join(str(path) for path in figures)}", file=sys.stderr)
@@ -117,6 +119,7 @@ def measure_matrix(result: RunResult, settings: CellSettings, servers: list[Impl
     by_name = {("server", s.name): s for s in servers} | {("client", c.name): c for c in clients}
     plan = [(repeat, cell) for repeat in range(1, repeats + 1) for cell in result.cells
             if not cell.skipped and not any(attempt.repeat == repeat for attempt in cell.attempts)]
+    print(plan_line(result, len(plan), repeats, settings), file=sys.stderr, flush=True)
     progress = Progress(len(plan), settings)
     not_ready_streak: dict[str, int] = {}
     given_up: dict[str, str] = {}
@@ -147,15 +150,38 @@ def measure_matrix(result: RunResult, settings: CellSettings, servers: list[Impl
         save(result, paths)
 
 
+SETUP_S = 2.0  # a rough cost per attempt beyond warmup + duration: start, probe, verify, stop
+
+
+def plan_line(result: RunResult, attempts: int, repeats: int, settings: CellSettings) -> str:
+    """What is about to be measured and for how long, roughly: said before the first attempt starts."""
+    runnable = sum(1 for cell in result.cells if not cell.skipped)
+    skipped = len(result.cells) - runnable
+    seconds = int(attempts * (settings.warmup_s + settings.duration_s + SETUP_S))
+    return (f"plan: {runnable} cell(s) to measure" + (f" ({skipped} skipped, reasons in the files)" if skipped else "")
+            + f", {repeats} round(s) over them "
+            f"-> {attempts} attempt(s) of {settings.warmup_s:g} s warmup + {settings.duration_s:g} s; "
+            f"about {seconds // 60}m{seconds % 60:02d}s")
+
+
 class Progress:
-    """Current cell, cells left and ETA on stderr: one rewritten line on a terminal, one line per attempt else."""
+    """Current cell, cells left and ETA on stderr: a rich progress bar on a terminal, one line per attempt else."""
 
     def __init__(self, total: int, settings: CellSettings) -> None:
         self.total = total
         self.done = 0
         self.started = time.monotonic()
-        self.estimate_s = settings.warmup_s + settings.duration_s + 2.0  # until real timings exist
-        self.terminal = sys.stderr.isatty()
+        self.estimate_s = settings.warmup_s + settings.duration_s + SETUP_S  # until real timings exist
+        self.bar = None
+        if sys.stderr.isatty() and total:
+            from rich.console import Console
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress as RichProgress, TextColumn
+
+            self.bar = RichProgress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                    TextColumn("ETA {task.fields[eta]}"), console=Console(stderr=True),
+                                    transient=True)
+            self.task = self.bar.add_task("starting", total=total, eta=self._eta())
+            self.bar.start()
 
     def _eta(self) -> str:
         per_attempt = (time.monotonic() - self.started) / self.done if self.done else self.estimate_s
@@ -163,22 +189,23 @@ class Progress:
         return f"{seconds // 60}m{seconds % 60:02d}s"
 
     def before(self, cell: Cell, repeat: int, repeats: int) -> None:
-        if self.terminal:
-            sys.stderr.write(f"\r\033[K[{self.done + 1}/{self.total}] {cell.server} server × {cell.client} client, "
-                             f"repeat {repeat}/{repeats}; {self.total - self.done - 1} left, ETA {self._eta()}")
-            sys.stderr.flush()
+        if self.bar is not None:
+            self.bar.update(self.task, description=f"{cell.server} × {cell.client}, repeat {repeat}/{repeats}",
+                            eta=self._eta())
 
     def after(self, cell: Cell, attempt) -> None:
         self.done += 1
         outcome = (f"{attempt.roundtrips_per_s:,.0f} roundtrips/s" if attempt.ok
                    else f"{attempt.status}: {attempt.reason}")
-        if not self.terminal:
+        if self.bar is None:
             print(f"[{self.done}/{self.total}] {cell.server} server × {cell.client} client, repeat {attempt.repeat}: "
                   f"{outcome}; ETA {self._eta()}", file=sys.stderr, flush=True)
-        elif not attempt.ok:
-            sys.stderr.write(f"\r\033[K{cell.server} × {cell.client} repeat {attempt.repeat}: {outcome}\n")
+            return
+        if not attempt.ok:
+            self.bar.console.print(f"{cell.server} × {cell.client} repeat {attempt.repeat}: {outcome}",
+                                   style="red", markup=False, highlight=False)
+        self.bar.update(self.task, advance=1, eta=self._eta())
 
     def finish(self) -> None:
-        if self.terminal:
-            sys.stderr.write("\r\033[K")
-            sys.stderr.flush()
+        if self.bar is not None:
+            self.bar.stop()

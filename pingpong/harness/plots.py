@@ -20,6 +20,7 @@ from matplotlib.lines import Line2D  # noqa: E402
 from pingpong.harness import histograms  # noqa: E402
 from pingpong.harness.render import axes  # noqa: E402
 from pingpong.harness.results import RunResult  # noqa: E402
+from pingpong.harness.scales import MIN_SPAN, log_range  # noqa: E402
 from pingpong.harness.summary import Summaries  # noqa: E402
 
 DPI = 100
@@ -32,13 +33,14 @@ def _median_rate(summary) -> float | None:
 
 
 def figure_heatmap(run: RunResult, summaries: Summaries):
-    """Median roundtrips/s per cell on a log colour scale, the value written in each cell, flags marked."""
+    """Median roundtrips/s per cell on a log colour scale (scales.log_range: spanning at least MIN_SPAN), the value
+    written in each cell, flags marked."""
     servers, clients = axes(run)
     values = [[_median_rate(summaries.get((s, c))) for c in clients] for s in servers]
     measured = [v for row in values for v in row if v]
     figure, axis = plt.subplots(figsize=HEATMAP_SIZE_IN, dpi=DPI)
     grid = [[v if v else math.nan for v in row] for row in values]
-    norm = LogNorm(vmin=min(measured), vmax=max(measured)) if len(set(measured)) > 1 else None
+    norm = LogNorm(*log_range(measured))  # at least a MIN_SPAN ratio end to end: noise stays one colour
     image = axis.imshow(grid, cmap="viridis", norm=norm, aspect="auto")
     axis.set_xticks(range(len(clients)), labels=clients, rotation=30, ha="right")
     axis.set_yticks(range(len(servers)), labels=servers)
@@ -58,7 +60,7 @@ def figure_heatmap(run: RunResult, summaries: Summaries):
                 text = "—" if summary is None or summary.status == "skipped" else "failed"
             bright = not value or (norm and norm(value) > 0.6)  # empty cells are white: dark text there too
             axis.text(column, row, text, ha="center", va="center", fontsize=8, color="black" if bright else "white")
-    figure.colorbar(image, ax=axis, label="roundtrips/s (median, log scale)")
+    figure.colorbar(image, ax=axis, label=f"roundtrips/s (median, log scale spanning at least {MIN_SPAN:g}×)")
     config = run.configuration
     axis.set_title(f"Roundtrips/s, server × client — {config.get('payload_size')} B {config.get('payload_kind')}, "
                    f"compression {config.get('compression')}; z = deflate negotiated, ! = flagged")

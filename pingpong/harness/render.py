@@ -60,9 +60,21 @@ def matrix_cell_text(summary: CellSummary) -> str:
     return text
 
 
+def is_floor(run: RunResult, server: str) -> bool:
+    """Whether a server is a raw-TCP floor (the same relay without WebSocket), as the run's manifest says."""
+    return run.implementations.get("server", {}).get(server, {}).get("protocol") == "raw-tcp"
+
+
 def fastest_cell(run: RunResult, summaries: Summaries) -> tuple[str, str] | None:
-    measured = [(s.roundtrips_per_s.median, key) for key, s in summaries.items() if s.measured]
+    """The fastest measured WebSocket pair (the raw-TCP floors are not contenders); None when none was measured."""
+    measured = [(s.roundtrips_per_s.median, key) for key, s in summaries.items()
+                if s.measured and not is_floor(run, key[0])]
     return max(measured)[1] if measured else None
+
+
+def floors(run: RunResult, summaries: Summaries) -> list[tuple[tuple[str, str], float]]:
+    """The measured raw-TCP floor cells and their median rates, in the run's order."""
+    return [(key, s.roundtrips_per_s.median) for key, s in summaries.items() if s.measured and is_floor(run, key[0])]
 
 
 def relative_to_fastest(run: RunResult, summaries: Summaries) -> dict[tuple[str, str], Ratio]:
@@ -153,7 +165,10 @@ def render_markdown(run: RunResult, summaries: Summaries) -> str:
     if fastest:
         ratios = relative_to_fastest(run, summaries)
         rate = summaries[fastest].roundtrips_per_s.median
-        lines += ["", f"Fastest pair: **{fastest[0]} server × {fastest[1]} client**, {format_rate(rate)} {unit}. "
+        floor_text = "; ".join(f"{server} × {client} {format_rate(value)}" for (server, client), value
+                               in floors(run, summaries))
+        lines += ["", f"Fastest WebSocket pair: **{fastest[0]} server × {fastest[1]} client**, {format_rate(rate)} "
+                  f"{unit}" + (f" (raw-TCP floors, without WebSocket: {floor_text})" if floor_text else "") + ". "
                   "Every cell relative to it (ratio of medians, bootstrap 95% interval):", "",
                   "| server \\ client | " + " | ".join(clients) + " |", "|---|" + "---:|" * len(clients)]
         for server in servers:

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pingpong.harness import render
+from pingpong.harness.html_report import render_html
 from pingpong.harness.catalog import PROJECT_ROOT
 from pingpong.harness.results import RunResult, load, write_atomically
 from pingpong.harness.summary import summarize_run
@@ -31,29 +32,46 @@ def prepare_results_dir(results_dir: Path) -> None:
         raise UsageError(f"results folder {results_dir} is not writable: {exc.strerror}") from None
 
 
+SAVED_FORMATS = ("json", "md", "csv", "html")  # the files of a run: <stamp>.<format>, and latest.<format>
+
+
 @dataclass(frozen=True)
 class ResultPaths:
+    """Where a run's files go: <stamp>.json (the record), .md, .csv and .html beside it, and latest.* copies."""
+
     json: Path
-    markdown: Path
-    latest_markdown: Path
-    latest_json: Path
+    latest_dir: Path  # the results folder (a resumed file may live elsewhere)
 
     @classmethod
     def for_run(cls, results_dir: Path, started_at: str, suffix: str = "") -> "ResultPaths":
         stamp = started_at.replace(":", "-").replace("+00-00", "Z") + suffix
-        return cls(results_dir / f"{stamp}.json", results_dir / f"{stamp}.md", results_dir / "latest.md",
-                   results_dir / "latest.json")
+        return cls(results_dir / f"{stamp}.json", results_dir)
+
+    @property
+    def markdown(self) -> Path:
+        return self.json.with_suffix(".md")
+
+    @property
+    def html(self) -> Path:
+        return self.json.with_suffix(".html")
+
+    @property
+    def latest_markdown(self) -> Path:
+        return self.latest_dir / "latest.md"
+
+    def files(self) -> list[Path]:
+        """Every file save() writes, the run's own first."""
+        return [self.json.with_suffix(f".{kind}") for kind in SAVED_FORMATS] + \
+            [self.latest_dir / f"latest.{kind}" for kind in SAVED_FORMATS]
 
 
 def save(result: RunResult, paths: ResultPaths) -> None:
     """Rewrite every results file; called after each attempt so that an interruption loses nothing."""
     summaries = summarize_run(result)
-    data = json.dumps(result.to_dict(summaries), indent=1)
-    markdown = render.render_markdown(result, summaries)
-    write_atomically(paths.json, data)
-    write_atomically(paths.markdown, markdown)
-    write_atomically(paths.latest_json, data)
-    write_atomically(paths.latest_markdown, markdown)
+    texts = {"json": json.dumps(result.to_dict(summaries), indent=1), "md": render.render_markdown(result, summaries),
+             "csv": render.render_csv(result, summaries), "html": render_html(result, summaries)}
+    for path in paths.files():
+        write_atomically(path, texts[path.suffix[1:]])
 
 
 def resume(path: Path, fresh: RunResult, results_dir: Path) -> tuple[RunResult, ResultPaths]:
@@ -72,7 +90,7 @@ def resume(path: Path, fresh: RunResult, results_dir: Path) -> tuple[RunResult, 
     saved.interrupted = False
     saved.finished_at = None
     saved.command_line = saved.command_line + ["# resumed:"] + fresh.command_line[1:]
-    return saved, ResultPaths(path, path.with_suffix(".md"), results_dir / "latest.md", results_dir / "latest.json")
+    return saved, ResultPaths(path, results_dir)
 
 
 def draw_figures(result: RunResult, summaries, paths: ResultPaths) -> list[Path]:
@@ -83,11 +101,3 @@ def draw_figures(result: RunResult, summaries, paths: ResultPaths) -> list[Path]
     except Exception as exc:  # matplotlib missing or failing must not cost the run its exit code
         print(f"figures not drawn: {type(exc).__name__}: {exc}", file=sys.stderr)
         return []
-
-
-def render_stdout(result: RunResult, summaries, output_format: str) -> str:
-    if output_format == "json":
-        return json.dumps(result.to_dict(summaries), indent=1)
-    if output_format == "csv":
-        return render.render_csv(result, summaries).rstrip("\n")
-    return render.render_markdown(result, summaries).rstrip("\n")

@@ -83,7 +83,7 @@ class MessageQueue:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description="WebSocket ping-pong client driver (see README, 'The contract').")
+    parser = argparse.ArgumentParser(description="WebSocket ping-pong client driver (see docs/contract.md).")
     parser.add_argument("--url", required=True, help="ws://HOST:PORT/ROOM; both connections join ROOM")
     parser.add_argument("--duration", type=float, default=DEFAULT_DURATION_S, help="measured seconds (after warmup)")
     parser.add_argument("--warmup", type=float, default=DEFAULT_WARMUP_S, help="seconds of unmeasured ping-pong first")

@@ -1,0 +1,285 @@
+"""The run as one self-contained HTML page: heat map, sortable matrix, each cell's details, flags, environment.
+
+render_html() is a pure function of the results: one string with its CSS and script inline, nothing fetched from
+the network. Every text taken from the results goes through html.escape. Without a script the page still shows
+everything (a cell's details open as the link's target); the script sorts the table and opens details on click.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+from typing import Any
+
+from pingpong.harness.render import (axes, fastest_cell, format_duration_ns, format_rate, is_floor, percentiles,
+                                     rate_unit, relative_to_fastest, short_extensions)
+from pingpong.harness.results import RunResult
+from pingpong.harness.scales import MIN_SPAN, log_range, position, viridis_hex
+from pingpong.harness.summary import CellSummary, Summaries
+from pingpong.harness.terminal import MARKS, format_short, machine_line, marks, settings_line
+
+STYLE = """
+body { font: 14px/1.4 system-ui, sans-serif; margin: 1.5em auto; max-width: 1200px; padding: 0 1em; color: #222; }
+h1 { font-size: 1.4em; } h2 { font-size: 1.15em; margin-top: 1.6em; border-bottom: 1px solid #ccc; }
+table { border-collapse: collapse; margin: 0.5em 0; }
+th, td { padding: 3px 8px; border: 1px solid #ddd; text-align: right; white-space: nowrap; }
+th:first-child, td.name, #cells th:nth-child(2) { text-align: left; }
+table.heatmap td.rate { min-width: 5.5em; font-weight: 600; }
+table.heatmap td.rate a { color: inherit; text-decoration: none; display: block; }
+table.heatmap td.empty { background: #f4f4f4; color: #999; }
+#cells tbody tr { cursor: pointer; } #cells tbody tr:hover { background: #eef4ff; }
+#cells tbody tr.selected { background: #dde8ff; }
+#cells th { cursor: pointer; user-select: none; background: #f6f6f6; }
+#cells th[aria-sort=ascending]::after { content: " ▲"; } #cells th[aria-sort=descending]::after { content: " ▼"; }
+.details { display: none; border: 1px solid #99b; background: #fafaff; padding: 0.6em 1em; margin: 0.8em 0; }
+.details:target, .details.open { display: block; }
+.details table { display: inline-table; vertical-align: top; margin-right: 1.5em; }
+.flag { color: #b00; } .mark { font-family: monospace; color: #b00; }
+.note { color: #555; } dl { display: grid; grid-template-columns: max-content auto; gap: 2px 1em; }
+dt { font-weight: 600; } dd { margin: 0; }
+.legend span { display: inline-block; width: 2.2em; height: 1em; vertical-align: middle; }
+"""
+
+SCRIPT = """
+(function () {
+  var table = document.getElementById('cells');
+  var body = table.tBodies[0];
+  function sortBy(index, descending) {
+    var rows = Array.prototype.slice.call(body.rows);
+    rows.sort(function (a, b) {
+      var x = a.cells[index].getAttribute('data-value'), y = b.cells[index].getAttribute('data-value');
+      var nx = parseFloat(x), ny = parseFloat(y), order;
+      if (x === '' || y === '') { order = (x === '') - (y === ''); return order; }
+      order = (!isNaN(nx) && !isNaN(ny)) ? nx - ny : x.localeCompare(y);
+      return descending ? -order : order;
+    });
+    rows.forEach(function (row) { body.appendChild(row); });
+    Array.prototype.forEach.call(table.tHead.rows[0].cells, function (th, i) {
+      if (i === index) th.setAttribute('aria-sort', descending ? 'descending' : 'ascending');
+      else th.removeAttribute('aria-sort');
+    });
+    table.setAttribute('data-sorted-by', table.tHead.rows[0].cells[index].textContent);
+  }
+  Array.prototype.forEach.call(table.tHead.rows[0].cells, function (th, i) {
+    th.title = 'sort by this column';
+    th.addEventListener('click', function () { sortBy(i, th.getAttribute('aria-sort') !== 'descending'); });
+  });
+  function open(id) {
+    Array.prototype.forEach.call(document.querySelectorAll('.details.open'), function (d) {
+      d.classList.remove('open');
+    });
+    Array.prototype.forEach.call(body.rows, function (row) {
+      row.classList.toggle('selected', row.getAttribute('data-details') === id);
+    });
+    var details = document.getElementById(id);
+    if (details) { details.classList.add('open'); }
+    return details;
+  }
+  Array.prototype.forEach.call(body.rows, function (row) {
+    row.addEventListener('click', function () {
+      var details = open(row.getAttribute('data-details'));
+      if (details) { history.replaceState(null, '', '#' + details.id); details.scrollIntoView({block: 'nearest'}); }
+    });
+  });
+  window.addEventListener('hashchange', function () { open(location.hash.slice(1)); });
+  sortBy(RATE_COLUMN, true);
+  if (location.hash) { open(location.hash.slice(1)); }
+  document.body.setAttribute('data-script', 'ran');
+})();
+"""
+
+COLUMNS = ("server", "client", "median/s", "ratio", "CV", "p50", "p99", "server CPU µs/rt", "client CPU µs/rt",
+           "bottleneck", "marks")
+RATE_COLUMN = COLUMNS.index("median/s")
+
+
+def anchor(prefix: str, server: str, client: str) -> str:
+    """An id safe in HTML and in a URL fragment: 'cell-node-ws--bun'."""
+    safe = [re.sub(r"[^A-Za-z0-9_.-]+", "_", name) for name in (server, client)]
+    return f"{prefix}-{safe[0]}--{safe[1]}"
+
+
+def e(value: Any) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def render_html(run: RunResult, summaries: Summaries) -> str:
+    unit = rate_unit(run)
+    title = f"WebSocket {'handshakes' if run.configuration.get('workload') == 'handshake' else 'ping-pong'}, " \
+            f"{run.started_at}"
+    parts = [
+        "<!DOCTYPE html>", '<html lang="en">', "<head>", '<meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">', f"<title>{e(title)}</title>",
+        f"<style>{STYLE}</style>", "</head>", "<body>",
+        f"<h1>{e(title)}: median {e(unit)}, server × client</h1>",
+        f"<p>{e(settings_line(run))}<br>{e(machine_line(run))}</p>",
+        *heatmap(run, summaries),
+        *cell_table(run, summaries),
+        *flagged(summaries),
+        *not_measured(summaries),
+        "<h2>Cell details</h2>",
+        '<p class="note">Click a row of the table (or a heat-map cell) to open its details here.</p>',
+        *(cell_details(run, key, summary) for key, summary in summaries.items() if summary.status != "skipped"),
+        *environment(run),
+        f"<script>{SCRIPT.replace('RATE_COLUMN', str(RATE_COLUMN))}</script>",
+        "</body>", "</html>",
+    ]
+    return "\n".join(parts) + "\n"
+
+
+def heatmap(run: RunResult, summaries: Summaries) -> list[str]:
+    servers, clients = axes(run)
+    rates = [s.roundtrips_per_s.median for s in summaries.values() if s.measured]
+    low, high = log_range(rates)
+    lines = ["<h2>Heat map</h2>",
+             f'<p class="note">Median {e(rate_unit(run))} per cell; colour on a log scale spanning at least '
+             f"{MIN_SPAN:g}× ({e(format_rate(low))} to {e(format_rate(high))}), so that noise stays one colour. "
+             + "; ".join(f'<span class="mark">{e(m)}</span> {e(meaning)}' for m, meaning in MARKS.items())
+             + "; — not measured.</p>",
+             '<p class="legend">' + "".join(f'<span style="background:{viridis_hex(i / 8)}"></span>'
+                                            for i in range(9)) + f" {e(format_rate(low))} … {e(format_rate(high))}</p>",
+             '<table class="heatmap" id="heatmap">',
+             "<thead><tr><th>server \\ client</th>" + "".join(f"<th>{e(c)}</th>" for c in clients) + "</tr></thead>",
+             "<tbody>"]
+    for server in servers:
+        cells = []
+        for client in clients:
+            summary = summaries.get((server, client))
+            if summary is None or summary.status == "skipped":
+                reason = summary.reason if summary is not None else "not in this run"
+                cells.append(f'<td class="empty" title="{e(reason)}">—</td>')
+            elif not summary.measured:
+                cells.append(f'<td class="empty flag"><a href="#{anchor("cell", server, client)}">FAIL</a></td>')
+            else:
+                fraction = position(summary.roundtrips_per_s.median, low, high)
+                colour = "#000" if fraction > 0.6 else "#fff"
+                cells.append(f'<td class="rate" style="background:{viridis_hex(fraction)};color:{colour}" '
+                             f'title="{e(server)} × {e(client)}: {e(format_rate(summary.roundtrips_per_s.median))}">'
+                             f'<a href="#{anchor("cell", server, client)}">'
+                             f"{e(format_short(summary.roundtrips_per_s.median) + marks(summary))}</a></td>")
+        lines.append(f'<tr><th class="name">{e(server)}</th>{"".join(cells)}</tr>')
+    return lines + ["</tbody></table>"]
+
+
+def cell_table(run: RunResult, summaries: Summaries) -> list[str]:
+    fastest = fastest_cell(run, summaries)
+    ratios = relative_to_fastest(run, summaries)
+    lines = ["<h2>Every measured cell</h2>",
+             '<p class="note">Click a column heading to sort, a row to see the cell\'s details. Ratio: the cell\'s '
+             "median over the fastest WebSocket pair's"
+             + (f" ({e(fastest[0])} × {e(fastest[1])})" if fastest else "") + ", bootstrap 95% interval in the "
+             "details. Raw-TCP floors (no WebSocket) are marked as such.</p>",
+             '<table id="cells">', "<thead><tr>" + "".join(f"<th>{e(c)}</th>" for c in COLUMNS) + "</tr></thead>",
+             "<tbody>"]
+    for (server, client), summary in summaries.items():
+        if not summary.measured:
+            continue
+        rates = summary.roundtrips_per_s
+        ratio = ratios.get((server, client))
+        p50, _, p99, _, _ = percentiles(summary.latency)
+        values = [
+            (server + (" (floor)" if is_floor(run, server) else ""), server),
+            (client, client),
+            (format_rate(rates.median), rates.median),
+            (f"{ratio.value:.2f}×" if ratio else "–", ratio.value if ratio else ""),
+            ("–" if rates.cv is None else f"{rates.cv * 100:.1f}%", "" if rates.cv is None else rates.cv),
+            (format_duration_ns(p50), p50 if p50 is not None else ""),
+            (format_duration_ns(p99), p99 if p99 is not None else ""),
+            *((_number(side.us_per_roundtrip, "{:.1f}"), side.us_per_roundtrip if side.us_per_roundtrip else "")
+              for side in (summary.server_cpu, summary.client_cpu)),
+            (summary.bottleneck or "–", summary.bottleneck or ""),
+            (marks(summary), marks(summary)),
+        ]
+        cells = "".join(f'<td{" class=name" if index < 2 else ""} data-value="{e(value)}">{e(text)}</td>'
+                        for index, (text, value) in enumerate(values))
+        lines.append(f'<tr data-details="{anchor("cell", server, client)}">{cells}</tr>')
+    return lines + ["</tbody></table>"]
+
+
+def flagged(summaries: Summaries) -> list[str]:
+    cells = [(key, summary.flags) for key, summary in summaries.items() if summary.flags]
+    if not cells:
+        return ["<h2>Flagged cells</h2>", "<p>No cell is flagged: every measured cell is within 3× of what its "
+                "server and client predict, and no signal rule fired.</p>"]
+    lines = ["<h2>Flagged cells</h2>",
+             '<p class="note">A cell is flagged when it runs under 1/3 of the rate its row and column predict, or '
+             "when one of its signals is out of line. <code>python run_bench.py diagnose SERVER CLIENT</code> "
+             "measures one in depth.</p>", '<ul id="flags">']
+    for (server, client), flags in cells:
+        lines.append(f'<li id="{anchor("flagged", server, client)}"><a href="#{anchor("cell", server, client)}">'
+                     f"<strong>{e(server)} × {e(client)}</strong></a>: "
+                     + "; ".join(f'<span class="flag">{e(flag)}</span>' for flag in flags) + "</li>")
+    return lines + ["</ul>"]
+
+
+def not_measured(summaries: Summaries) -> list[str]:
+    problems = [(key, s) for key, s in summaries.items() if s.status in ("skipped", "failed", "partial")]
+    if not problems:
+        return []
+    lines = ["<h2>Not measured or failed</h2>", "<ul>"]
+    for (server, client), summary in problems:
+        for text in ([f"not measured: {summary.reason}"] if summary.status == "skipped" else summary.failures):
+            lines.append(f"<li>{e(server)} × {e(client)}: {e(text)}</li>")
+    return lines + ["</ul>"]
+
+
+def cell_details(run: RunResult, key: tuple[str, str], summary: CellSummary) -> str:
+    server, client = key
+    lines = [f'<section class="details" id="{anchor("cell", server, client)}">',
+             f"<h3>{e(server)} server × {e(client)} client: {e(summary.status)}</h3>"]
+    if summary.flags:
+        lines.append(f'<p>Flagged (<a href="#{anchor("flagged", server, client)}">in the list</a>): '
+                     + "; ".join(f'<span class="flag">{e(flag)}</span>' for flag in summary.flags) + "</p>")
+    if summary.failures:
+        lines.append("<p>Failed attempts: " + "; ".join(e(failure) for failure in summary.failures) + "</p>")
+    if summary.measured:
+        rates = summary.roundtrips_per_s
+        ci = (f"{format_rate(rates.ci_low)}–{format_rate(rates.ci_high)}" if rates.ci_low is not None else "–")
+        lines.append(pairs_table("Rate", [
+            (f"median {rate_unit(run)}", format_rate(rates.median)),
+            ("min–max", f"{format_rate(rates.minimum)}–{format_rate(rates.maximum)}"), ("n", rates.n),
+            ("CV", "–" if rates.cv is None else f"{rates.cv * 100:.1f}%"), ("95% interval", ci),
+            ("expected by the matrix", _number(summary.expected_roundtrips_per_s, "{:,.0f}"))]))
+        lines.append(pairs_table("Latency", list(zip(("p50", "p90", "p99", "p99.9", "max"),
+                                                     map(format_duration_ns, percentiles(summary.latency))))))
+        lines.append(pairs_table("CPU per side", [
+            ("server µs/roundtrip", _number(summary.server_cpu.us_per_roundtrip, "{:.1f}")),
+            ("client µs/roundtrip", _number(summary.client_cpu.us_per_roundtrip, "{:.1f}")),
+            ("server utilization", _number(summary.server_cpu.utilization, "{:.2f}")),
+            ("client utilization", _number(summary.client_cpu.utilization, "{:.2f}")),
+            ("bottleneck", summary.bottleneck or "–"),
+            ("server peak RSS", _number(summary.server_peak_rss_bytes and summary.server_peak_rss_bytes / 2**20,
+                                        "{:.0f} MiB"))]))
+        nodelay = {True: "on", False: "OFF", None: "?"}
+        lines.append(pairs_table("Signals", [
+            ("TCP segments/message", _number(summary.segments_per_message, "{:.2f}")),
+            ("delayed ACKs/roundtrip", _number(summary.delayed_acks_per_roundtrip, "{:.3f}")),
+            ("retransmits/roundtrip", _number(summary.retransmits_per_roundtrip, "{:.3f}")),
+            ("TCP_NODELAY server/client",
+             f"{nodelay[summary.server_tcp_nodelay]}/{nodelay[summary.client_tcp_nodelay]}"),
+            ("address family", summary.address_family or "?")]))
+        lines.append(pairs_table("Settings as run", [
+            ("loops server/client", f"{summary.server_loop or '?'}/{summary.client_loop or '?'}"),
+            ("compression", short_extensions(summary.compression_negotiated)),
+            ("payload", f"{run.configuration.get('payload_size')} B {run.configuration.get('payload_kind')}"),
+            ("repeats × duration", f"{run.configuration.get('repeat')} × {run.configuration.get('duration_s')} s")]))
+    return "\n".join(lines + ["</section>"])
+
+
+def pairs_table(caption: str, rows: list[tuple[str, Any]]) -> str:
+    body = "".join(f'<tr><td class="name">{e(name)}</td><td>{e(value)}</td></tr>' for name, value in rows)
+    return f"<table><caption>{e(caption)}</caption>{body}</table>"
+
+
+def environment(run: RunResult) -> list[str]:
+    lines = ["<h2>Environment and configuration</h2>", "<dl>"]
+    for name, value in [*run.environment.items(), ("command line", " ".join(run.command_line)),
+                        ("configuration", run.configuration)]:
+        text = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+        lines.append(f"<dt>{e(name)}</dt><dd>{e(text)}</dd>")
+    return lines + ["</dl>"]
+
+
+def _number(value: float | None, pattern: str) -> str:
+    return "–" if value is None else pattern.format(value)

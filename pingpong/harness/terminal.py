@@ -1,0 +1,206 @@
+"""The run as a person reads it in a terminal: rates only, one-character marks, a ranking; at most 120 columns.
+
+terminal_report() is a pure function of the results (the tables as text cells); render_plain() lays them out as
+padded plain text (pipes, CI logs), print_rich() draws them with rich on a terminal. The details (spread, latency
+percentiles, CPU, flags' reasons) are in the saved .md, .csv and .html files.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from dataclasses import dataclass
+
+from pingpong.harness.render import (axes, fastest_cell, floors, format_duration_ns, format_rate, is_floor,
+                                     rate_unit, relative_to_fastest)
+from pingpong.harness.results import RunResult
+from pingpong.harness.stats import NOISY_CV
+from pingpong.harness.summary import CellSummary, Summaries
+
+WIDTH = 120
+RANKED = 10  # pairs shown in the ranking; the files have them all
+
+MARKS = {"!": "flagged as odd (reasons in the files)", "~": f"noisy (CV ≥ {NOISY_CV:.0%})",
+         "z": "permessage-deflate negotiated", "?": "some repeats failed"}
+
+
+@dataclass(frozen=True)
+class Table:
+    title: str
+    header: tuple[str, ...]
+    rows: tuple[tuple[str, ...], ...]
+    right_aligned: tuple[bool, ...]  # per column
+
+
+@dataclass(frozen=True)
+class TerminalReport:
+    heading: tuple[str, ...]  # lines before the tables
+    tables: tuple[Table, ...]
+    notes: tuple[str, ...]  # lines after them
+
+
+def format_short(value: float) -> str:
+    """A rate in at most 5 characters: 850, 7.3k, 23.1k, 231k, 1.23M."""
+    if value < 999.5:
+        return f"{value:.0f}"
+    if value < 99_950:
+        return f"{value / 1e3:.1f}k"
+    if value < 999_500:
+        return f"{value / 1e3:.0f}k"
+    return f"{value / 1e6:.2f}M"
+
+
+def marks(summary: CellSummary) -> str:
+    """The cell's one-character marks, in MARKS' order."""
+    found = {"!": bool(summary.flags), "~": bool(summary.noisy), "z": bool(summary.compression_negotiated),
+             "?": summary.status == "partial"}
+    return "".join(mark for mark, present in found.items() if present)
+
+
+def matrix_text(summary: CellSummary | None) -> str:
+    if summary is None or summary.status == "skipped":
+        return "—"
+    if not summary.measured:
+        return "FAIL" if summary.status == "failed" else "…"
+    return format_short(summary.roundtrips_per_s.median) + marks(summary)
+
+
+def _client_is_websocket(run: RunResult, client: str) -> bool:
+    return run.implementations.get("client", {}).get(client, {}).get("protocol") != "raw-tcp"
+
+
+def terminal_report(run: RunResult, summaries: Summaries, source: str | None = None) -> TerminalReport:
+    """The headline matrix (WebSocket servers × WebSocket clients), the ranking, the floors, what to look at."""
+    servers, clients = axes(run)
+    config = run.configuration
+    unit = rate_unit(run)
+    websocket_servers = [s for s in servers if not is_floor(run, s)]
+    websocket_clients = [c for c in clients if _client_is_websocket(run, c)]
+    heading = [f"{'WebSocket handshakes' if config.get('workload') == 'handshake' else 'WebSocket ping-pong'}: "
+               f"median {unit}, server (rows) × client (columns)", *wrap(settings_line(run)), *wrap(machine_line(run))]
+    tables = []
+    if websocket_servers and websocket_clients:
+        rows = tuple((server, *(matrix_text(summaries.get((server, client))) for client in websocket_clients))
+                     for server in websocket_servers)
+        tables.append(Table(title=f"{unit}, median of {config.get('repeat')} repeat(s)",
+                            header=("server \\ client", *websocket_clients), rows=rows,
+                            right_aligned=(False, *(True,) * len(websocket_clients))))
+    ranking, more = ranking_table(run, summaries)
+    if ranking:
+        tables.append(ranking)
+    notes = ["Marks: " + "; ".join(f"{mark} {meaning}" for mark, meaning in MARKS.items())
+             + "; — not measured; FAIL every repeat failed."]
+    floor_cells = floors(run, summaries)
+    if floor_cells:
+        notes.append("Raw-TCP floors (the same relay without WebSocket, for scale): "
+                     + ", ".join(f"{s} × {c} {format_short(rate)}" for (s, c), rate in floor_cells) + ".")
+    if more:
+        notes.append(f"… and {more} more pair(s) in the ranking; every pair is in the .md, .csv and .html files.")
+    flagged = [f"{s} × {c}" for (s, c), summary in summaries.items() if summary.flags]
+    if flagged:
+        notes.append(f"Flagged ({len(flagged)}): {', '.join(flagged)}. Reasons in the files; "
+                     "`run_bench.py diagnose SERVER CLIENT` digs into one.")
+    failed = [f"{s} × {c}" for (s, c), summary in summaries.items() if summary.status in ("failed", "partial")]
+    if failed:
+        notes.append(f"Failed or partly failed ({len(failed)}): {', '.join(failed)}.")
+    if source:
+        notes.append(f"Details: {source} (run_bench.py report {source} --format md|csv|html).")
+    return TerminalReport(heading=tuple(heading), tables=tuple(tables),
+                          notes=tuple(line for note in notes for line in wrap(note)))
+
+
+def ranking_table(run: RunResult, summaries: Summaries) -> tuple[Table | None, int]:
+    """The WebSocket pairs, fastest first, each relative to the fastest with the ratio's 95% interval."""
+    fastest = fastest_cell(run, summaries)
+    if fastest is None:
+        return None, 0
+    ratios = relative_to_fastest(run, summaries)
+    ranked = sorted(((s.roundtrips_per_s.median, key) for key, s in summaries.items()
+                     if s.measured and not is_floor(run, key[0])), reverse=True)
+    rows = []
+    for place, (rate, (server, client)) in enumerate(ranked[:RANKED], 1):
+        summary = summaries[(server, client)]
+        ratio = ratios.get((server, client))
+        interval = "–" if ratio is None or ratio.low is None else f"{ratio.low:.2f}–{ratio.high:.2f}"
+        p99 = summary.latency.p99_ns if summary.latency is not None and summary.latency.count else None
+        rows.append((str(place), server, client, format_short(rate), f"{ratio.value:.2f}×" if ratio else "–",
+                     interval, format_duration_ns(p99), marks(summary) or ""))
+    title = (f"Fastest WebSocket pairs: each relative to {fastest[0]} × {fastest[1]} "
+             f"({format_rate(summaries[fastest].roundtrips_per_s.median)} {rate_unit(run)}), bootstrap 95% interval")
+    return Table(title=title, header=("#", "server", "client", "rate", "ratio", "95% interval", "p99", "marks"),
+                 rows=tuple(rows), right_aligned=(True, False, False, True, True, True, True, False)), \
+        max(0, len(ranked) - RANKED)
+
+
+def settings_line(run: RunResult) -> str:
+    config = run.configuration
+    pairs = config.get("pairs", 1)
+    return (f"{config.get('repeat')} × {config.get('duration_s', 0):g} s after {config.get('warmup_s', 0):g} s "
+            f"warmup; payload {config.get('payload_size')} B {config.get('payload_kind')}; compression "
+            f"{config.get('compression')}; loop {config.get('loop')}"
+            + (f"; {pairs} pairs per cell" if pairs != 1 else "") + ("; TLS" if config.get("tls") else "")
+            + ("; pinned to separate CPUs" if config.get("pinned") else "; not pinned")
+            + f". Run {run.started_at}" + (" (interrupted)" if run.interrupted else "") + ".")
+
+
+def machine_line(run: RunResult) -> str:
+    env = run.environment
+    return (f"Machine: {env.get('cpu_model')}, {env.get('cpu_count')} CPUs, Linux {env.get('kernel')}; "
+            f"Python {(env.get('python') or {}).get('version')}, Node.js {env.get('node')}; suite "
+            f"{str(env.get('suite_commit'))[:10]}{' (modified)' if env.get('suite_dirty') else ''}.")
+
+
+def wrap(text: str) -> list[str]:
+    return textwrap.wrap(text, WIDTH, break_on_hyphens=False) or [""]
+
+
+def layout(table: Table) -> list[str]:
+    """A table as padded text lines: a header, a rule, the rows; columns two spaces apart."""
+    widths = [max(len(cell) for cell in column) for column in zip(table.header, *table.rows)]
+
+    def line(cells: tuple[str, ...]) -> str:
+        return "  ".join(cell.rjust(width) if right else cell.ljust(width)
+                         for cell, width, right in zip(cells, widths, table.right_aligned)).rstrip()
+
+    return [line(table.header), "  ".join("-" * width for width in widths), *(line(row) for row in table.rows)]
+
+
+def render_plain(report: TerminalReport) -> str:
+    lines = list(report.heading)
+    for table in report.tables:
+        lines += ["", *wrap(table.title), *layout(table)]
+    lines += ["", *report.notes]
+    return "\n".join(lines) + "\n"
+
+
+def print_rich(report: TerminalReport, file=None) -> None:
+    """The same report drawn by rich: boxed tables, colour on the marks and the failures (a terminal only)."""
+    from rich import box
+    from rich.console import Console
+    from rich.table import Table as RichTable
+    from rich.text import Text
+
+    console = Console(file=file, width=None)
+    if console.width > WIDTH:
+        console = Console(file=file, width=WIDTH)
+    for line in report.heading:
+        console.print(Text(line, style="bold" if line is report.heading[0] else "dim"))
+    for table in report.tables:
+        console.print()
+        drawn = RichTable(title=table.title, title_justify="left", box=box.SIMPLE_HEAD, header_style="bold",
+                          pad_edge=False)
+        for name, right in zip(table.header, table.right_aligned):
+            drawn.add_column(name, justify="right" if right else "left", no_wrap=True)
+        for row in table.rows:
+            cells = []
+            for cell in row:
+                text = Text(cell)
+                text.highlight_regex(r"!", "bold red")
+                text.highlight_regex(r"~", "yellow")
+                text.highlight_regex(r"(?<=[\dkM!~])z", "cyan")
+                text.highlight_regex(r"\?|FAIL", "bold red")
+                cells.append(text)
+            drawn.add_row(*cells)
+        console.print(drawn)
+    console.print()
+    for line in report.notes:
+        console.print(Text(line), highlight=False)

@@ -1,0 +1,134 @@
+"""Bad input and surprises at the command line: exit codes, one-line errors, the files written or left alone.
+
+Nothing here measures: every case stops before a server starts (or parses options without running anything).
+"""
+
+import csv
+import io
+import json
+import re
+
+from pingpong import SUITE_VERSION
+from pingpong.contract import DEFAULT_DURATION_S
+from pingpong.harness.cli import build_parser
+from pingpong.harness.configuration import check_options
+from tests.conftest import ROOT
+from tests.test_run_bench import run_bench
+
+REFERENCE = "results/reference/2026-11-21-default-matrix.json"
+
+
+def options_for(*args):
+    return check_options(build_parser().parse_args(["run", *args]))
+
+
+def assert_one_line_error(completed, *fragments):
+    assert completed.returncode == 2, completed.stderr
+    assert completed.stderr.startswith("run_bench.py: error:") and completed.stderr.strip().count("\n") == 0
+    for fragment in fragments:
+        assert fragment in completed.stderr
+    assert completed.stdout == ""
+
+
+def test_nothing_runnable_is_refused_and_writes_nothing(tmp_path):
+    """A selection whose every pair is skipped exits 2 with one line, and leaves the results folder as it was."""
+    (tmp_path / "latest.json").write_text("the last real run")
+    completed = run_bench("--servers", "raw-tcp-c", "--clients", "node-ws", "--results-dir", str(tmp_path))
+    assert_one_line_error(completed, "nothing to measure", "server speaks raw-tcp, client speaks websocket")
+    assert [p.name for p in tmp_path.iterdir()] == ["latest.json"]
+    assert (tmp_path / "latest.json").read_text() == "the last real run"
+
+
+def test_nothing_runnable_into_a_new_folder_does_not_create_it(tmp_path):
+    completed = run_bench("--servers", "raw-tcp-c", "--clients", "node-ws", "--results-dir", str(tmp_path / "new"))
+    assert completed.returncode == 2
+    assert not (tmp_path / "new").exists()
+
+
+def test_an_explicit_option_beats_quick():
+    """--quick fills in only what was not given: --duration 4 --quick measures 4 s, with --quick's warmup."""
+    options = options_for("--quick", "--duration", "4", "--repeat", "2")
+    assert (options.duration, options.warmup, options.repeat) == (4.0, 0.5, 2)
+    assert (options_for("--quick").duration, options_for().duration, options_for().repeat) == (1.0, DEFAULT_DURATION_S, 3)
+
+
+def test_diagnose_keeps_its_shorter_default_duration():
+    options = check_options(build_parser().parse_args(["diagnose", "aiohttp", "node-ws"]))
+    assert options.duration == 3.0
+
+
+def test_empty_names_in_a_list_are_refused(tmp_path):
+    for args in (["--servers", "node-ws,,bun"], ["--clients", "node-ws,"], ["--servers", ""],
+                 ["--exclude", ",bun"]):
+        completed = run_bench(*args, "--results-dir", str(tmp_path))
+        assert_one_line_error(completed, "empty name")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_exclude_refuses_unknown_names_and_an_empty_selection(tmp_path):
+    assert_one_line_error(run_bench("--exclude", "nope", "--results-dir", str(tmp_path)), "unknown name 'nope'")
+    assert_one_line_error(run_bench("--servers", "bun", "--exclude", "bun", "--results-dir", str(tmp_path)),
+                          "no server left")
+
+
+def test_exclude_drops_a_name_from_both_roles():
+    from pingpong.harness.catalog import DEFAULT_MANIFEST, load_manifests, select
+
+    implementations = load_manifests([DEFAULT_MANIFEST])
+    servers = [s.name for s in select(implementations, "server", None, "websockets,raw-tcp-c")]
+    clients = [c.name for c in select(implementations, "client", None, "websockets,raw-tcp-c")]
+    assert "websockets" not in servers and "raw-tcp-c" not in servers and "sanic" in servers
+    assert "websockets" not in clients and "raw-tcp-c" not in clients and "node-ws" in clients
+
+
+def test_listing_in_every_format_shows_installed_versions():
+    """--list and list take --format md|json|csv; each names the runtime's and the packages' versions."""
+    rows = json.loads(run_bench("list", "--format", "json").stdout)
+    aiohttp = next(r for r in rows if r["role"] == "server" and r["name"] == "aiohttp")
+    assert re.fullmatch(r"3\.\d+\.\d+", aiohttp["versions"]["python"])
+    assert aiohttp["versions"]["aiohttp"] == requirement_pin("aiohttp")
+    node_ws = next(r for r in rows if r["role"] == "server" and r["name"] == "node-ws")
+    lock = json.loads((ROOT / "package.json").read_text())["dependencies"]
+    assert node_ws["versions"]["ws"] == lock["ws"] and re.match(r"\d+\.\d+", node_ws["versions"]["node"])
+    listed = run_bench("--list", "--format", "csv")
+    assert listed.returncode == 0
+    table = list(csv.DictReader(io.StringIO(listed.stdout)))
+    assert {(r["role"], r["name"]) for r in table} == {(r["role"], r["name"]) for r in rows}
+    assert f"aiohttp {requirement_pin('aiohttp')}" in next(r for r in table if r["name"] == "aiohttp")["versions"]
+    plain = run_bench("--list").stdout
+    assert f"websockets {requirement_pin('websockets')}" in plain
+
+
+def requirement_pin(name: str) -> str:
+    for line in (ROOT / "requirements.txt").read_text().splitlines():
+        if line.startswith(f"{name}=="):
+            return line.split("==")[1]
+    raise KeyError(name)
+
+
+def test_version_names_the_suite_version_and_commit():
+    completed = run_bench("--version")
+    assert completed.returncode == 0
+    assert re.match(rf"run_bench.py {re.escape(SUITE_VERSION)} \(commit ([0-9a-f]{{12}}|unknown)", completed.stdout)
+    assert json.loads((ROOT / "package.json").read_text())["version"] == SUITE_VERSION
+
+
+def test_report_re_renders_the_reference_run_in_every_format():
+    """The committed reference run shows again as Markdown (its committed .md), CSV, JSON, HTML and text."""
+    markdown = run_bench("report", REFERENCE, "--format", "md")
+    assert markdown.returncode == 0 and markdown.stdout == (ROOT / REFERENCE).with_suffix(".md").read_text()
+    rows = list(csv.DictReader(io.StringIO(run_bench("report", REFERENCE, "--format", "csv").stdout)))
+    saved = json.loads((ROOT / REFERENCE).read_text())
+    assert [(r["server"], r["client"]) for r in rows] == [(c["server"], c["client"]) for c in saved["cells"]]
+    assert json.loads(run_bench("report", REFERENCE, "--format", "json").stdout)["cells"][0]["summary"]["status"]
+    page = run_bench("report", REFERENCE, "--format", "html").stdout
+    assert page.startswith("<!DOCTYPE html>") and "bun" in page
+    text = run_bench("report", REFERENCE).stdout
+    assert "Fastest WebSocket pairs" in text and max(len(line) for line in text.splitlines()) <= 120
+
+
+def test_report_of_something_else_is_one_line_exit_2(tmp_path):
+    (tmp_path / "notes.json").write_text("{}")
+    for path in (tmp_path / "missing.json", tmp_path, tmp_path / "notes.json",
+                 ROOT / "results/reference/2026-11-21-pairs-sweep.json"):
+        assert_one_line_error(run_bench("report", str(path)))

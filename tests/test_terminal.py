@@ -1,0 +1,60 @@
+"""The terminal report: rates only with one-character marks, aligned, within 120 columns; the plan line."""
+
+from pingpong.harness.matrix import plan_line
+from pingpong.harness.results import Cell, RunResult, load
+from pingpong.harness.runner import CellSettings
+from pingpong.harness.summary import summarize_run
+from pingpong.harness.terminal import format_short, render_plain, terminal_report
+from tests.conftest import ROOT
+from tests.test_render import CONFIG, ok, sample_run
+
+REFERENCE = ROOT / "results" / "reference" / "2026-11-21-default-matrix.json"
+
+
+def reference_text() -> str:
+    run = load(REFERENCE)
+    return render_plain(terminal_report(run, summarize_run(run), "results/reference/x.json"))
+
+
+def test_the_default_matrix_fits_120_columns_and_its_columns_line_up():
+    text = reference_text()
+    lines = text.splitlines()
+    assert max(len(line) for line in lines) <= 120
+    header = next(line for line in lines if line.startswith("server \\ client"))
+    assert header.split() == ["server", "\\", "client", "websockets", "aiohttp", "node-ws", "picows",
+                              "node-builtin", "bun"]  # the raw-TCP floors are not columns of the matrix
+    rows = lines[lines.index(header) + 2:lines.index(header) + 9]
+    assert [row.split()[0] for row in rows] == ["sanic", "blacksheep", "aiohttp", "websockets", "node-ws",
+                                                "picows", "bun"]
+    assert len({len(row) for row in rows + [header]}) == 1  # padded: every row as wide as the header
+    assert rows[0].split()[1:] == ["2.6k", "3.6k~", "7.3k~", "5.0k~", "6.6k~", "8.3k"]
+
+
+def test_the_ranking_starts_with_the_fastest_websocket_pair_and_the_floors_are_apart():
+    text = reference_text()
+    assert "1  bun      bun           20.8k  1.00×     0.89–1.12" in text
+    assert "Raw-TCP floors (the same relay without WebSocket, for scale): raw-tcp-python × raw-tcp-python 7.7k" in text
+
+
+def test_short_rates():
+    assert [format_short(v) for v in (850, 7300, 23070, 231000, 1234567)] == ["850", "7.3k", "23.1k", "231k",
+                                                                             "1.23M"]
+
+
+def test_marks_and_failures_are_one_character_or_one_word():
+    run = sample_run()
+    text = render_plain(terminal_report(run, summarize_run(run)))
+    rows = {line.split()[0]: line.split()[1:] for line in text.splitlines()
+            if line.split()[:1] and line.split()[0] in ("steady", "noisy", "broken", "flaky", "absent")}
+    assert rows == {"steady": ["1.0k!z"], "noisy": ["1.0k!~z"], "broken": ["FAIL"], "flaky": ["510!z?"],
+                    "absent": ["—"]}
+
+
+def test_the_plan_names_cells_rounds_and_time():
+    run = RunResult(started_at="t", command_line=[], configuration=CONFIG, environment={}, implementations={},
+                    cells=[Cell("a", "c"), Cell("b", "c"), Cell("x", "c", skipped="incompatible")])
+    settings = CellSettings(duration_s=5, warmup_s=1, loop="auto", compression="default", payload_size=4,
+                            payload_kind="text-ascii", ready_timeout_s=15, stall_timeout_s=10, pin=True)
+    assert plan_line(run, attempts=6, repeats=3, settings=settings) == (
+        "plan: 2 cell(s) to measure (1 skipped, reasons in the files), 3 round(s) over them -> 6 attempt(s) of "
+        "1 s warmup + 5 s; about 0m48s")
