@@ -132,3 +132,18 @@ def test_report_of_something_else_is_one_line_exit_2(tmp_path):
     for path in (tmp_path / "missing.json", tmp_path, tmp_path / "notes.json",
                  ROOT / "results/reference/2026-11-21-pairs-sweep.json"):
         assert_one_line_error(run_bench("report", str(path)))
+
+
+def test_a_reader_that_leaves_early_gets_no_traceback():
+    """`run_bench.py --list | head`: a stdout closed before the listing is written is no error: exit 0, quiet."""
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    process = subprocess.Popen([sys.executable, "run_bench.py", "--list"], cwd=ROOT, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE)
+    process.stdout.close()  # before the interpreter has even started: its first write meets a closed pipe
+    stderr = process.stderr.read().decode()
+    assert process.wait(60) == 0
+    assert stderr == ""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 from pathlib import Path
@@ -38,6 +39,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:  # outside a matrix's own handling (which saves what was measured)
         print("\nrun_bench.py: interrupted", file=sys.stderr)
         return matrix.EXIT_INTERRUPTED
+    except BrokenPipeError:  # stdout's reader left early (`| head`); the results files are written regardless
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so that the exit's flush is quiet
+        return EXIT_OK
 
 
 def run(argv: list[str] | None) -> int:
