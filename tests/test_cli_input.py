@@ -7,6 +7,8 @@ import csv
 import io
 import json
 import re
+import subprocess
+import sys
 
 from pingpong import SUITE_VERSION
 from pingpong.contract import DEFAULT_DURATION_S
@@ -136,11 +138,6 @@ def test_report_of_something_else_is_one_line_exit_2(tmp_path):
 
 def test_a_reader_that_leaves_early_gets_no_traceback():
     """`run_bench.py --list | head`: a stdout closed before the listing is written is no error: exit 0, quiet."""
-    import subprocess
-    import sys
-
-    from tests.conftest import ROOT
-
     process = subprocess.Popen([sys.executable, "run_bench.py", "--list"], cwd=ROOT, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE)
     process.stdout.close()  # before the interpreter has even started: its first write meets a closed pipe
