@@ -137,6 +137,8 @@ compression = ["default"]
     (["--manifest", "no/such/manifest.toml"], "cannot read manifest no/such/manifest.toml"),
     (["--results-dir", "/proc/no-such-dir"], "results folder /proc/no-such-dir is not writable"),
     (["--client-grace", "0"], "--client-grace must be > 0"),
+    (["abuse", "--servers", "raw-tcp-python"], "abuse: unknown or non-WebSocket server raw-tcp-python"),
+    (["abuse", "--phase", "0"], "abuse: --phase must be > 0 seconds"),
 ])
 def test_bad_input_is_one_line_exit_2(args, message):
     completed = run_bench(*args)

@@ -302,8 +302,11 @@ def main() -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    """`run_bench.py abuse`: every abuse against every chosen server, then the table (or JSON)."""
-    servers = [i for i in load_manifest(ROOT / "manifest.toml") if i.role == "server"]
+    """`run_bench.py abuse`: every abuse against every chosen WebSocket server, then the table (or JSON).
+
+    A server that never gets ready is reported on stderr and the others go on; the exit code is then 1.
+    """
+    servers = [i for i in load_manifest(ROOT / "manifest.toml") if i.role == "server" and i.protocol == "websocket"]
     if not args.phase > 0:
         print(f"abuse: --phase must be > 0 seconds, got {args.phase:g}", file=sys.stderr)
         return 2
@@ -311,17 +314,21 @@ def run(args: argparse.Namespace) -> int:
         wanted = args.servers.split(",")
         unknown = [name for name in wanted if name not in {s.name for s in servers}]
         if unknown:
-            print(f"abuse: unknown server {', '.join(unknown)}; valid: {', '.join(s.name for s in servers)}",
-                  file=sys.stderr)
+            print(f"abuse: unknown or non-WebSocket server {', '.join(unknown)}; valid: "
+                  f"{', '.join(s.name for s in servers)}", file=sys.stderr)
             return 2
         servers = [s for s in servers if s.name in wanted]
-    outcomes = []
+    outcomes, not_ready = [], []
     for server in servers:
         print(f"abusing {server.name} ...", file=sys.stderr, flush=True)
-        outcomes += abuse_server(server, phase_s=args.phase)
+        try:
+            outcomes += abuse_server(server, phase_s=args.phase)
+        except probe.NotReady as exc:
+            not_ready.append(server.name)
+            print(f"abuse: {server.name} not measured: {exc}", file=sys.stderr, flush=True)
     print(json.dumps([asdict(o) | {"verdict": o.verdict} for o in outcomes], indent=1) if args.json
           else render_table(outcomes))
-    return 0
+    return 1 if not_ready else 0
 
 
 if __name__ == "__main__":
