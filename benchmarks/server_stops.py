@@ -17,7 +17,7 @@ from pathlib import Path
 from pingpong.harness import processes
 from pingpong.harness.manifest import load_manifest
 from pingpong.harness.runner import CellSettings, cpus_for, run_attempt_on, start_server
-from pingpong.harness.stop_signals import sigterm_raises_interrupt
+from pingpong.harness.stop_signals import stop_signals_raise_interrupt
 
 ROOT = Path(__file__).resolve().parent.parent
 SETTINGS = CellSettings(duration_s=0.3, warmup_s=0.1, loop="auto", compression="default", payload_size=4,
@@ -47,7 +47,7 @@ def main() -> int:
     implementations = {(i.role, i.name): i for i in load_manifest(ROOT / "manifest.toml")}
     client = implementations[("client", args.client)]
     report = {"stops_per_server": args.stops, "client": args.client, "servers": {}}
-    with sigterm_raises_interrupt():
+    with stop_signals_raise_interrupt():
         for name in args.servers.split(","):
             server = implementations[("server", name)]
             exit_codes: dict[str, int] = {}

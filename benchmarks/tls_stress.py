@@ -30,7 +30,7 @@ from pathlib import Path
 
 from pingpong.harness import probe, processes
 from pingpong.harness.manifest import load_manifest, resolve_command
-from pingpong.harness.stop_signals import sigterm_raises_interrupt
+from pingpong.harness.stop_signals import stop_signals_raise_interrupt
 from pingpong.harness.runner import CellSettings, plan_cpus, run_attempt
 from pingpong.kit.tls import client_context, make_tls_files
 
@@ -179,7 +179,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=30, help="times each TLS cell of the tests is measured")
     parser.add_argument("--busy", type=int, default=0, help="extra processes spinning on the CPUs meanwhile")
     args = parser.parse_args()
-    with sigterm_raises_interrupt():  # `kill PID` stops the servers and spinners this started, as Ctrl-C does
+    with stop_signals_raise_interrupt():  # `kill PID` stops the servers and spinners this started, as Ctrl-C does
         if args.what == "handshakes":
             report = measure_handshakes(args.connections, args.busy)
         else:

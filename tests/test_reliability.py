@@ -196,6 +196,38 @@ def test_children_start_with_sigint_at_its_default_even_when_the_run_ignores_it(
     assert not ignored & (1 << (signal.SIGINT - 1))
 
 
+CTRL_C_DURING_A_FORK = """
+import os, signal, sys
+from pathlib import Path
+from pingpong.harness import processes
+from pingpong.harness.stop_signals import stop_signals_raise_interrupt
+
+# the Ctrl-C arrives while an at-fork hook runs in the parent, where Python drops the KeyboardInterrupt it raises
+os.register_at_fork(after_in_parent=lambda: os.kill(os.getpid(), signal.SIGINT))
+signal.signal(signal.SIGINT, signal.default_int_handler)
+with stop_signals_raise_interrupt():
+    try:
+        child = processes.start("sleeper", ["sleep", "29.5"], Path.cwd(), Path(sys.argv[1]))
+        print("went on", child.pid, flush=True)
+        processes.stop(child)
+    except KeyboardInterrupt:
+        print("interrupted", flush=True)
+"""
+
+
+def test_a_ctrl_c_whose_interrupt_is_dropped_during_a_fork_still_stops_and_leaves_no_child(tmp_path):
+    """Seen in CI: the SIGINT landed in logging's at-fork hook, Python printed 'Exception ignored' and the run went
+    on to the end. The stop request is remembered, so starting the child is undone and the interrupt raised."""
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
+    done = subprocess.run([sys.executable, "-c", CTRL_C_DURING_A_FORK, str(tmp_path)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60)
+    assert "Exception ignored" in done.stderr  # the first KeyboardInterrupt really was dropped
+    assert done.stdout.split() == ["interrupted"], done.stderr
+    sleepers = [p for p in psutil.process_iter(["cmdline"]) if p.info["cmdline"] == ["sleep", "29.5"]
+                and p.pid not in before]
+    assert sleepers == []
+
+
 def children_running(pid: int, module: str) -> list[psutil.Process]:
     """The live descendants of pid whose command line runs that module."""
     found = []

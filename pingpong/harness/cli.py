@@ -17,7 +17,7 @@ from pingpong.harness.catalog import (DEFAULT_MANIFEST, PROJECT_ROOT, load_manif
 from pingpong.harness.configuration import (add_measuring_options, add_package_options, build_configuration,
                                             check_options, with_package_environments, with_tls_files)
 from pingpong.harness.manifest import ManifestError
-from pingpong.harness.stop_signals import sigterm_raises_interrupt
+from pingpong.harness.stop_signals import stop_signals_raise_interrupt
 from pingpong.harness.results_files import DEFAULT_RESULTS_DIR, prepare_results_dir
 from pingpong.harness.usage import OneLineArgumentParser, UsageError
 
@@ -31,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     SIGTERM interrupts like Ctrl-C; a SIGINT ignored at start stays ignored (see stop_signals).
     """
     try:
-        with sigterm_raises_interrupt():
+        with stop_signals_raise_interrupt():
             return run(argv)
     except (UsageError, ManifestError) as exc:
         print(f"run_bench.py: error: {exc}", file=sys.stderr)

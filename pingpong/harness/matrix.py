@@ -18,6 +18,7 @@ from pingpong.harness.results import Attempt, Cell, RunResult, write_atomically
 from pingpong.harness.report import show
 from pingpong.harness.results_files import SAVED_FORMATS, ResultPaths, draw_figures, resume, save
 from pingpong.harness.runner import CellSettings, run_attempt
+from pingpong.harness.stop_signals import clear_stop_requests, raise_if_stop_requested
 from pingpong.harness.summary import summarize_run
 from pingpong.harness.usage import UsageError
 
@@ -125,6 +126,7 @@ def measure_matrix(result: RunResult, settings: CellSettings, servers: list[Impl
     given_up: dict[str, str] = {}
     try:
         for repeat, cell in plan:
+            raise_if_stop_requested()  # a Ctrl-C whose KeyboardInterrupt was lost stops the run here
             if cell.server in given_up:
                 attempt = Attempt(repeat=repeat, status="not-ready", reason=given_up[cell.server],
                                   started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
@@ -142,6 +144,7 @@ def measure_matrix(result: RunResult, settings: CellSettings, servers: list[Impl
             progress.after(cell, attempt)
             save(result, paths)
     except KeyboardInterrupt:
+        clear_stop_requests()
         result.interrupted = True
         print("\ninterrupted: saving what was measured", file=sys.stderr)
     finally:

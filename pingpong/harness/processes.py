@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from pingpong.harness.stop_signals import stopping_signals
+from pingpong.harness.stop_signals import note_stop_request, stop_requested, stopping_signals
 
 STOP_GRACE_S = 5.0
 CLEAN_EXIT_CODES = (0, -signal.SIGTERM, -signal.SIGINT)  # uvicorn re-raises the signal after a graceful stop
@@ -62,7 +62,12 @@ def start(name: str, argv: list[str], cwd: Path, log_dir: Path, env: dict[str, s
     with open(stdout_path, "wb") as stdout, open(stderr_path, "wb") as stderr:
         popen = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr,
                                  start_new_session=True, pass_fds=pass_fds, preexec_fn=prepare_child)
-    return ManagedProcess(name, popen, stdout_path, stderr_path)
+    process = ManagedProcess(name, popen, stdout_path, stderr_path)
+    if stop_requested():  # a Ctrl-C during the fork: its KeyboardInterrupt was dropped in an at-fork hook
+        with interrupts_deferred():
+            stop(process)
+        raise KeyboardInterrupt
+    return process
 
 
 def stop(process: ManagedProcess, grace_s: float = STOP_GRACE_S) -> int | None:
@@ -99,8 +104,12 @@ def interrupts_deferred():
         yield
         return
     received: list[int] = []
-    previous = {number: signal.signal(number, lambda signum, frame: received.append(signum))
-                for number in stopping_signals()}
+
+    def defer(signal_number, frame) -> None:
+        received.append(signal_number)
+        note_stop_request(signal_number)
+
+    previous = {number: signal.signal(number, defer) for number in stopping_signals()}
     try:
         yield
     finally:

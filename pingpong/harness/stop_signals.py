@@ -24,15 +24,48 @@ def stopping_signals() -> tuple[signal.Signals, ...]:
     return (signal.SIGTERM,) if sigint_ignored() else (signal.SIGINT, signal.SIGTERM)
 
 
-def _raise_interrupt(signal_number, frame):
+_stop_requests: list[int] = []  # signals received and not yet acted on by a run's handler
+
+
+def _request_stop(signal_number, frame):
+    _stop_requests.append(signal_number)
     raise KeyboardInterrupt
 
 
+def note_stop_request(signal_number: int) -> None:
+    """Remember a stopping signal that a handler of its own received (one that defers the interrupt)."""
+    _stop_requests.append(signal_number)
+
+
+def stop_requested() -> bool:
+    """True when a stopping signal came and no handler has yet acted on it (see raise_if_stop_requested)."""
+    return bool(_stop_requests)
+
+
+def raise_if_stop_requested() -> None:
+    """Raise KeyboardInterrupt again for a stop request whose first KeyboardInterrupt may have been lost.
+
+    Python prints and drops an exception raised where it cannot propagate: an at-fork hook (subprocess runs them
+    when a child is started with preexec_fn; logging registers one), a __del__, a weakref callback. A Ctrl-C that
+    lands there would otherwise be forgotten and the run would go on to the end (seen in CI). The request is
+    remembered until the handler that saves the run clears it, so the run stops at its next checkpoint.
+    """
+    if _stop_requests:
+        raise KeyboardInterrupt
+
+
+def clear_stop_requests() -> None:
+    """The run's handler has acted on every stop request so far."""
+    _stop_requests.clear()
+
+
 @contextmanager
-def sigterm_raises_interrupt() -> Iterator[None]:
-    """While the block runs, SIGTERM raises KeyboardInterrupt, as Ctrl-C does: one path stops a run cleanly."""
-    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+def stop_signals_raise_interrupt() -> Iterator[None]:
+    """While the block runs, SIGTERM, and SIGINT unless it is ignored, raise KeyboardInterrupt and are remembered
+    as a stop request: one path stops a run cleanly, and a lost KeyboardInterrupt is raised again at a checkpoint."""
+    previous = {number: signal.signal(number, _request_stop) for number in stopping_signals()}
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for number, handler in previous.items():
+            signal.signal(number, handler)
