@@ -11,9 +11,8 @@ import subprocess
 import sys
 
 from pingpong import SUITE_VERSION
-from pingpong.contract import DEFAULT_DURATION_S
 from pingpong.harness.cli import build_parser
-from pingpong.harness.configuration import check_options
+from pingpong.harness.configuration import DEFAULT_MATRIX_DURATION_S, DEFAULT_MATRIX_WARMUP_S, check_options
 from tests.conftest import ROOT
 from tests.test_run_bench import run_bench
 
@@ -50,8 +49,13 @@ def test_nothing_runnable_into_a_new_folder_does_not_create_it(tmp_path):
 def test_an_explicit_option_beats_quick():
     """--quick fills in only what was not given: --duration 4 --quick measures 4 s, with --quick's warmup."""
     options = options_for("--quick", "--duration", "4", "--repeat", "2")
-    assert (options.duration, options.warmup, options.repeat) == (4.0, 0.5, 2)
-    assert (options_for("--quick").duration, options_for().duration, options_for().repeat) == (1.0, DEFAULT_DURATION_S, 3)
+    assert (options.duration, options.warmup, options.repeat) == (4.0, 0.2, 2)
+    assert not options.round_policy.adaptive and options.round_policy.min_rounds == 2
+    assert (options_for("--quick").duration, options_for("--quick").repeat) == (0.5, 1)
+    default = options_for()
+    assert (default.duration, default.warmup, default.repeat) == (DEFAULT_MATRIX_DURATION_S, DEFAULT_MATRIX_WARMUP_S,
+                                                                  None)
+    assert default.round_policy.adaptive and default.round_policy.precision == 0.03
 
 
 def test_diagnose_keeps_its_shorter_default_duration():

@@ -1,10 +1,7 @@
-"""Orchestration logic without sockets: repeat interleaving and cell planning (run_attempt replaced by a fake)."""
+"""Orchestration logic without sockets: cell planning, the leak check, pairs per process (rounds: test_rounds)."""
 
-from pathlib import Path
-
-from pingpong.harness import catalog, matrix, results_files
+from pingpong.harness import catalog
 from pingpong.harness.manifest import Implementation
-from pingpong.harness.results import Attempt, Cell, RunResult
 from pingpong.harness.runner import CellSettings
 
 SETTINGS = CellSettings(duration_s=1, warmup_s=0, loop="auto", compression="default", payload_size=4,
@@ -14,28 +11,6 @@ SETTINGS = CellSettings(duration_s=1, warmup_s=0, loop="auto", compression="defa
 def implementation(role, name, protocol="websocket", compression=("default", "off", "on")):
     return Implementation(name=name, role=role, runtime="python", protocol=protocol, command=("{python}",),
                           requires=(), loops=("auto",), compression=compression)
-
-
-def test_repeats_are_interleaved_round_robin(tmp_path, monkeypatch):
-    """All cells get repeat 1 before any cell gets repeat 2."""
-    order = []
-
-    def fake_attempt(server, client, settings, repeat, project_root):
-        order.append((repeat, server.name, client.name))
-        return Attempt(repeat=repeat, status="ok", reason=None, started_at="t", roundtrips=10, elapsed_s=1.0,
-                       roundtrips_per_s=10.0)
-
-    monkeypatch.setattr(matrix, "run_attempt", fake_attempt)
-    servers = [implementation("server", "s1"), implementation("server", "s2")]
-    clients = [implementation("client", "c1")]
-    run = RunResult(started_at="2026-01-01T00:00:00+00:00", command_line=[], environment={},
-                    configuration={"repeat": 3, "duration_s": 1, "warmup_s": 0, "loop": "auto",
-                                   "compression": "default", "payload_size": 4, "payload_kind": "text-ascii"},
-                    implementations={}, cells=[Cell("s1", "c1"), Cell("s2", "c1")])
-    paths = results_files.ResultPaths.for_run(tmp_path, run.started_at)
-    matrix.measure_matrix(run, SETTINGS, servers, clients, 3, paths)
-    assert order == [(r, s, "c1") for r in (1, 2, 3) for s in ("s1", "s2")]
-    assert paths.json.exists() and paths.latest_markdown.exists()
 
 
 def test_incompatible_pairs_are_skipped_with_a_reason():

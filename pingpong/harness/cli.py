@@ -8,13 +8,13 @@ import sys
 import tempfile
 from pathlib import Path
 
-from dataclasses import replace
 
 from pingpong import SUITE_VERSION
 from pingpong.harness import abuse, compare, diagnose, matrix, report
 from pingpong.harness.catalog import (DEFAULT_MANIFEST, PROJECT_ROOT, load_manifests, nothing_runnable,
                                       render_listing, select)
-from pingpong.harness.configuration import (add_measuring_options, add_package_options, build_configuration,
+from pingpong.harness.configuration import (DEFAULT_MATRIX_DURATION_S, DEFAULT_MATRIX_WARMUP_S, add_measuring_options,
+                                            add_package_options, add_round_options, build_configuration,
                                             check_options, with_package_environments, with_tls_files)
 from pingpong.harness.manifest import ManifestError
 from pingpong.harness.stop_signals import stop_signals_raise_interrupt
@@ -72,15 +72,14 @@ def measure_matrix(options: argparse.Namespace, command_line: list[str], impleme
     servers = select(implementations, "server", options.servers, options.exclude)
     clients = select(implementations, "client", options.clients, options.exclude)
     configuration = build_configuration(options, command_line, implementations, servers, clients)
-    planned_tls = "(made when the run starts)" if options.tls else None  # skip_reason asks only whether TLS is on
-    problem = nothing_runnable(servers, clients, [replace(configuration.settings, **point, tls_ca=planned_tls)
-                                                  for point in configuration.points])
+    # skip_reason asks only whether TLS is on, so the files are made later (settings_at names them as planned)
+    problem = nothing_runnable(servers, clients, [configuration.settings_at(point) for point in configuration.points])
     if problem:  # before any file is written: latest.json stays the last real run (diagnose's baseline)
         raise UsageError(problem)
     prepare_results_dir(options.results_dir)
     configuration = with_package_environments(configuration)
     with tempfile.TemporaryDirectory(prefix="pingpong-tls-") as tls_folder:
-        if options.tls:
+        if configuration.tls:
             configuration = with_tls_files(configuration, Path(tls_folder))
         return matrix.run_points(configuration)
 
@@ -124,7 +123,8 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     selection.add_argument("--list", action="store_true", help="list implementations and whether they run here")
     selection.add_argument("--manifest", type=Path, action="append",
                            help="manifest file(s) to read; repeat to add more (default: manifest.toml)")
-    add_measuring_options(parser)
+    add_measuring_options(parser, duration=DEFAULT_MATRIX_DURATION_S, warmup=DEFAULT_MATRIX_WARMUP_S, repeat=None)
+    add_round_options(parser)
     add_package_options(parser)
     output = parser.add_argument_group("output")
     output.add_argument("--format", choices=report.FORMATS, default="terminal",

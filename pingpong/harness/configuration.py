@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import random
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -13,34 +14,47 @@ from pingpong.contract import (COMPRESSION_MODES, DEFAULT_COMPRESSION, DEFAULT_D
 from pingpong.harness import package_envs
 from pingpong.harness.catalog import PROJECT_ROOT
 from pingpong.harness.manifest import Implementation
+from pingpong.harness.rounds import RoundPolicy, parse_duration, parse_precision
 from pingpong.harness.runner import CellSettings, plan_cpus
 from pingpong.harness.usage import UsageError
 
-QUICK = {"duration": 1.0, "warmup": 0.5, "repeat": 1}
-DEFAULT_REPEAT = 3
+QUICK = {"duration": 0.5, "warmup": 0.2, "repeat": 1}  # a smoke run: one round
+# Rounds until precise (benchmarks/window_spread.py measured these on a 2-CPU machine; docs/methodology.md).
+DEFAULT_MATRIX_DURATION_S = 0.5  # the matrix's window: between-round spread barely shrinks with longer ones
+DEFAULT_MATRIX_WARMUP_S = 0.2
+DEFAULT_MIN_ROUNDS = 6  # the smallest n whose min-max interval of the median covers >= 95% (1 - 2 * 0.5**6)
+DEFAULT_MAX_ROUNDS = 20
+DEFAULT_PRECISION = 0.03  # a cell gets more rounds while its median's 95% interval is wider than +-3%
+DEFAULT_BUDGET_S = 270.0  # rounds beyond the minimum stop when the next one would end after this
+DEFAULT_REPEAT = 3  # diagnose's repeats of each variant (its intervals say what 3 values can cover)
 DEFAULT_READY_TIMEOUT_S = 15.0
 DEFAULT_CLIENT_GRACE_S = 30.0
 
 
-def add_measuring_options(parser: argparse.ArgumentParser, duration: float = DEFAULT_DURATION_S) -> None:
-    """How to measure: the options `run` and `diagnose` share (diagnose measures shorter by default).
+def add_measuring_options(parser: argparse.ArgumentParser, duration: float = DEFAULT_DURATION_S,
+                          warmup: float = DEFAULT_WARMUP_S, repeat: int = DEFAULT_REPEAT) -> None:
+    """How to measure: the options `run` and `diagnose` share (each with its own window and repeats).
 
     --duration, --warmup and --repeat stay None when not given, so that check_options() can tell an explicit value
-    (which beats --quick) from a default.
+    (which beats --quick) from a default. --loop, --compression and --tls take lists (a dimension of the run);
+    diagnose refuses a list (its A/B switches are its dimensions).
     """
     measuring = parser.add_argument_group("how to measure")
-    measuring.add_argument("--duration", type=float, help=f"measured seconds per repeat (default {duration:g})")
-    measuring.add_argument("--warmup", type=float, help=f"unmeasured seconds first (default {DEFAULT_WARMUP_S:g})")
-    measuring.add_argument("--repeat", type=int, help=f"repeats per cell, interleaved (default {DEFAULT_REPEAT})")
+    measuring.add_argument("--duration", type=float, help=f"measured seconds per attempt (default {duration:g})")
+    measuring.add_argument("--warmup", type=float, help=f"unmeasured seconds first (default {warmup:g})")
+    measuring.add_argument("--repeat", "--rounds", type=int, dest="repeat", metavar="N",
+                           help=f"exactly N rounds, no rounds until precise (default: {repeat} for diagnose; the "
+                                "matrix runs rounds until precise, see --precision)")
     measuring.add_argument("--quick", action="store_true",
                            help=f"smoke run: --duration {QUICK['duration']:g} --warmup {QUICK['warmup']:g} "
                                 f"--repeat {QUICK['repeat']} (an explicit --duration, --warmup or --repeat wins)")
-    parser.set_defaults(measuring_defaults={"duration": duration, "warmup": DEFAULT_WARMUP_S,
-                                            "repeat": DEFAULT_REPEAT})
-    measuring.add_argument("--loop", choices=LOOPS, default=DEFAULT_LOOP,
-                           help="event loop of the Python implementations (auto: what each picks by itself)")
-    measuring.add_argument("--compression", choices=COMPRESSION_MODES, default=DEFAULT_COMPRESSION,
-                           help="permessage-deflate: each library's out-of-the-box behaviour, off, or on")
+    parser.set_defaults(measuring_defaults={"duration": duration, "warmup": warmup, "repeat": repeat})
+    measuring.add_argument("--loop", default=DEFAULT_LOOP, metavar="LOOP[,LOOP...]",
+                           help=f"event loop of the Python implementations: {' | '.join(LOOPS)} (auto: what each "
+                                "picks by itself); a list is a dimension, e.g. auto,uvloop")
+    measuring.add_argument("--compression", default=DEFAULT_COMPRESSION, metavar="MODE[,MODE...]",
+                           help=f"permessage-deflate: {' | '.join(COMPRESSION_MODES)} (each library's "
+                                "out-of-the-box behaviour, off, on); a list is a dimension, e.g. default,off")
     measuring.add_argument("--payload-size", default=str(DEFAULT_PAYLOAD_SIZE), metavar="BYTES[,BYTES...]",
                            help=f"bytes per message (default {DEFAULT_PAYLOAD_SIZE}); a list sweeps, e.g. 16,1024,65536")
     measuring.add_argument("--payload-kind", default=DEFAULT_PAYLOAD_KIND, metavar="KIND[,KIND...]",
@@ -51,8 +65,9 @@ def add_measuring_options(parser: argparse.ArgumentParser, duration: float = DEF
     measuring.add_argument("--client-processes", type=int, default=1, metavar="K",
                            help="spread each cell's pairs over K client processes (default 1), for when one client "
                                 "process saturates its CPU; they share the client's CPUs")
-    measuring.add_argument("--tls", action="store_true",
-                           help="wss:// everywhere, with a throwaway CA and server certificate made for this run")
+    measuring.add_argument("--tls", nargs="?", const="on", default="off", metavar="off,on",
+                           help="wss:// everywhere, with a throwaway CA and server certificate made for this run; "
+                                "'--tls off,on' measures both, interleaved")
     measuring.add_argument("--workload", choices=WORKLOADS, default=DEFAULT_WORKLOAD,
                            help="pingpong: roundtrips/s on open connections; handshake: connections opened, one "
                                 "roundtrip, closed, per second")
@@ -64,6 +79,27 @@ def add_measuring_options(parser: argparse.ArgumentParser, duration: float = DEF
                            help="seconds without a completed roundtrip before a client gives up (default %(default)g)")
     measuring.add_argument("--client-grace", type=float, default=DEFAULT_CLIENT_GRACE_S,
                            help="seconds a client may take beyond warmup + duration before it is stopped as hung")
+
+
+def add_round_options(parser: argparse.ArgumentParser) -> None:
+    """How many rounds the matrix runs, and in what order (run only; see rounds.py)."""
+    rounds = parser.add_argument_group("rounds until precise")
+    rounds.add_argument("--precision", default=f"{DEFAULT_PRECISION:.0%}", metavar="PCT",
+                        help="after --min-rounds, only cells whose median's 95%% interval is wider than +-PCT get "
+                             "more rounds (default %(default)s)")
+    rounds.add_argument("--budget", default=f"{DEFAULT_BUDGET_S:g}s", metavar="DURATION",
+                        help="no round beyond the minimum starts if it would end after this much of the run, "
+                             "e.g. 90s, 10m, 1h (default %(default)s)")
+    rounds.add_argument("--min-rounds", type=int, default=DEFAULT_MIN_ROUNDS, metavar="N",
+                        help="rounds every cell gets (default %(default)s: the fewest whose min-max interval of the "
+                             "median is a 95%% interval)")
+    rounds.add_argument("--max-rounds", type=int, default=DEFAULT_MAX_ROUNDS, metavar="N",
+                        help="rounds no cell goes beyond (default %(default)s)")
+    rounds.add_argument("--seed", type=int, default=None,
+                        help="seed of the rounds' shuffled order (default: drawn at random; always recorded)")
+    rounds.add_argument("--fresh-server", action="store_true",
+                        help="a new server process for every attempt (default: one per server per round, each "
+                             "client a new process in a room of its own)")
 
 
 def add_package_options(parser: argparse.ArgumentParser) -> None:
@@ -83,9 +119,9 @@ class RunConfiguration:
     Results files record it as "configuration" (see recorded()).
     """
 
-    settings: CellSettings  # what every attempt shares; each sweep point sets payload_size, payload_kind, pairs
-    points: tuple[dict[str, Any], ...]  # the sweep's points, in order (one point: no sweep)
-    repeat: int
+    settings: CellSettings  # what every attempt shares; each point sets its dimensions (settings_at)
+    points: tuple[dict[str, Any], ...]  # the run's points, in order (one point: no dimension)
+    rounds: RoundPolicy
     servers: tuple[Implementation, ...]  # the rows and columns measured
     clients: tuple[Implementation, ...]
     implementations: tuple[Implementation, ...]  # every one the manifests list (recorded with its availability)
@@ -98,25 +134,45 @@ class RunConfiguration:
     resume: Path | None  # the interrupted run to continue
     command_line: tuple[str, ...]  # as recorded in the results: interpreter, run_bench.py, the arguments
 
+    tls_files: tuple[str, str, str] | None = None  # the run's throwaway CA, certificate chain and key (with_tls_files)
+
+    @property
+    def repeat(self) -> int:
+        """The rounds every cell gets (more when rounds run until precise)."""
+        return self.rounds.min_rounds
+
     @property
     def tls(self) -> bool:
-        return self.settings.tls_ca is not None
+        return any(point["tls"] for point in self.points)
+
+    def settings_at(self, point: dict[str, Any]) -> CellSettings:
+        """The settings of one point: the run's, with the point's loop, compression, TLS, payload and pairs."""
+        dimensions = {name: value for name, value in point.items() if name != "tls"}
+        if point["tls"]:
+            ca, cert, key = self.tls_files or ("(made when the run starts)", None, None)
+            return replace(self.settings, **dimensions, tls_ca=ca, tls_cert=cert, tls_key=key)
+        return replace(self.settings, **dimensions, tls_ca=None, tls_cert=None, tls_key=None)
 
     def recorded(self, settings: CellSettings) -> dict[str, Any]:
         """The JSON mapping of results' "configuration": every CellSettings field (the point's), then
-        repeat, pinned, server_cpus, client_cpus (sorted lists or null), servers, clients (names),
-        python_packages, node_packages, tls (bool) and manifests (paths as given)."""
-        return {**asdict(settings), "repeat": self.repeat, "pinned": settings.server_cpus is not None,
+        repeat (the rounds every cell gets), rounds (RoundPolicy.recorded()), pinned, server_cpus, client_cpus
+        (sorted lists or null), servers, clients (names), python_packages, node_packages, tls (bool), manifests
+        (paths as given) and dimensions (the settings given as lists, each with its values)."""
+        dimensions = {name: list(dict.fromkeys(point[name] for point in self.points))
+                      for name in (self.points[0] if self.points else {})}
+        return {**asdict(settings), "repeat": self.repeat, "rounds": self.rounds.recorded(),
+                "dimensions": {name: values for name, values in dimensions.items() if len(values) > 1},
+                "pinned": settings.server_cpus is not None,
                 "server_cpus": sorted(settings.server_cpus) if settings.server_cpus else None,
                 "client_cpus": sorted(settings.client_cpus) if settings.client_cpus else None,
                 "servers": [s.name for s in self.servers], "clients": [c.name for c in self.clients],
                 "python_packages": self.python_packages, "node_packages": self.node_packages,
-                "tls": self.tls, "manifests": [str(path) for path in self.manifests]}
+                "tls": settings.tls_ca is not None, "manifests": [str(path) for path in self.manifests]}
 
 
 def check_options(options: argparse.Namespace) -> argparse.Namespace:
     """Fill in --duration, --warmup and --repeat (explicit, else --quick's, else the defaults) and check every
-    measuring option; all problems in one UsageError."""
+    measuring option; all problems in one UsageError. A --repeat left None means rounds until precise."""
     fallback = QUICK if options.quick else options.measuring_defaults
     for name in ("duration", "warmup", "repeat"):
         if getattr(options, name) is None:
@@ -126,14 +182,14 @@ def check_options(options: argparse.Namespace) -> argparse.Namespace:
         problems.append(f"--duration must be > 0 seconds, got {options.duration:g}")
     if not options.warmup >= 0:
         problems.append(f"--warmup must be >= 0 seconds, got {options.warmup:g}")
-    if options.repeat < 1:
+    if options.repeat is not None and options.repeat < 1:
         problems.append(f"--repeat must be at least 1, got {options.repeat}")
     options.payload_sizes = _integer_list("--payload-size", options.payload_size, minimum=1, problems=problems)
     options.pairs_list = _integer_list("--pairs", options.pairs, minimum=1, problems=problems)
-    options.payload_kinds = [kind.strip() for kind in options.payload_kind.split(",") if kind.strip()]
-    unknown_kinds = [kind for kind in options.payload_kinds if kind not in PAYLOAD_KINDS]
-    if unknown_kinds or not options.payload_kinds:
-        problems.append(f"--payload-kind {options.payload_kind!r}: choose from {', '.join(PAYLOAD_KINDS)}")
+    options.payload_kinds = _choice_list("--payload-kind", options.payload_kind, PAYLOAD_KINDS, problems)
+    options.loops = _choice_list("--loop", options.loop, LOOPS, problems)
+    options.compressions = _choice_list("--compression", options.compression, COMPRESSION_MODES, problems)
+    options.tls_modes = [mode == "on" for mode in _choice_list("--tls", options.tls, ("off", "on"), problems)]
     if options.client_processes < 1:
         problems.append(f"--client-processes must be at least 1, got {options.client_processes}")
     if options.workload == "handshake" and (options.pairs_list != [1] or options.client_processes != 1):
@@ -141,9 +197,44 @@ def check_options(options: argparse.Namespace) -> argparse.Namespace:
                         "--client-processes")
     if not options.ready_timeout > 0 or not options.stall_timeout > 0 or not options.client_grace > 0:
         problems.append("--ready-timeout, --stall-timeout and --client-grace must be > 0 seconds")
+    if hasattr(options, "precision"):
+        _check_round_options(options, problems)
     if problems:
         raise UsageError("; ".join(problems))
     return options
+
+
+def _check_round_options(options: argparse.Namespace, problems: list[str]) -> None:
+    """--precision, --budget, --min-rounds, --max-rounds: into options.round_policy."""
+    try:
+        precision = parse_precision(options.precision)
+    except ValueError:
+        problems.append(f"--precision takes a percentage between 0 and 100, e.g. 3%, got {options.precision!r}")
+        precision = DEFAULT_PRECISION
+    try:
+        budget_s = parse_duration(options.budget)
+    except ValueError:
+        problems.append(f"--budget takes a duration such as 90s, 4.5m or 1h, got {options.budget!r}")
+        budget_s = DEFAULT_BUDGET_S
+    if options.min_rounds < 1 or options.max_rounds < options.min_rounds:
+        problems.append(f"--min-rounds must be at least 1 and --max-rounds at least --min-rounds, got "
+                        f"{options.min_rounds} and {options.max_rounds}")
+    seed = options.seed if options.seed is not None else random.SystemRandom().randrange(2**31)
+    if options.repeat is not None:  # exactly that many rounds
+        options.round_policy = RoundPolicy(min_rounds=options.repeat, max_rounds=options.repeat, precision=None,
+                                           budget_s=None, seed=seed, fresh_server=options.fresh_server)
+    else:
+        options.round_policy = RoundPolicy(min_rounds=options.min_rounds, max_rounds=options.max_rounds,
+                                           precision=precision, budget_s=budget_s, seed=seed,
+                                           fresh_server=options.fresh_server)
+
+
+def _choice_list(option: str, text: str, choices: tuple[str, ...], problems: list[str]) -> list[str]:
+    values = [value.strip() for value in text.split(",")]
+    if not values or any(value not in choices for value in values):
+        problems.append(f"{option} {text!r}: choose from {', '.join(choices)} (a comma-separated list measures each)")
+        return [choices[0]]
+    return list(dict.fromkeys(values))
 
 
 def _integer_list(option: str, text: str, minimum: int, problems: list[str]) -> list[int]:
@@ -159,8 +250,10 @@ def _integer_list(option: str, text: str, minimum: int, problems: list[str]) -> 
 
 
 def sweep_points(options: argparse.Namespace) -> list[dict[str, Any]]:
-    """Every combination of the listed payload sizes, kinds and pair counts: one matrix each."""
-    return [{"payload_size": size, "payload_kind": kind, "pairs": pairs}
+    """Every combination of the listed settings: the run's points, each a matrix measured in every round."""
+    return [{"loop": loop, "compression": compression, "tls": tls, "payload_size": size, "payload_kind": kind,
+             "pairs": pairs}
+            for loop in options.loops for compression in options.compressions for tls in options.tls_modes
             for size in options.payload_sizes for kind in options.payload_kinds for pairs in options.pairs_list]
 
 
@@ -172,15 +265,17 @@ def build_configuration(options: argparse.Namespace, command_line: list[str], im
     --python-packages / --node-packages ask for, with_tls_files() makes the run's certificates.
     """
     server_cpus, client_cpus = plan_cpus(not options.no_pin)
-    settings = CellSettings(duration_s=options.duration, warmup_s=options.warmup, loop=options.loop,
-                            compression=options.compression, payload_size=DEFAULT_PAYLOAD_SIZE,
+    settings = CellSettings(duration_s=options.duration, warmup_s=options.warmup, loop=options.loops[0],
+                            compression=options.compressions[0], payload_size=DEFAULT_PAYLOAD_SIZE,
                             payload_kind=DEFAULT_PAYLOAD_KIND, ready_timeout_s=options.ready_timeout,
                             stall_timeout_s=options.stall_timeout, pin=not options.no_pin,
                             client_grace_s=options.client_grace, workload=options.workload,
                             client_processes=options.client_processes,
                             server_cpus=tuple(sorted(server_cpus)) if server_cpus else None,
                             client_cpus=tuple(sorted(client_cpus)) if client_cpus else None)
-    return RunConfiguration(settings=settings, points=tuple(sweep_points(options)), repeat=options.repeat,
+    rounds = getattr(options, "round_policy", None) or RoundPolicy(  # diagnose: its repeats, in its own order
+        min_rounds=options.repeat, max_rounds=options.repeat, precision=None, budget_s=None, seed=0)
+    return RunConfiguration(settings=settings, points=tuple(sweep_points(options)), rounds=rounds,
                             servers=tuple(servers), clients=tuple(clients), implementations=tuple(implementations),
                             manifests=tuple(options.manifest), python_packages=options.python_packages,
                             node_packages=options.node_packages, package_environments={},
@@ -199,8 +294,7 @@ def with_tls_files(configuration: RunConfiguration, folder: Path) -> RunConfigur
     from pingpong.kit.tls import make_tls_files
 
     files = make_tls_files(folder)
-    return replace(configuration, settings=replace(configuration.settings, tls_ca=files.ca, tls_cert=files.cert,
-                                                   tls_key=files.key))
+    return replace(configuration, tls_files=(files.ca, files.cert, files.key))
 
 
 def package_environments(python_packages: str | None,

@@ -78,9 +78,10 @@ def run(options: argparse.Namespace, command_line: list[str]) -> int:
     client = find(implementations, "client", options.client)
     configuration = build_configuration(options, command_line, implementations, [server], [client])
     if len(configuration.points) != 1:
-        raise UsageError("diagnose measures one cell: give one --payload-size, one --payload-kind and one --pairs")
+        raise UsageError("diagnose measures one cell with one setting each: its A/B switches are its comparisons "
+                         "(give one --payload-size, --payload-kind, --pairs, --loop, --compression, --tls)")
     with tempfile.TemporaryDirectory(prefix="pingpong-tls-") as tls_folder:
-        if options.tls:
+        if configuration.tls:
             configuration = with_tls_files(configuration, Path(tls_folder))
         return diagnose_cell(options, configuration, server, client)
 
@@ -88,7 +89,7 @@ def run(options: argparse.Namespace, command_line: list[str]) -> int:
 def diagnose_cell(options: argparse.Namespace, configuration: RunConfiguration, server: Implementation,
                   client: Implementation) -> int:
     """Measure the baseline and its switches, count syscalls, write and print the report."""
-    baseline = replace(configuration.settings, **configuration.points[0])
+    baseline = configuration.settings_at(configuration.points[0])
     why_not = skip_reason(server, client, baseline)
     if why_not:
         raise UsageError(f"cannot measure {server.name} × {client.name}: {why_not}")

@@ -74,6 +74,14 @@ def save(result: RunResult, paths: ResultPaths) -> None:
         write_atomically(path, texts[path.suffix[1:]])
 
 
+def save_record(result: RunResult, paths: ResultPaths) -> None:
+    """Rewrite only the run's own JSON, without summaries: cheap enough to call after every server group (the
+    summaries, reports and latest.* copies are written by save(), at the end and on an interruption)."""
+    text = json.dumps(result.to_dict(None), indent=1)
+    write_atomically(paths.json, text)
+    write_atomically(paths.latest_dir / "latest.json", text)
+
+
 def resume(path: Path, fresh: RunResult, results_dir: Path) -> tuple[RunResult, ResultPaths]:
     """The saved run to continue, after checking this command asks for the same configuration."""
     try:

@@ -116,15 +116,17 @@ def run_attempt_on(server_under_test: "ServerUnderTest", client: Implementation,
                    repeat: int, project_root: Path) -> Attempt:
     """Measure one repeat of a cell on a server that is already running (started and verified by start_server).
 
-    The client runs in a room of its own; the server is left running, so server_exit_code stays None (the caller
-    stops the server with processes.stop and has its exit code then).
+    First a room probe (one handshake in a room of its own) shows the server still answers; then the client runs
+    in a room of its own. The server is left running, so server_exit_code stays None (the caller stops the server
+    with processes.stop and has its exit code then).
     """
     _, client_cpus = cpus_for(settings)
     started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
     running: list[processes.ManagedProcess] = []
     try:
-        outcome = server_under_test.problem or _measure_client(server_under_test, client, settings, repeat,
-                                                               project_root, client_cpus, running)
+        outcome = (server_under_test.problem or room_probe(server_under_test, settings)
+                   or _measure_client(server_under_test, client, settings, repeat, project_root, client_cpus,
+                                      running))
     except Exception as exc:
         outcome = dict(status="error", reason=f"orchestrator: {type(exc).__name__}: {exc}")
     finally:
@@ -132,6 +134,22 @@ def run_attempt_on(server_under_test: "ServerUnderTest", client: Implementation,
             for process in running:
                 processes.stop(process)
     return Attempt(**server_under_test.attempt_fields(repeat, started_at, client_cpus), **outcome)
+
+
+ROOM_PROBE_TIMEOUT_S = 3.0
+
+
+def room_probe(server_under_test: "ServerUnderTest", settings: CellSettings) -> dict[str, Any] | None:
+    """None when a long-lived server still completes a handshake; else a not-ready outcome with the reason."""
+    if server_under_test.process.popen.poll() is not None:
+        return dict(status="server-crashed", reason=f"the server exited with code "
+                                                    f"{server_under_test.process.popen.returncode} before this attempt")
+    try:
+        with probe.open_connection(server_under_test.base_url, f"/__room_probe_{server_under_test.clients_started}",
+                                   ROOM_PROBE_TIMEOUT_S, settings.tls_ca):
+            return None
+    except Exception as exc:
+        return dict(status="not-ready", reason=f"room probe before the client: {type(exc).__name__}: {exc}")
 
 
 @dataclass

@@ -1,5 +1,6 @@
-"""Sweeps (lists in --payload-size, --payload-kind, --pairs): one matrix per point, then an index and a table
-of every cell across the points. Pure functions; matrix.py measures and writes."""
+"""Runs over lists of settings (--loop, --compression, --tls, --payload-size, --payload-kind, --pairs): every point
+is a matrix, all measured in the same rounds (engine.py); then an index and a table of every cell across the points.
+Pure functions; matrix.py measures and writes."""
 
 from __future__ import annotations
 
@@ -8,16 +9,15 @@ from typing import Any
 from pingpong.harness.render import format_duration_ns, format_rate
 
 SWEEP_FORMAT_VERSION = 1
-DIMENSIONS = ("payload_size", "payload_kind", "pairs")
+DIMENSIONS = ("loop", "compression", "tls", "payload_size", "payload_kind", "pairs")
 
 
-def describe_point(point: dict[str, Any]) -> str:
-    return f"{point['payload_size']} B {point['payload_kind']}, {point['pairs']} pair{'s' if point['pairs'] != 1 else ''}"
-
-
-def point_suffix(point: dict[str, Any]) -> str:
-    """The file-name suffix of a point's results: -size1024-text-ascii-pairs10."""
-    return f"-size{point['payload_size']}-{point['payload_kind']}-pairs{point['pairs']}"
+def point_suffix(point: dict[str, Any], swept: list[str]) -> str:
+    """The file-name suffix of a point's results, from the swept settings: -size1024-text-ascii, -loop-uvloop."""
+    parts = {"loop": lambda v: f"loop-{v}", "compression": lambda v: f"compression-{v}",
+             "tls": lambda v: "tls" if v else "plain", "payload_size": lambda v: f"size{v}",
+             "payload_kind": str, "pairs": lambda v: f"pairs{v}"}
+    return "".join(f"-{parts[dimension](point[dimension])}" for dimension in swept) or "-point"
 
 
 def swept_dimensions(points: list[dict[str, Any]]) -> list[str]:
@@ -38,7 +38,7 @@ def sweep_index(members: list[tuple[dict[str, Any], Any, dict, str]]) -> dict[st
             rates = summary.roundtrips_per_s
             latency = summary.latency
             cells.setdefault(f"{server} × {client}", []).append({
-                **{dimension: point[dimension] for dimension in DIMENSIONS},
+                **{dimension: point.get(dimension) for dimension in DIMENSIONS},
                 "median": rates.median if rates else None,
                 "ci_low": rates.ci_low if rates else None,
                 "ci_high": rates.ci_high if rates else None,
@@ -62,7 +62,10 @@ def point_label(entry: dict[str, Any], swept: list[str]) -> str:
     for dimension in swept:
         value = entry[dimension]
         parts.append(f"{value} B" if dimension == "payload_size" else
-                     f"{value} pair{'s' if value != 1 else ''}" if dimension == "pairs" else str(value))
+                     f"{value} pair{'s' if value != 1 else ''}" if dimension == "pairs" else
+                     ("TLS" if value else "plain") if dimension == "tls" else
+                     f"loop {value}" if dimension == "loop" else
+                     f"compression {value}" if dimension == "compression" else str(value))
     return ", ".join(parts) or "—"
 
 

@@ -1,0 +1,137 @@
+"""The order of a run's measurements, in rounds: pure functions (matrix.py measures).
+
+A unit is one cell at one point of the run's dimensions (a run without lists in its settings has one point). A
+round measures each of its units once. Units are grouped by the server process they need: the server's name and the
+settings it is started with (loop, compression, TLS); within a round one process serves its group, each client a
+new process in a room of its own (or, with fresh_server, a new server process per unit). The groups, and the units
+within a group, are shuffled every round by a generator seeded from the run's seed and the round's number: random,
+so no cell always follows the same neighbour, and reproducible from the recorded seed.
+
+After min_rounds, a unit gets another round only while its median's interval is wider than the precision asked
+for, it has not had max_rounds, and the next round fits in the budget.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass
+from typing import Callable, Iterable
+
+# The settings a server process is started with: units that differ in one of these need another process.
+SERVER_DIMENSIONS = ("loop", "compression", "tls")
+
+
+@dataclass(frozen=True)
+class RoundPolicy:
+    """How many rounds each unit gets and in what order; recorded in the results as configuration["rounds"]."""
+
+    min_rounds: int
+    max_rounds: int
+    precision: float | None  # wanted half-width of the median's interval relative to it; None: exactly min_rounds
+    budget_s: float | None  # no round beyond min_rounds starts unless its estimate ends within this; None: no limit
+    seed: int
+    fresh_server: bool = False
+
+    @property
+    def adaptive(self) -> bool:
+        return self.precision is not None and self.max_rounds > self.min_rounds
+
+    def recorded(self) -> dict:
+        return {"min_rounds": self.min_rounds, "max_rounds": self.max_rounds, "precision": self.precision,
+                "budget_s": self.budget_s, "seed": self.seed, "fresh_server": self.fresh_server}
+
+
+@dataclass(frozen=True, order=True)
+class Unit:
+    """One cell at one point of the run (point: its index in the run's points)."""
+
+    point: int
+    server: str
+    client: str
+
+
+@dataclass(frozen=True)
+class ServerGroup:
+    """The units one server process serves in a round, in the order they are measured."""
+
+    server: str
+    server_key: tuple  # the point's SERVER_DIMENSIONS values: one process per distinct key
+    units: tuple[Unit, ...]
+
+
+def round_plan(units: Iterable[Unit], server_key: Callable[[Unit], tuple], seed: int,
+               round_number: int) -> list[ServerGroup]:
+    """This round's server groups and their units, both shuffled with a generator of (seed, round_number)."""
+    generator = random.Random(f"{seed}/{round_number}")
+    groups: dict[tuple[str, tuple], list[Unit]] = {}
+    for unit in units:
+        groups.setdefault((unit.server, server_key(unit)), []).append(unit)
+    plan = []
+    for (server, key), members in sorted(groups.items(), key=lambda item: (item[0][0], repr(item[0][1]))):
+        ordered = sorted(members, key=lambda unit: (unit.point, unit.client))
+        generator.shuffle(ordered)
+        plan.append(ServerGroup(server, key, tuple(ordered)))
+    generator.shuffle(plan)
+    return plan
+
+
+def units_wanting_more(precision_of: dict[Unit, float | None], rounds_done: dict[Unit, int],
+                       policy: RoundPolicy) -> list[Unit]:
+    """The units that get another round beyond min_rounds, before the budget is considered.
+
+    precision_of: each unit's reached precision (relative half-width of its median's interval), None when it has no
+    interval (too few good attempts, or none at all: a failing unit gets no more rounds than the minimum).
+    """
+    if not policy.adaptive:
+        return []
+    return [unit for unit, reached in precision_of.items()
+            if reached is not None and reached > policy.precision and rounds_done.get(unit, 0) < policy.max_rounds]
+
+
+def estimated_round_s(units: list[Unit], attempt_s: dict[Unit, float], server_start_s: float,
+                      server_key: Callable[[Unit], tuple], fresh_server: bool, default_attempt_s: float) -> float:
+    """How long a round over these units should take, from the times measured so far."""
+    servers = len(units) if fresh_server else len({(unit.server, server_key(unit)) for unit in units})
+    return sum(attempt_s.get(unit, default_attempt_s) for unit in units) + servers * server_start_s
+
+
+def affordable(units: list[Unit], attempt_s: dict[Unit, float], server_start_s: float,
+               server_key: Callable[[Unit], tuple], fresh_server: bool, default_attempt_s: float,
+               remaining_s: float) -> list[Unit]:
+    """The least precise units whose round fits in remaining_s (all of them if it fits; none if not even one)."""
+    chosen = list(units)
+    while chosen and estimated_round_s(chosen, attempt_s, server_start_s, server_key, fresh_server,
+                                       default_attempt_s) > remaining_s:
+        chosen.pop()
+    return chosen
+
+
+def parse_duration(text: str) -> float:
+    """'90', '90s', '4.5m', '1h', '1m30s' -> seconds; ValueError when it is none of these or not > 0."""
+    remaining = text.strip().lower()
+    if not remaining:
+        raise ValueError("empty duration")
+    units = {"h": 3600.0, "m": 60.0, "s": 1.0}
+    total, number = 0.0, ""
+    for character in remaining:
+        if character.isdigit() or character == ".":
+            number += character
+        elif character in units and number:
+            total += float(number) * units[character]
+            number = ""
+        else:
+            raise ValueError(f"not a duration: {text!r}")
+    if number:
+        total += float(number)
+    if not total > 0 or math.isinf(total):
+        raise ValueError(f"a duration must be > 0, got {text!r}")
+    return total
+
+
+def parse_precision(text: str) -> float:
+    """A percentage, '3%' or '3' (also '0.5' = 0.5%) -> 0.03; ValueError outside (0, 100)."""
+    value = float(text.strip().rstrip("%").strip()) / 100
+    if not 0 < value < 1:
+        raise ValueError(f"a precision must be between 0 and 100%, got {text!r}")
+    return value
