@@ -316,6 +316,7 @@ def _judge(server_process: processes.ManagedProcess, clients: list[processes.Man
                 roundtrips=report["roundtrips"], elapsed_s=report["elapsed_s"],
                 roundtrips_per_s=report["roundtrips_per_s"], latency_histogram=histogram,
                 server_cpu_s=window.server_cpu_s, client_cpu_s=window.client_cpu_s,
+                cpu_source=window.cpu_source.name if window.server_cpu_s is not None else None,
                 window_wall_s=window.wall_s, server_peak_rss_bytes=window.server_peak_rss_bytes,
                 tcp_counters=window.tcp_counters, sockets=window.sockets, syscalls=window.syscalls,
                 signal_sampling_s=window.sampling_s, client_report=report, **common)
@@ -410,6 +411,7 @@ class WindowWatcher:
         self.port = port
         self.settings = settings
         self.work_dir = work_dir
+        self.cpu_source = cpu.cpu_source()
         self.server_cpu_s: float | None = None
         self.client_cpu_s: float | None = None
         self.wall_s: float | None = None
@@ -461,8 +463,8 @@ class WindowWatcher:
                         # counters first, then each connection's TCP_NODELAY (forced first, if asked).
                         sampling_began = time.thread_time()
                         server_tree, client_trees = self._trees()
-                        start = (time.monotonic(), cpu.cpu_seconds(server_tree),
-                                 cpu.cpu_seconds([pid for tree in client_trees for pid in tree]),
+                        start = (time.monotonic(), cpu.sample(server_tree, self.cpu_source),
+                                 cpu.sample([pid for tree in client_trees for pid in tree], self.cpu_source),
                                  kernel_signals.read_tcp_counters())
                         self._inspect_sockets(server_tree, client_trees, force=self.settings.force_nodelay)
                         self.sampling_s = time.thread_time() - sampling_began
@@ -473,8 +475,8 @@ class WindowWatcher:
                             traced_from = time.monotonic()  # both tracers attached (or gave up)
                     elif event == b"window-end" and start is not None and self.wall_s is None:
                         # the same pids as at the start; one that exited meanwhile drops out of the delta
-                        server_end = cpu.cpu_seconds(server_tree)
-                        client_end = cpu.cpu_seconds([pid for tree in client_trees for pid in tree])
+                        server_end = cpu.sample(server_tree, self.cpu_source)
+                        client_end = cpu.sample([pid for tree in client_trees for pid in tree], self.cpu_source)
                         counters_end = kernel_signals.read_tcp_counters()
                         self.wall_s = time.monotonic() - start[0]
                         self.server_cpu_s = cpu.cpu_delta(start[1], server_end)
