@@ -17,8 +17,10 @@ from tests.conftest import ROOT, by_name
 
 SETTINGS = CellSettings(duration_s=1.0, warmup_s=0.2, loop="auto", compression="default", payload_size=4,
                         payload_kind="text-ascii", ready_timeout_s=20, stall_timeout_s=5, pin=True)
-# One client per driver: the Python driver, node/driver.js, the C client; each with the server of its protocol.
-DRIVERS = [("websockets", "websockets"), ("websockets", "node-ws"), ("raw-tcp-c", "raw-tcp-c")]
+# One client per driver: the Python driver, node/driver.js under Node and Bun, the C client; each with a server
+# of its protocol.
+DRIVERS = [("websockets", "websockets"), ("websockets", "node-ws"), ("websockets", "bun"),
+           ("raw-tcp-c", "raw-tcp-c")]
 
 
 def test_the_barrier_releases_every_client_once_the_last_is_ready():
