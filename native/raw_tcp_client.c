@@ -138,6 +138,31 @@ static void describe_socket(int fd, char *out, size_t size) {
              ntohs(peer.sin_port), nodelay ? "true" : "false");
 }
 
+/* A line to the orchestrator's events pipe (PINGPONG_EVENTS_FD); after a failed write, no more are tried. */
+static void emit_event(int *events_fd, const char *line) {
+    if (*events_fd >= 0 && write(*events_fd, line, strlen(line)) < 0) *events_fd = -1;
+}
+
+/* The start barrier (PINGPONG_GO_FD): block until the orchestrator writes "go\n"; -1 when it closes the pipe
+ * without it (another client process failed or did not get ready). */
+static int wait_for_go(int go_fd) {
+    char line[16] = {0};
+    size_t used = 0;
+    while (used < sizeof line - 1) {
+        ssize_t received = read(go_fd, line + used, 1);
+        if (received < 0 && errno == EINTR) continue;
+        if (received <= 0 || line[used] == '\n') break;
+        used++;
+    }
+    close(go_fd);
+    if (strncmp(line, "go\n", sizeof line) != 0) {
+        snprintf(error_message, sizeof error_message, "start barrier: the orchestrator closed it without a go "
+                 "(another client process failed or did not get ready)");
+        return -1;
+    }
+    return 0;
+}
+
 static int compare_u64(const void *a, const void *b) {
     uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
     return x < y ? -1 : x > y;
@@ -193,6 +218,7 @@ int main(int argc, char **argv) {
     memcpy(pong_frame, &network_size, 4); memcpy(pong_frame + 4, pong, (size_t)size);
     const char *events_fd_text = getenv("PINGPONG_EVENTS_FD");
     int events_fd = events_fd_text ? atoi(events_fd_text) : -1;
+    const char *go_fd_text = getenv("PINGPONG_GO_FD");
 
     int a = open_member(host, port, room, stall_timeout);
     int b = a < 0 ? -1 : open_member(host, port, room, stall_timeout);
@@ -201,6 +227,11 @@ int main(int argc, char **argv) {
     uint64_t warmup_start = now_ns(), start = 0, end = 0;
     double user_start = 0, system_start = 0, user_s = 0, system_s = 0;
     int failed = b < 0;
+    if (!failed) {
+        emit_event(&events_fd, "ready\n");
+        if (go_fd_text && wait_for_go(atoi(go_fd_text)) < 0) failed = 1;
+        warmup_start = now_ns();
+    }
     if (!failed) {
         uint64_t deadline = warmup_start + (uint64_t)(warmup * 1e9), t = warmup_start;
         while (t < deadline) {
@@ -214,7 +245,7 @@ int main(int argc, char **argv) {
         }
     }
     if (!failed) {
-        if (events_fd >= 0 && write(events_fd, "window-start\n", 13) < 0) events_fd = -1;
+        emit_event(&events_fd, "window-start\n");
         user_start = cpu_seconds(1);
         system_start = cpu_seconds(0);
         start = now_ns();
@@ -236,7 +267,7 @@ int main(int argc, char **argv) {
         }
         user_s = cpu_seconds(1) - user_start;
         system_s = cpu_seconds(0) - system_start;
-        if (events_fd >= 0 && write(events_fd, "window-end\n", 11) < 0) events_fd = -1;
+        emit_event(&events_fd, "window-end\n");
     }
     emit(stdout, kind, (size_t)size, compression, record);
     if (failed) {

@@ -13,6 +13,8 @@ const REPORT_FORMAT_VERSION = 1;
 const COMPRESSION_CHOICES = ['default', 'off', 'on'];
 const WORKLOADS = ['pingpong', 'handshake'];
 const EVENTS_FD_ENV = 'PINGPONG_EVENTS_FD';
+const GO_FD_ENV = 'PINGPONG_GO_FD';
+const EVENTS = { ready: 'ready', windowStart: 'window-start', windowEnd: 'window-end', go: 'go' };
 const DEFAULTS = {
   duration: '5', warmup: '1', loop: 'auto', compression: 'default', 'payload-size': '4', 'payload-kind': 'text-ascii',
   'stall-timeout': '10', pairs: '1', workload: 'pingpong',
@@ -162,6 +164,29 @@ function windowEvents() {
   return (name) => { if (eventsFd !== null) fs.writeSync(eventsFd, `${name}\n`); };
 }
 
+/**
+ * Says every connection is open; with a start barrier (PINGPONG_GO_FD), blocks until the orchestrator says go.
+ * The read is synchronous on purpose: nothing runs in this process before the go, so the clients started together
+ * all begin their warmup at the moment it comes. Throws when the barrier closes without a go.
+ */
+function readyThenWaitForGo(emit) {
+  emit(EVENTS.ready);
+  if (!process.env[GO_FD_ENV]) return;
+  const goFd = Number(process.env[GO_FD_ENV]);
+  const buffer = Buffer.alloc(64);
+  let received = '';
+  while (!received.endsWith('\n')) {
+    const count = fs.readSync(goFd, buffer, 0, buffer.length, null);
+    if (count === 0) break;
+    received += buffer.toString('utf8', 0, count);
+  }
+  fs.closeSync(goFd);
+  if (received.trim() !== EVENTS.go) {
+    throw new Error('start barrier: the orchestrator closed it without a go (another client process failed or did '
+      + 'not get ready)');
+  }
+}
+
 /** Calls onStall when progress() returns the same value for stallTimeout seconds; returns the interval to clear. */
 function watchForStalls(stallTimeout, progress, onStall) {
   let lastSeen;
@@ -254,6 +279,7 @@ class Measurement {
       this.onOpened(opened);
       this.pairs.push(pair);
     }
+    readyThenWaitForGo(this.emit);
     for (const pair of this.pairs) {
       pair.a.onMessage((data, binary) => this.onA(pair, data, binary));
       pair.b.onMessage((data, binary) => this.onB(pair, data, binary));
@@ -300,7 +326,7 @@ class Measurement {
   openWindow() {
     if (this.phase !== 'measure') {
       this.phase = 'measure';
-      this.emit('window-start');
+      this.emit(EVENTS.windowStart);
       this.cpuStart = process.cpuUsage();
     }
     this.record = this.plan[this.windows.length];
@@ -324,7 +350,7 @@ class Measurement {
 
   complete() {
     const cpu = process.cpuUsage(this.cpuStart);
-    this.emit('window-end');
+    this.emit(EVENTS.windowEnd);
     this.phase = 'report';
     this.done = true;
     clearInterval(this.watchdog);
@@ -386,6 +412,7 @@ async function measureHandshakes(openConnection, args, onOpened) {
   try {
     const responder = await guarded(openConnection(args.url, args, (error) => fail(`connection B: ${error}`)));
     onOpened([responder]);
+    readyThenWaitForGo(emit);
     responder.onMessage((data, binary) => {
       if (!matches(data, binary, ping)) {
         fail(mismatch('B', ping, data, binary));
@@ -415,7 +442,7 @@ async function measureHandshakes(openConnection, args, onOpened) {
       warmupCycles += 1;
     }
     phase = 'measure';
-    emit('window-start');
+    emit(EVENTS.windowStart);
     const cpuStart = process.cpuUsage();
     const start = clock();
     const deadline = start + BigInt(Math.round(args.duration * 1e9));
@@ -429,7 +456,7 @@ async function measureHandshakes(openConnection, args, onOpened) {
       cycleStart = end;
     }
     const cpu = process.cpuUsage(cpuStart);
-    emit('window-end');
+    emit(EVENTS.windowEnd);
     const elapsed = Number(end - start) / 1e9;
     return {
       warmup: { roundtrips: warmupCycles, elapsed_s: Number(start - warmupStart) / 1e9 },
@@ -456,5 +483,5 @@ function pairUrls(url, count) {
 
 module.exports = {
   main, runtimeInfo, encodeHistogram, pairUrls,
-  REPORT_FORMAT_VERSION, COMPRESSION_CHOICES, WORKLOADS, EVENTS_FD_ENV, DEFAULTS, HISTOGRAM,
+  REPORT_FORMAT_VERSION, COMPRESSION_CHOICES, WORKLOADS, EVENTS_FD_ENV, GO_FD_ENV, EVENTS, DEFAULTS, HISTOGRAM,
 };

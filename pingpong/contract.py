@@ -36,10 +36,19 @@ CLIENT_FLAGS = ("--url", "--duration", "--warmup", "--loop", "--compression", "-
                 "--workload", "--tls-ca", "--pairs", "--stall-timeout", "--no-latency", "--ab-windows")
 
 # Environment variables the orchestrator sets for the processes it starts.
-EVENTS_FD_ENV = "PINGPONG_EVENTS_FD"  # a client writes its window events (warmup over, window over) to this fd
+EVENTS_FD_ENV = "PINGPONG_EVENTS_FD"  # a client writes its events (the lines below) to this fd
+GO_FD_ENV = "PINGPONG_GO_FD"  # the start barrier: a client reads GO_LINE here after READY_EVENT, then warms up
 INFO_FILE_ENV = "PINGPONG_INFO_FILE"  # a server writes its report (loop, versions, settings) to this file
 NODE_MODULES_ENV = "PINGPONG_NODE_MODULES"  # JavaScript programs load npm packages from here (--node-packages)
 NODE_EXTRA_CA_CERTS_ENV = "NODE_EXTRA_CA_CERTS"  # the WHATWG clients' only way to trust the run's --tls CA
+
+# The lines on those two fds, each ended by a newline. A client writes READY_EVENT once every connection is open
+# (then, if GO_FD_ENV is set, blocks until it reads GO_LINE there; end of file instead means: give up), and
+# WINDOW_START_EVENT and WINDOW_END_EVENT when its measured window opens and closes.
+READY_EVENT = "ready"
+WINDOW_START_EVENT = "window-start"
+WINDOW_END_EVENT = "window-end"
+GO_LINE = "go"
 
 # HdrHistogram range of the latency histograms every client reports: 1 ns .. 60 s at 3 significant digits.
 HISTOGRAM_LOWEST_NS = 1

@@ -12,7 +12,7 @@ NODE_DRIVER = ROOT / "node" / "driver.js"
 NODE_SERVER_SUPPORT = ROOT / "node" / "server_support.js"
 NATIVE_CLIENT = ROOT / "native" / "raw_tcp_client.c"
 NATIVE_SERVER = ROOT / "native" / "raw_tcp_server.c"
-ENVIRONMENT_NAMES = {contract.EVENTS_FD_ENV, contract.INFO_FILE_ENV, contract.NODE_MODULES_ENV,
+ENVIRONMENT_NAMES = {contract.EVENTS_FD_ENV, contract.GO_FD_ENV, contract.INFO_FILE_ENV, contract.NODE_MODULES_ENV,
                      contract.NODE_EXTRA_CA_CERTS_ENV}
 
 
@@ -32,6 +32,9 @@ def test_node_driver_agrees_with_the_contract():
     assert tuple(driver["COMPRESSION_CHOICES"]) == contract.COMPRESSION_MODES
     assert tuple(driver["WORKLOADS"]) == contract.WORKLOADS
     assert driver["EVENTS_FD_ENV"] == contract.EVENTS_FD_ENV
+    assert driver["GO_FD_ENV"] == contract.GO_FD_ENV
+    assert driver["EVENTS"] == {"ready": contract.READY_EVENT, "windowStart": contract.WINDOW_START_EVENT,
+                                "windowEnd": contract.WINDOW_END_EVENT, "go": contract.GO_LINE}
     assert driver["REPORT_FORMAT_VERSION"] == contract.CLIENT_REPORT_FORMAT_VERSION
     assert driver["HISTOGRAM"] == {"lowestDiscernibleValue": contract.HISTOGRAM_LOWEST_NS,
                                    "highestTrackableValue": contract.HISTOGRAM_HIGHEST_NS,
@@ -93,6 +96,10 @@ def test_native_programs_accept_only_contract_flags_with_its_defaults():
             f"stall_timeout = {contract.DEFAULT_STALL_TIMEOUT_S:g};") in client
     assert f'*host = "{contract.DEFAULT_HOST}"' in server
     assert f'getenv("{contract.EVENTS_FD_ENV}")' in client
+    assert f'getenv("{contract.GO_FD_ENV}")' in client
+    for event in (contract.READY_EVENT, contract.WINDOW_START_EVENT, contract.WINDOW_END_EVENT):
+        assert f'emit_event(&events_fd, "{event}\\n")' in client
+    assert f'strncmp(line, "{contract.GO_LINE}\\n", sizeof line)' in client
     assert f'getenv("{contract.INFO_FILE_ENV}")' in server
     assert f'{{\\"format_version\\": {contract.CLIENT_REPORT_FORMAT_VERSION}, \\"role\\": \\"client\\"' in client
     assert f'{{\\"format_version\\": {contract.SERVER_REPORT_FORMAT_VERSION}, \\"role\\": \\"server\\"' in server

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from pingpong.kit.driver import library_versions
+from pingpong.harness.cpu import cpu_source
 from pingpong.harness.manifest import runtime_executable
 
 PYTHON_PACKAGES = ["websockets", "sanic", "blacksheep", "uvicorn", "aiohttp", "uvloop", "hdrhistogram", "psutil"]
@@ -24,6 +25,7 @@ def describe_environment(project_root: Path) -> dict[str, Any]:
         "memory_bytes": _memory_bytes(),
         "load_average_at_start": list(os.getloadavg()),
         "cpu_frequency_governor": _read_first_line("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor"),
+        "cpu_time": cpu_source().to_json(),  # how the attempts' CPU seconds are read: source and resolution
         "os": platform.system(),
         "kernel": platform.release(),
         "python": {"implementation": platform.python_implementation(), "version": platform.python_version(),

@@ -33,9 +33,13 @@ class Attempt:
     elapsed_s: float | None = None  # length of the measured window, timed by the driver's monotonic clock
     roundtrips_per_s: float | None = None
     latency_histogram: str | None = None  # HdrHistogram of roundtrip durations (ns), compressed base64
-    server_cpu_s: float | None = None  # user+system CPU of the server's process tree over the window
+    server_cpu_s: float | None = None  # CPU time (user+system) of the server's process tree over the window
     client_cpu_s: float | None = None  # the same for the client's process tree
+    cpu_source: str | None = None  # where both came from: process-clock or schedstat (ns), stat-ticks (10 ms)
     window_wall_s: float | None = None  # wall time between the orchestrator's two CPU samples
+    # Several client processes (released together by the start barrier): processes, and the spread in s of their
+    # ready, window-start and window-end events as they reached the orchestrator (start_barrier.window_spread).
+    window_spread: dict[str, Any] | None = None
     server_peak_rss_bytes: int | None = None  # sum of VmHWM over the server's process tree
     tcp_counters: dict[str, int] | None = None  # deltas of /proc/net/snmp and /proc/net/netstat over the window
     sockets: dict[str, Any] | None = None  # per side: TCP_NODELAY of each connection as the kernel has it

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import subprocess
 import tempfile
 import threading
@@ -11,13 +12,15 @@ import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from pingpong.harness import cpu, histograms, kernel_signals, listeners, probe, processes
 from pingpong.harness.syscall_trace import SyscallTracer
 from pingpong.harness.manifest import Implementation, resolve_command
 from pingpong.harness.results import Attempt
-from pingpong.contract import EVENTS_FD_ENV, INFO_FILE_ENV, NODE_EXTRA_CA_CERTS_ENV, NODE_MODULES_ENV
+from pingpong.harness.start_barrier import StartBarrier, window_spread
+from pingpong.contract import (EVENTS_FD_ENV, GO_FD_ENV, INFO_FILE_ENV, NODE_EXTRA_CA_CERTS_ENV, NODE_MODULES_ENV,
+                               READY_EVENT, WINDOW_END_EVENT, WINDOW_START_EVENT)
 
 STDERR_TAIL_LINES = 20
 
@@ -36,6 +39,7 @@ class CellSettings:
     stall_timeout_s: float
     pin: bool
     client_grace_s: float = 30.0  # a client may run warmup + duration + this before it is stopped as hung
+    start_barrier_timeout_s: float = 30.0  # several client processes: all must be connected and ready within this
     pairs: int = 1  # independent pairs per cell, each in its own room
     client_processes: int = 1  # client processes the pairs are spread over (all on the client's CPUs)
     tls_ca: str | None = None  # --tls: the run's throwaway CA (clients trust it) ...
@@ -230,7 +234,9 @@ def _measure_client(server_under_test: ServerUnderTest, client: Implementation, 
     server_under_test.clients_started += 1
     number = server_under_test.clients_started
     shares = pairs_per_process(settings.pairs, settings.client_processes)
-    read_fd, write_fd = os.pipe()  # every client process writes its window events here (short lines: atomic)
+    # Several client processes start their warmup together, released by a barrier once all are connected.
+    barrier = StartBarrier(len(shares)) if len(shares) > 1 else None
+    read_fd, write_fd = os.pipe()  # every client process writes its events here (short lines: atomic)
     clients: list[processes.ManagedProcess] = []
     try:
         for index, pairs in enumerate(shares):
@@ -238,18 +244,34 @@ def _measure_client(server_under_test: ServerUnderTest, client: Implementation, 
                 f"-c{index}" if len(shares) > 1 else "")
             argv = client_command(client, settings, f"{client_url}{room}", pairs, project_root)
             name = (f"client{index}" if len(shares) > 1 else "client") + (f"-n{number}" if number > 1 else "")
+            fds = {EVENTS_FD_ENV: write_fd} | ({GO_FD_ENV: barrier.read_fds[index]} if barrier else {})
             clients.append(processes.start(name, argv, project_root, work_dir, cpus=client_cpus,
-                                           pass_fds=(write_fd,),
-                                           env=process_environment(settings, **{EVENTS_FD_ENV: str(write_fd)})))
+                                           pass_fds=tuple(fds.values()),
+                                           env=process_environment(settings, **{env: str(fd)
+                                                                                for env, fd in fds.items()})))
             running.append(clients[-1])
     except BaseException:
         os.close(read_fd)
+        if barrier:
+            barrier.abort()
         raise
     finally:
         os.close(write_fd)
+        if barrier:
+            barrier.close_read_ends()
     common = dict(client_pid=clients[0].pid, ready_after_s=server_under_test.ready_after_s, server_info=server_info)
     window = WindowWatcher(read_fd, server_process.pid, [c.pid for c in clients], server_under_test.port, settings,
-                           work_dir)
+                           work_dir, on_ready=barrier.arrived if barrier else None)
+    if barrier:
+        try:
+            problem = _wait_at_barrier(barrier, server_process, clients, settings, common)
+        finally:
+            barrier.abort()  # closes the go pipes if the wait ended any other way than by the go
+        if problem:
+            for other in clients:
+                processes.stop(other)
+            window.join()
+            return problem
     deadline = time.monotonic() + settings.warmup_s + settings.duration_s + settings.client_grace_s
     codes = []
     for index, client_process in enumerate(clients):
@@ -266,6 +288,39 @@ def _measure_client(server_under_test: ServerUnderTest, client: Implementation, 
                         client_stderr_tail=client_process.stderr_tail(STDERR_TAIL_LINES), **common)
     window.join()
     return _judge(server_process, clients, codes, window, common)
+
+
+def _wait_at_barrier(barrier: StartBarrier, server_process: processes.ManagedProcess,
+                     clients: list[processes.ManagedProcess], settings: CellSettings,
+                     common: dict[str, Any]) -> dict[str, Any] | None:
+    """None once the barrier has released every client; else the failed outcome, the barrier aborted.
+
+    It fails when a client process ends before the release (a crash, or a client that does not wait at the
+    barrier), or when not all are ready within settings.start_barrier_timeout_s.
+    """
+    deadline = time.monotonic() + settings.start_barrier_timeout_s
+    while not barrier.released.wait(0.02):
+        ended = [index for index, client in enumerate(clients) if client.popen.poll() is not None]
+        if not ended and time.monotonic() < deadline:
+            continue
+        if barrier.abort():  # released in the meantime: go on and judge the clients as usual
+            return None
+        if not ended:
+            tails = "\n".join(f"client process {index}: {client.stderr_tail(STDERR_TAIL_LINES)}"
+                               for index, client in enumerate(clients))
+            return dict(status="timeout", reason=f"start barrier: {barrier.ready} of {len(clients)} client "
+                                                 f"processes reported ready within "
+                                                 f"{settings.start_barrier_timeout_s:g} s",
+                        client_stderr_tail=tails, **common)
+        index = ended[0]
+        code = clients[index].popen.returncode
+        outcome = _judge_one(server_process, clients[index], code, common) or dict(
+            status="client-failed", reason=f"it exited with code {code} without waiting for the go on {GO_FD_ENV} "
+                                           "(docs/contract.md: the start barrier)",
+            client_exit_code=code, client_stderr_tail=clients[index].stderr_tail(STDERR_TAIL_LINES), **common)
+        outcome["reason"] = f"client process {index} ended before the start barrier released: {outcome['reason']}"
+        return outcome
+    return None
 
 
 def pairs_per_process(pairs: int, client_processes: int) -> list[int]:
@@ -334,6 +389,8 @@ def _judge(server_process: processes.ManagedProcess, clients: list[processes.Man
                 roundtrips=report["roundtrips"], elapsed_s=report["elapsed_s"],
                 roundtrips_per_s=report["roundtrips_per_s"], latency_histogram=histogram,
                 server_cpu_s=window.server_cpu_s, client_cpu_s=window.client_cpu_s,
+                cpu_source=window.cpu_source.name if window.server_cpu_s is not None else None,
+                window_spread=window.spread,
                 window_wall_s=window.wall_s, server_peak_rss_bytes=window.server_peak_rss_bytes,
                 tcp_counters=window.tcp_counters, sockets=window.sockets, syscalls=window.syscalls,
                 signal_sampling_s=window.sampling_s, client_report=report, **common)
@@ -412,22 +469,29 @@ def _read_json_file(path: Path) -> dict | None:
 
 
 class WindowWatcher:
-    """Reads the drivers' window-start / window-end events and samples both sides at those instants.
+    """Reads the drivers' events and samples both sides when the measured window opens and closes.
 
-    Per window: CPU of both sides' process trees, the kernel's TCP counters, TCP_NODELAY of both sides' sockets
-    as the kernel has it (forced on first when settings.force_nodelay), and strace counts when
-    settings.trace_syscalls. With several client processes, the sampled window runs from the last one's start to
-    the first one's end: the time when all of them measure. Sampling happens in this thread, outside the processes
+    One thread reads: it times each event as it arrives and hands each READY_EVENT to on_ready (the start
+    barrier). The other samples, per window: CPU of both sides' process trees, the kernel's TCP counters,
+    TCP_NODELAY of both sides' sockets as the kernel has it (forced on first when settings.force_nodelay), and
+    strace counts when settings.trace_syscalls. With several client processes, the sampled window runs from the
+    last one's start to the first one's end: the time when all of them measure (released together by the start
+    barrier, their windows differ by `spread`). Sampling happens in the orchestrator, outside the processes
     measured.
     """
 
     def __init__(self, read_fd: int, server_pid: int, client_pids: list[int], port: int, settings: CellSettings,
-                 work_dir: Path) -> None:
+                 work_dir: Path, on_ready: Callable[[], None] | None = None) -> None:
         self.server_pid = server_pid
+        self.on_ready = on_ready  # called on each client's READY_EVENT (the start barrier counts them)
+        self.ready_at: list[float] = []  # when each event arrived, on the orchestrator's monotonic clock
+        self.starts_at: list[float] = []
+        self.ends_at: list[float] = []
         self.client_pids = client_pids
         self.port = port
         self.settings = settings
         self.work_dir = work_dir
+        self.cpu_source = cpu.cpu_source()
         self.server_cpu_s: float | None = None
         self.client_cpu_s: float | None = None
         self.wall_s: float | None = None
@@ -436,11 +500,39 @@ class WindowWatcher:
         self.sockets: dict[str, Any] | None = None
         self.syscalls: dict[str, Any] | None = None
         self.sampling_s: float | None = None  # CPU time this thread spent sampling inside the window (at its start)
-        self._thread = threading.Thread(target=self._watch, args=(read_fd,), daemon=True)
+        self._events: queue.SimpleQueue = queue.SimpleQueue()
+        self._reader = threading.Thread(target=self._read, args=(read_fd,), daemon=True)
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+        self._reader.start()
         self._thread.start()
 
     def join(self) -> None:
+        self._reader.join(15)
         self._thread.join(15)
+
+    @property
+    def spread(self) -> dict[str, Any] | None:
+        """With several client processes, how far apart their readies, window starts and window ends came."""
+        if len(self.client_pids) == 1:
+            return None
+        return window_spread(self.ready_at, self.starts_at, self.ends_at, len(self.client_pids))
+
+    def _read(self, read_fd: int) -> None:
+        """Time each event as it arrives (sampling happens in the other thread) and count the readies."""
+        try:
+            with os.fdopen(read_fd, "rb") as stream:
+                for line in stream:
+                    arrived = time.monotonic()
+                    event = line.strip().decode(errors="replace")
+                    if event == READY_EVENT:
+                        self.ready_at.append(arrived)
+                        if self.on_ready is not None:
+                            self.on_ready()
+                        continue
+                    (self.starts_at if event == WINDOW_START_EVENT else self.ends_at).append(arrived)
+                    self._events.put(event)
+        finally:
+            self._events.put(None)
 
     def _trees(self) -> tuple[list[int], list[list[int]]]:
         """The server's tree and each client's tree of pids, from one pass over /proc."""
@@ -463,45 +555,45 @@ class WindowWatcher:
                 "forced": force,
                 "families": sorted({family for r in readings for family in r["families"]})}
 
-    def _watch(self, read_fd: int) -> None:
+    def _watch(self) -> None:
         start = None
         starts = 0
         tracers: dict[str, SyscallTracer] = {}
         try:
-            with os.fdopen(read_fd, "rb") as stream:
-                for line in stream:
-                    event = line.strip()
-                    if event == b"window-start":
-                        starts += 1
-                        if starts < len(self.client_pids):
-                            continue
-                        # Inside the measured window, so kept cheap (sampling_s records how cheap): CPU and
-                        # counters first, then each connection's TCP_NODELAY (forced first, if asked).
-                        sampling_began = time.thread_time()
-                        server_tree, client_trees = self._trees()
-                        start = (time.monotonic(), cpu.cpu_seconds(server_tree),
-                                 cpu.cpu_seconds([pid for tree in client_trees for pid in tree]),
-                                 kernel_signals.read_tcp_counters())
-                        self._inspect_sockets(server_tree, client_trees, force=self.settings.force_nodelay)
-                        self.sampling_s = time.thread_time() - sampling_began
-                        if self.settings.trace_syscalls:
-                            tracers = {side: SyscallTracer(pid, self.work_dir / f"strace-{side}.txt")
-                                       for side, pid in (("server", self.server_pid),
-                                                         ("client", self.client_pids[0]))}
-                            traced_from = time.monotonic()  # both tracers attached (or gave up)
-                    elif event == b"window-end" and start is not None and self.wall_s is None:
-                        # the same pids as at the start; one that exited meanwhile drops out of the delta
-                        server_end = cpu.cpu_seconds(server_tree)
-                        client_end = cpu.cpu_seconds([pid for tree in client_trees for pid in tree])
-                        counters_end = kernel_signals.read_tcp_counters()
-                        self.wall_s = time.monotonic() - start[0]
-                        self.server_cpu_s = cpu.cpu_delta(start[1], server_end)
-                        self.client_cpu_s = cpu.cpu_delta(start[2], client_end)
-                        self.tcp_counters = kernel_signals.counter_deltas(start[3], counters_end)
-                        if tracers:
-                            self._stop_tracers(tracers, time.monotonic() - traced_from)
-                        tracers = {}
-                        self.server_peak_rss_bytes = cpu.peak_rss_bytes(self.server_pid)
+            for event in iter(self._events.get, None):
+                if event == WINDOW_START_EVENT:
+                    starts += 1
+                    if starts < len(self.client_pids):
+                        continue
+                    # Inside the measured window, so kept cheap (sampling_s records how cheap): CPU and
+                    # counters first, then each connection's TCP_NODELAY (forced first, if asked).
+                    sampling_began = time.thread_time()
+                    server_tree, client_trees = self._trees()
+                    start = (time.monotonic(), cpu.sample(server_tree, self.cpu_source),
+                             cpu.sample([pid for tree in client_trees for pid in tree], self.cpu_source),
+                             kernel_signals.read_tcp_counters())
+                    self._inspect_sockets(server_tree, client_trees, force=self.settings.force_nodelay)
+                    self.sampling_s = time.thread_time() - sampling_began
+                    if self.settings.trace_syscalls:
+                        tracers = {side: SyscallTracer(pid, self.work_dir / f"strace-{side}.txt")
+                                   for side, pid in (("server", self.server_pid),
+                                                     ("client", self.client_pids[0]))}
+                        traced_from = time.monotonic()  # both tracers attached (or gave up)
+                elif event == WINDOW_END_EVENT:
+                    if start is None or self.wall_s is not None:
+                        continue
+                    # the same pids as at the start; one that exited meanwhile drops out of the delta
+                    server_end = cpu.sample(server_tree, self.cpu_source)
+                    client_end = cpu.sample([pid for tree in client_trees for pid in tree], self.cpu_source)
+                    counters_end = kernel_signals.read_tcp_counters()
+                    self.wall_s = time.monotonic() - start[0]
+                    self.server_cpu_s = cpu.cpu_delta(start[1], server_end)
+                    self.client_cpu_s = cpu.cpu_delta(start[2], client_end)
+                    self.tcp_counters = kernel_signals.counter_deltas(start[3], counters_end)
+                    if tracers:
+                        self._stop_tracers(tracers, time.monotonic() - traced_from)
+                    tracers = {}
+                    self.server_peak_rss_bytes = cpu.peak_rss_bytes(self.server_pid)
         finally:
             if tracers:
                 self._stop_tracers(tracers, None)

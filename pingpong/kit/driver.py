@@ -27,8 +27,9 @@ from pingpong import contract
 from pingpong.contract import (CLIENT_REPORT_FORMAT_VERSION, COMPRESSION_MODES, DEFAULT_COMPRESSION, DEFAULT_DURATION_S,
                                DEFAULT_LOOP, DEFAULT_PAIRS, DEFAULT_PAYLOAD_KIND, DEFAULT_PAYLOAD_SIZE,
                                DEFAULT_STALL_TIMEOUT_S, DEFAULT_WARMUP_S, DEFAULT_WORKLOAD, EVENTS_FD_ENV,
-                               HISTOGRAM_HIGHEST_NS, HISTOGRAM_LOWEST_NS, HISTOGRAM_SIGNIFICANT_DIGITS, LOOPS,
-                               PAYLOAD_KINDS, WORKLOADS)
+                               GO_FD_ENV, GO_LINE, HISTOGRAM_HIGHEST_NS, HISTOGRAM_LOWEST_NS,
+                               HISTOGRAM_SIGNIFICANT_DIGITS, LOOPS, PAYLOAD_KINDS, READY_EVENT, WINDOW_END_EVENT,
+                               WINDOW_START_EVENT, WORKLOADS)
 from pingpong.kit.payloads import PING, PONG, make_payload
 
 
@@ -206,8 +207,9 @@ def _format_address(address: Any) -> str:
 
 
 class WindowEvents:
-    """Tells the orchestrator (through an inherited pipe, if any) when the measured window opens and closes,
-    so it can sample both sides' CPU time at those instants. Without the pipe this does nothing."""
+    """Tells the orchestrator (through an inherited pipe, if any) when the connections are open and when the
+    measured window opens and closes, so it can sample both sides' CPU time at those instants; and waits at its
+    start barrier, if it set one. Without the pipes this does nothing."""
 
     def __init__(self) -> None:
         fd = os.environ.get(EVENTS_FD_ENV)
@@ -216,6 +218,27 @@ class WindowEvents:
     def emit(self, name: str) -> None:
         if self.fd is not None:
             os.write(self.fd, f"{name}\n".encode())
+
+    def ready_then_wait_for_go(self) -> None:
+        """Say every connection is open; with a start barrier (GO_FD_ENV), block until the orchestrator says go.
+
+        The whole process blocks, event loop included: nothing is sent before the go, and the clients started
+        together all begin their warmup at the moment it comes.
+        """
+        self.emit(READY_EVENT)
+        go_fd = os.environ.get(GO_FD_ENV)
+        if not go_fd:
+            return
+        received = b""
+        while not received.endswith(b"\n"):
+            chunk = os.read(int(go_fd), 64)
+            if not chunk:
+                break
+            received += chunk
+        os.close(int(go_fd))
+        if received.strip() != GO_LINE.encode():
+            raise DriverError("start barrier: the orchestrator closed it without a go (another client process "
+                              "failed or did not get ready)")
 
 
 class Progress:
@@ -238,6 +261,7 @@ async def measure(open_connection: OpenConnection, args: argparse.Namespace) -> 
             a = opened.connection(await open_connection(url, args))
             b = opened.connection(await open_connection(url, args))
             pairs.append((a, b))
+        WindowEvents().ready_then_wait_for_go()
         if len(pairs) == 1:
             result = await _ping_pong(a, b, ping, pong, args, progress)
         else:
@@ -285,6 +309,7 @@ async def measure_handshakes(open_connection: OpenConnection, args: argparse.Nam
     async with _watched(progress, args.stall_timeout) as opened:
         responder = opened.connection(await open_connection(args.url, args))
         answering = opened.task(asyncio.create_task(answer(responder)))
+        events.ready_then_wait_for_go()
         progress.phase = "warmup"
         warmup_start = clock()
         deadline = warmup_start + int(args.warmup * 1e9)
@@ -294,7 +319,7 @@ async def measure_handshakes(open_connection: OpenConnection, args: argparse.Nam
         progress.phase = "measure"
         latencies = array("q")
         progress.window = latencies
-        events.emit("window-start")
+        events.emit(WINDOW_START_EVENT)
         start = clock()
         deadline = start + int(args.duration * 1e9)
         cycle_start = start
@@ -305,7 +330,7 @@ async def measure_handshakes(open_connection: OpenConnection, args: argparse.Nam
             cycle_start = end
             if end >= deadline:
                 break
-        events.emit("window-end")
+        events.emit(WINDOW_END_EVENT)
         progress.phase = "report"
     elapsed_s = (end - start) / 1e9
     return {
@@ -385,10 +410,10 @@ async def _many_pairs(pairs: list[tuple[Connection, Connection]], ping: Any, pon
     await asyncio.gather(*(_warm_up(a, b, ping, pong, warmup_deadline, progress) for a, b in pairs))
     progress.phase = "measure"
     duration_ns = int(args.duration * 1e9)
-    events.emit("window-start")
+    events.emit(WINDOW_START_EVENT)
     windows = await asyncio.gather(*(_measured_window(a.send, a.recv, b.send, b.recv, ping, pong, duration_ns,
                                                       not args.no_latency, progress) for a, b in pairs))
-    events.emit("window-end")
+    events.emit(WINDOW_END_EVENT)
     progress.phase = "report"
     count = sum(window[0] for window in windows)
     start = min(window[1] for window in windows)
@@ -456,14 +481,14 @@ async def _ping_pong(a: Connection, b: Connection, ping: Any, pong: Any, args: a
     else:
         plan = [not args.no_latency]
     duration_ns = int(args.duration * 1e9)
-    events.emit("window-start")
+    events.emit(WINDOW_START_EVENT)
     usage_start = resource.getrusage(resource.RUSAGE_SELF)
     windows = []
     for record in plan:
         windows.append(await _measured_window(send_a, recv_a, send_b, recv_b, ping, pong, duration_ns, record,
                                               progress))
     usage_end = resource.getrusage(resource.RUSAGE_SELF)
-    events.emit("window-end")
+    events.emit(WINDOW_END_EVENT)
     progress.phase = "report"
 
     count = sum(window[0] for window in windows)

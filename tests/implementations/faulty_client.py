@@ -1,10 +1,19 @@
 """TEST ONLY: a client driver that breaks the contract on purpose, as --fault says (see tests/manifest.toml)."""
 
 import json
+import runpy
 import sys
 import time
 
 FAULT = sys.argv[sys.argv.index("--fault") + 1]
+
+# Faults of one client process among several (its room ends in -c1): the others are the real websockets client.
+if FAULT in ("crash-in-process-1", "hang-in-process-1"):
+    if not sys.argv[sys.argv.index("--url") + 1].endswith("-c1"):
+        del sys.argv[sys.argv.index("--fault"):sys.argv.index("--fault") + 2]
+        runpy.run_module("clients.websockets_client", run_name="__main__")
+        sys.exit(0)
+    FAULT = FAULT.removesuffix("-in-process-1")
 
 if FAULT == "crash":
     print("faulty client: crashing on purpose", file=sys.stderr)

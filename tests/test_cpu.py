@@ -1,0 +1,66 @@
+"""CPU time of process trees: the parsers on fixed text, the delta's rules, and the sources on this process."""
+
+import os
+import threading
+import time
+
+import pytest
+
+from pingpong.harness import cpu
+
+# /proc/PID/stat of a process whose name holds a space and a parenthesis; utime 1234 and stime 56 ticks.
+STAT = (b"4242 (odd) name) S 1 4242 4242 0 -1 4194560 900 0 0 0 1234 56 0 0 20 0 11 0 777 1000000 2000 "
+        b"18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0\n")
+
+
+def test_stat_ticks_are_utime_plus_stime_after_the_name():
+    """Fields 14 and 15 are found however many spaces and parentheses the process name holds."""
+    assert cpu.parse_stat_ticks(STAT) == 1234 + 56
+
+
+def test_schedstat_gives_the_runtime_in_nanoseconds():
+    assert cpu.parse_schedstat_ns(b"124075692 41035725 157\n") == 124075692
+
+
+def test_delta_counts_survivors_and_new_threads_and_drops_what_exited():
+    """A thread that exited drops out, one born in between counts whole, a whole process counts its difference."""
+    before = {(10, 10): 1_000, (10, 11): 5_000, (20, 0): 7_000}
+    after = {(10, 10): 3_000, (10, 12): 400, (20, 0): 9_000, (30, 0): 50_000}
+    assert cpu.cpu_delta(before, after) == pytest.approx((2_000 + 400 + 2_000) / 1e9)
+
+
+def test_the_process_clock_id_is_the_kernels_for_a_pid():
+    """MAKE_PROCESS_CPUCLOCK(pid, CPUCLOCK_SCHED): ~pid shifted by 3, low bits 2; it reads our own CPU time."""
+    assert cpu.process_clock_id(1) == -14
+    own = time.clock_gettime_ns(cpu.process_clock_id(os.getpid()))
+    assert abs(own - time.process_time_ns()) < 50_000_000
+
+
+def test_every_source_sees_a_busy_thread_and_only_schedstat_loses_it_when_it_exits():
+    """0.2 s spun in a second thread shows as ~0.2 s in every source while the thread lives; once it has exited,
+    the process clock and stat ticks still count it, schedstat (per live thread) no longer does."""
+    finish = threading.Event()
+
+    def spin():
+        deadline = time.thread_time() + 0.2
+        while time.thread_time() < deadline:
+            pass
+        spun.set()
+        finish.wait(10)
+
+    spun = threading.Event()
+    pid = os.getpid()
+    sources = (cpu.PROCESS_CLOCK, cpu.SCHEDSTAT, cpu.STAT_TICKS)
+    before = {source: cpu.sample([pid], source) for source in sources}
+    thread = threading.Thread(target=spin)
+    thread.start()
+    assert spun.wait(10)
+    for source in sources:
+        seconds = cpu.cpu_delta(before[source], cpu.sample([pid], source))
+        assert 0.19 <= seconds < 0.25 + source.resolution_s, (source, seconds)
+    finish.set()
+    thread.join()
+    assert cpu.cpu_delta(before[cpu.PROCESS_CLOCK], cpu.sample([pid], cpu.PROCESS_CLOCK)) >= 0.19
+    assert cpu.cpu_delta(before[cpu.SCHEDSTAT], cpu.sample([pid], cpu.SCHEDSTAT)) < 0.1
+    assert cpu.cpu_source() == cpu.PROCESS_CLOCK  # on Linux; the fallbacks are for kernels without it
+    assert cpu.sample([2**22 + 12345]) == {}  # no such process: nothing, no error
