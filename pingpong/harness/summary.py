@@ -172,7 +172,10 @@ def latency_of(histogram) -> Latency:
 def side_cpu(good: list, side: str) -> SideCpu:
     """Median CPU per roundtrip and CPU/wall of one side over the good attempts that sampled it."""
     samples = [(getattr(a, f"{side}_cpu_s"), a) for a in good if getattr(a, f"{side}_cpu_s") is not None]
-    per_roundtrip = [cpu_s / a.roundtrips * 1e6 for cpu_s, a in samples if a.roundtrips]
+    # roundtrips in the sampled window itself: the rate times its wall time (several client processes share one
+    # window, which the driver's own counts would overstate at its edges), else the driver's count
+    per_roundtrip = [cpu_s / (a.roundtrips_per_s * a.window_wall_s) * 1e6 if a.window_wall_s and a.roundtrips_per_s
+                     else cpu_s / a.roundtrips * 1e6 for cpu_s, a in samples if a.roundtrips]
     utilization = [cpu_s / a.window_wall_s for cpu_s, a in samples if a.window_wall_s]
     return SideCpu(us_per_roundtrip=statistics.median(per_roundtrip) if per_roundtrip else None,
                    utilization=statistics.median(utilization) if utilization else None)

@@ -1,0 +1,93 @@
+"""Do long-lived servers measure what fresh ones do? Both modes interleaved on a few cells, paired per round.
+
+Every round measures each cell twice, in a shuffled order: once on a server process started for that attempt alone
+(--fresh-server) and once on the round's long-lived server process, which serves every cell of that server in the
+round, each client in a room of its own. Per cell it prints the paired ratio long-lived / fresh (the median of the
+per-round ratios, with its order-statistic interval) and whether the two modes agree within the noise.
+
+Prints one JSON object on stdout; a table on stderr.
+Usage: python -m benchmarks.server_modes [--rounds 8] [--cells sanic:websockets,node-ws:node-ws,...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import tempfile
+from dataclasses import asdict
+from pathlib import Path
+
+from pingpong.harness import processes
+from pingpong.harness.configuration import DEFAULT_MATRIX_DURATION_S, DEFAULT_MATRIX_WARMUP_S
+from pingpong.harness.manifest import load_manifest
+from pingpong.harness.runner import CellSettings, cpus_for, run_attempt, run_attempt_on, start_server
+from pingpong.harness.stats import paired_ratio
+from pingpong.harness.stop_signals import stop_signals_raise_interrupt
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_CELLS = "sanic:websockets,aiohttp:node-ws,node-ws:node-ws,websockets:picows,bun:bun,raw-tcp-c:raw-tcp-c"
+AGREE_WITHIN = 0.03  # the modes agree when the paired ratio's interval overlaps 1 +- this
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=8)
+    parser.add_argument("--cells", default=DEFAULT_CELLS, help="server:client pairs, comma-separated")
+    parser.add_argument("--seed", type=int, default=1)
+    args = parser.parse_args()
+    implementations = {(i.role, i.name): i for i in load_manifest(ROOT / "manifest.toml")}
+    cells = [tuple(pair.split(":")) for pair in args.cells.split(",")]
+    settings = CellSettings(duration_s=DEFAULT_MATRIX_DURATION_S, warmup_s=DEFAULT_MATRIX_WARMUP_S, loop="auto",
+                            compression="default", payload_size=4, payload_kind="text-ascii", ready_timeout_s=20,
+                            stall_timeout_s=10, pin=True)
+    server_cpus, _ = cpus_for(settings)
+    rates: dict[str, dict[tuple[str, str], dict[int, float]]] = {"fresh": {}, "long-lived": {}}
+    generator = random.Random(args.seed)
+    with stop_signals_raise_interrupt():
+        for round_number in range(1, args.rounds + 1):
+            servers = sorted({server for server, _ in cells})
+            generator.shuffle(servers)
+            for server_name in servers:
+                server = implementations[("server", server_name)]
+                jobs = [(client, mode) for s, client in cells if s == server_name for mode in rates]
+                generator.shuffle(jobs)
+                with tempfile.TemporaryDirectory(prefix="pingpong-modes-") as work:
+                    started = start_server(server, settings, ROOT, Path(work), server_cpus)
+                    try:
+                        for client, mode in jobs:
+                            implementation = implementations[("client", client)]
+                            attempt = (run_attempt(server, implementation, settings, round_number, ROOT)
+                                       if mode == "fresh" else
+                                       run_attempt_on(started, implementation, settings, round_number, ROOT))
+                            if attempt.ok:
+                                rates[mode].setdefault((server_name, client), {})[round_number] = \
+                                    attempt.roundtrips_per_s
+                            else:
+                                print(f"{server_name} × {client} {mode} round {round_number}: {attempt.status}: "
+                                      f"{attempt.reason}", file=sys.stderr)
+                    finally:
+                        with processes.interrupts_deferred():
+                            processes.stop(started.process)
+            print(f"round {round_number}/{args.rounds} done", file=sys.stderr, flush=True)
+    report = {"rounds": args.rounds, "seed": args.seed, "agree_within": AGREE_WITHIN, "cells": []}
+    for server, client in cells:
+        long_lived = rates["long-lived"].get((server, client), {})
+        fresh = rates["fresh"].get((server, client), {})
+        ratio = paired_ratio(long_lived, fresh)
+        agree = ratio.low is not None and ratio.low <= 1 + AGREE_WITHIN and ratio.high >= 1 - AGREE_WITHIN
+        report["cells"].append({"server": server, "client": client, "long_lived": long_lived, "fresh": fresh,
+                                "ratio": asdict(ratio), "agree": agree})
+        interval = f"{ratio.low:.3f}–{ratio.high:.3f}" if ratio.low is not None else "no interval"
+        print(f"{server} × {client}: long-lived / fresh = {ratio.value:.3f} ({interval}, {ratio.kind}, "
+              f"{ratio.coverage:.0%}); {'agree' if agree else 'DIFFER'}", file=sys.stderr)
+    report["agreeing_cells"] = sum(cell["agree"] for cell in report["cells"])
+    print(f"{report['agreeing_cells']} of {len(cells)} cells agree within the noise (±{AGREE_WITHIN:.0%})",
+          file=sys.stderr)
+    print(json.dumps(report, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,116 @@
+"""Window length (and warmup) against the spread between rounds: the data behind the matrix's default window.
+
+Every round starts each server once and measures every (warmup, window) setting of every one of its cells on it,
+in a shuffled order, so all settings share the machine's drift. For each cell and setting it prints the rates'
+spread between rounds (CV), the half-width of the median's 95% interval over those rounds, and what one attempt
+costs in wall time (window, client start, room probe, report). A shorter window is better when its spread is not
+larger: more rounds fit in the same time.
+
+Prints one JSON object on stdout; a table on stderr.
+Usage: python -m benchmarks.window_spread [--rounds 8] [--cells websockets:websockets,node-ws:node-ws,...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from pingpong.harness import processes
+from pingpong.harness.configuration import DEFAULT_MATRIX_DURATION_S, DEFAULT_MATRIX_WARMUP_S
+from pingpong.harness.manifest import load_manifest
+from pingpong.harness.runner import CellSettings, cpus_for, run_attempt_on, start_server
+from pingpong.harness.stats import summarize
+from pingpong.harness.stop_signals import stop_signals_raise_interrupt
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_CELLS = ("websockets:websockets,node-ws:node-ws,aiohttp:node-ws,sanic:picows,bun:bun,raw-tcp-c:raw-tcp-c,"
+                 "blacksheep:aiohttp")
+SETTINGS = ((0.2, 0.25), (0.1, 0.5), (0.2, 0.5), (0.5, 0.5), (0.2, 1.0), (0.2, 2.0))  # (warmup, window) seconds
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=8)
+    parser.add_argument("--cells", default=DEFAULT_CELLS, help="server:client pairs, comma-separated")
+    parser.add_argument("--seed", type=int, default=1)
+    args = parser.parse_args()
+    implementations = {(i.role, i.name): i for i in load_manifest(ROOT / "manifest.toml")}
+    cells = [tuple(pair.split(":")) for pair in args.cells.split(",")]
+    base = CellSettings(duration_s=DEFAULT_MATRIX_DURATION_S, warmup_s=DEFAULT_MATRIX_WARMUP_S, loop="auto",
+                        compression="default", payload_size=4, payload_kind="text-ascii", ready_timeout_s=20,
+                        stall_timeout_s=10, pin=True)
+    server_cpus, _ = cpus_for(base)
+    rates: dict[tuple[str, str, float, float], list[float]] = {}
+    costs: dict[tuple[str, str, float, float], list[float]] = {}
+    generator = random.Random(args.seed)
+    with stop_signals_raise_interrupt():
+        for round_number in range(1, args.rounds + 1):
+            servers = sorted({server for server, _ in cells})
+            generator.shuffle(servers)
+            for server_name in servers:
+                jobs = [(client, warmup, window) for server, client in cells if server == server_name
+                        for warmup, window in SETTINGS]
+                generator.shuffle(jobs)
+                with tempfile.TemporaryDirectory(prefix="pingpong-spread-") as work:
+                    started = start_server(implementations[("server", server_name)], base, ROOT, Path(work),
+                                           server_cpus)
+                    try:
+                        if started.problem:
+                            raise SystemExit(f"window_spread: {server_name}: {started.problem['reason']}")
+                        for client, warmup, window in jobs:
+                            settings = replace(base, warmup_s=warmup, duration_s=window)
+                            began = time.monotonic()
+                            attempt = run_attempt_on(started, implementations[("client", client)], settings,
+                                                     round_number, ROOT)
+                            key = (server_name, client, warmup, window)
+                            if not attempt.ok:
+                                print(f"{key} round {round_number}: {attempt.status}: {attempt.reason}",
+                                      file=sys.stderr)
+                                continue
+                            rates.setdefault(key, []).append(attempt.roundtrips_per_s)
+                            costs.setdefault(key, []).append(time.monotonic() - began)
+                    finally:
+                        with processes.interrupts_deferred():
+                            processes.stop(started.process)
+            print(f"round {round_number}/{args.rounds} done", file=sys.stderr, flush=True)
+    report = {"rounds": args.rounds, "seed": args.seed, "settings": [list(s) for s in SETTINGS], "cells": []}
+    for (server, client, warmup, window), values in sorted(rates.items()):
+        summary = summarize(values)
+        cost = statistics.median(costs[(server, client, warmup, window)])
+        report["cells"].append({"server": server, "client": client, "warmup_s": warmup, "window_s": window,
+                                "rates": values, "median": summary.median, "cv": summary.cv,
+                                "attempt_wall_s": cost, "overhead_s": cost - warmup - window})
+    report["by_setting"] = by_setting(report["cells"])
+    print(f"{'warmup':>6} {'window':>6} {'median CV':>9} {'max CV':>7} {'attempt':>8} {'overhead':>8}",
+          file=sys.stderr)
+    for row in report["by_setting"]:
+        print(f"{row['warmup_s']:>6g} {row['window_s']:>6g} {row['median_cv']:>9.1%} {row['max_cv']:>7.1%} "
+              f"{row['attempt_wall_s']:>7.2f}s {row['overhead_s']:>7.2f}s", file=sys.stderr)
+    print(json.dumps(report, indent=1))
+    return 0
+
+
+def by_setting(cells: list[dict]) -> list[dict]:
+    """Per (warmup, window): the median and largest between-round CV over the cells, and the attempt's cost."""
+    rows = []
+    for warmup, window in SETTINGS:
+        members = [c for c in cells if c["warmup_s"] == warmup and c["window_s"] == window and c["cv"] is not None]
+        if not members:
+            continue
+        rows.append({"warmup_s": warmup, "window_s": window,
+                     "median_cv": statistics.median(c["cv"] for c in members),
+                     "max_cv": max(c["cv"] for c in members),
+                     "attempt_wall_s": statistics.median(c["attempt_wall_s"] for c in members),
+                     "overhead_s": statistics.median(c["overhead_s"] for c in members)})
+    return rows
+
+
+if __name__ == "__main__":
+    sys.exit(main())
