@@ -235,11 +235,14 @@ def cell_details(run: RunResult, key: tuple[str, str], summary: CellSummary) -> 
         lines.append("<p>Failed attempts: " + "; ".join(e(failure) for failure in summary.failures) + "</p>")
     if summary.measured:
         rates = summary.roundtrips_per_s
-        ci = (f"{format_rate(rates.ci_low)}–{format_rate(rates.ci_high)}" if rates.ci_low is not None else "–")
+        interval = (f"{format_rate(rates.interval_low)}–{format_rate(rates.interval_high)}, ±"
+                    f"{rates.precision * 100:.1f}%" if rates.interval_low is not None and rates.precision is not None
+                    else "–")
         lines.append(pairs_table("Rate", [
             (f"median {rate_unit(run)}", format_rate(rates.median)),
             ("min–max", f"{format_rate(rates.minimum)}–{format_rate(rates.maximum)}"), ("n", rates.n),
-            ("CV", "–" if rates.cv is None else f"{rates.cv * 100:.1f}%"), ("95% interval", ci),
+            ("CV", "–" if rates.cv is None else f"{rates.cv * 100:.1f}%"),
+            (f"median's interval: {rates.interval_label()}", interval),
             ("expected by the matrix", _number(summary.expected_roundtrips_per_s, "{:,.0f}"))]))
         lines.append(pairs_table("Latency", list(zip(("p50", "p90", "p99", "p99.9", "max"),
                                                      map(format_duration_ns, percentiles(summary.latency))))))

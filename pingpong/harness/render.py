@@ -272,12 +272,13 @@ def _number(value: float | None, pattern: str) -> str:
 
 
 CSV_COLUMNS = ["server", "client", "status", "n", "roundtrips_per_s_median", "roundtrips_per_s_min",
-               "roundtrips_per_s_max", "roundtrips_per_s_cv", "ci95_low", "ci95_high", "noisy", "p50_ns", "p90_ns",
-               "p99_ns", "p99.9_ns", "max_ns", "server_cpu_us_per_roundtrip", "client_cpu_us_per_roundtrip",
-               "server_cpu_utilization", "client_cpu_utilization", "bottleneck", "server_peak_rss_bytes",
-               "server_loop", "client_loop", "compression_negotiated", "server_tcp_nodelay", "client_tcp_nodelay",
-               "segments_per_message", "delayed_acks_per_roundtrip", "retransmits_per_roundtrip",
-               "expected_roundtrips_per_s", "flags", "reason"]
+               "roundtrips_per_s_max", "roundtrips_per_s_cv", "interval_low", "interval_high", "interval_coverage",
+               "interval_kind", "precision", "noisy", "p50_ns", "p90_ns", "p99_ns", "p99.9_ns", "max_ns",
+               "server_cpu_us_per_roundtrip", "client_cpu_us_per_roundtrip", "server_cpu_utilization",
+               "client_cpu_utilization", "bottleneck", "server_peak_rss_bytes", "server_loop", "client_loop",
+               "compression_negotiated", "server_tcp_nodelay", "client_tcp_nodelay", "segments_per_message",
+               "delayed_acks_per_roundtrip", "retransmits_per_roundtrip", "expected_roundtrips_per_s", "flags",
+               "reason"]
 
 
 def render_csv(run: RunResult, summaries: Summaries) -> str:
@@ -290,7 +291,9 @@ def render_csv(run: RunResult, summaries: Summaries) -> str:
             "server": server, "client": client, "status": summary.status, "n": rates and rates.n,
             "roundtrips_per_s_median": rates and rates.median, "roundtrips_per_s_min": rates and rates.minimum,
             "roundtrips_per_s_max": rates and rates.maximum, "roundtrips_per_s_cv": rates and rates.cv,
-            "ci95_low": rates and rates.ci_low, "ci95_high": rates and rates.ci_high, "noisy": summary.noisy,
+            "interval_low": rates and rates.interval_low, "interval_high": rates and rates.interval_high,
+            "interval_coverage": rates and rates.interval_coverage, "interval_kind": rates and rates.interval_kind,
+            "precision": rates and rates.precision, "noisy": summary.noisy,
             **dict(zip(("p50_ns", "p90_ns", "p99_ns", "p99.9_ns", "max_ns"), percentiles(summary.latency))),
             "server_cpu_us_per_roundtrip": summary.server_cpu.us_per_roundtrip,
             "client_cpu_us_per_roundtrip": summary.client_cpu.us_per_roundtrip,
