@@ -32,7 +32,8 @@ def test_the_default_matrix_fits_120_columns_and_its_columns_line_up():
 
 def test_the_ranking_starts_with_the_fastest_websocket_pair_and_the_floors_are_apart():
     text = reference_text()
-    assert "1  bun      bun           20.8k  1.00×     0.89–1.12" in text
+    assert "1  bun      bun           20.8k  1.00×  1.00–1.00" in text  # itself, round by round
+    assert "the median of per-round ratios; interval:\nrange of 3 (covers the median 75%)" in text
     assert "Raw-TCP floors (the same relay without WebSocket, for scale): raw-tcp-python × raw-tcp-python 7.7k" in text
 
 

@@ -12,10 +12,12 @@ import json
 import re
 from typing import Any
 
-from pingpong.harness.render import (axes, fastest_cell, format_duration_ns, format_rate, is_floor, percentiles,
-                                     rate_unit, relative_to_fastest, short_extensions)
+from pingpong.harness.render import (axes, fastest_cell, format_duration_ns, format_rate, format_ratio,
+                                     interval_legend, is_floor, percentiles, rate_unit, relative_to_fastest,
+                                     short_extensions)
 from pingpong.harness.results import RunResult
 from pingpong.harness.scales import MIN_SPAN, log_range, position, viridis_hex
+from pingpong.harness.stats import Ratio
 from pingpong.harness.summary import CellSummary, Summaries
 from pingpong.harness.terminal import MARKS, format_short, machine_line, marks, settings_line
 
@@ -106,6 +108,7 @@ def e(value: Any) -> str:
 
 def render_html(run: RunResult, summaries: Summaries) -> str:
     unit = rate_unit(run)
+    ratios = relative_to_fastest(run, summaries)
     title = f"WebSocket {'handshakes' if run.configuration.get('workload') == 'handshake' else 'ping-pong'}, " \
             f"{run.started_at}"
     parts = [
@@ -120,7 +123,8 @@ def render_html(run: RunResult, summaries: Summaries) -> str:
         *not_measured(summaries),
         "<h2>Cell details</h2>",
         '<p class="note">Click a row of the table (or a heat-map cell) to open its details here.</p>',
-        *(cell_details(run, key, summary) for key, summary in summaries.items() if summary.status != "skipped"),
+        *(cell_details(run, key, summary, ratios.get(key)) for key, summary in summaries.items()
+          if summary.status != "skipped"),
         *environment(run),
         f"<script>{SCRIPT.replace('RATE_COLUMN', str(RATE_COLUMN))}</script>",
         "</body>", "</html>",
@@ -167,9 +171,10 @@ def cell_table(run: RunResult, summaries: Summaries) -> list[str]:
     ratios = relative_to_fastest(run, summaries)
     lines = ["<h2>Every measured cell</h2>",
              '<p class="note">Click a column heading to sort, a row to see the cell\'s details. Ratio: the cell\'s '
-             "median over the fastest WebSocket pair's"
-             + (f" ({e(fastest[0])} × {e(fastest[1])})" if fastest else "") + ", bootstrap 95% interval in the "
-             "details. Raw-TCP floors (no WebSocket) are marked as such.</p>",
+             "rate over the fastest WebSocket pair's"
+             + (f" ({e(fastest[0])} × {e(fastest[1])})" if fastest else "") + ", the median of the per-round "
+             f"ratios (each round measures every cell once); its interval is in the details "
+             f"({e(interval_legend(ratios.values()))}). Raw-TCP floors (no WebSocket) are marked as such.</p>",
              '<table id="cells">', "<thead><tr>" + "".join(f"<th>{e(c)}</th>" for c in COLUMNS) + "</tr></thead>",
              "<tbody>"]
     for (server, client), summary in summaries.items():
@@ -224,7 +229,7 @@ def not_measured(summaries: Summaries) -> list[str]:
     return lines + ["</ul>"]
 
 
-def cell_details(run: RunResult, key: tuple[str, str], summary: CellSummary) -> str:
+def cell_details(run: RunResult, key: tuple[str, str], summary: CellSummary, ratio: Ratio | None = None) -> str:
     server, client = key
     lines = [f'<section class="details" id="{anchor("cell", server, client)}">',
              f"<h3>{e(server)} server × {e(client)} client: {e(summary.status)}</h3>"]
@@ -243,6 +248,8 @@ def cell_details(run: RunResult, key: tuple[str, str], summary: CellSummary) -> 
             ("min–max", f"{format_rate(rates.minimum)}–{format_rate(rates.maximum)}"), ("n", rates.n),
             ("CV", "–" if rates.cv is None else f"{rates.cv * 100:.1f}%"),
             (f"median's interval: {rates.interval_label()}", interval),
+            ("relative to the fastest pair", "–" if ratio is None else format_ratio(ratio, ratio.label())
+             + (f", {ratio.label()}" if ratio.low is not None else "")),
             ("expected by the matrix", _number(summary.expected_roundtrips_per_s, "{:,.0f}"))]))
         lines.append(pairs_table("Latency", list(zip(("p50", "p90", "p99", "p99.9", "max"),
                                                      map(format_duration_ns, percentiles(summary.latency))))))

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import csv
 import io
+from collections import Counter
+from typing import Iterable
+
 from pingpong.harness.results import RunResult
-from pingpong.harness.stats import NOISY_CV, Ratio, ratio_of_medians
+from pingpong.harness.stats import NOISY_CV, Ratio, paired_ratio
 from pingpong.harness.summary import CellSummary, Summaries
 
 
@@ -78,13 +81,17 @@ def floors(run: RunResult, summaries: Summaries) -> list[tuple[tuple[str, str], 
 
 
 def relative_to_fastest(run: RunResult, summaries: Summaries) -> dict[tuple[str, str], Ratio]:
-    """Each measured cell's median rate over the fastest cell's, with a bootstrap interval of the ratio."""
+    """Each measured cell's rate over the fastest cell's: the median of the per-round ratios, with its interval.
+
+    A run measures every cell once per round, so a cell and the fastest are paired by round (stats.paired_ratio);
+    a cell with no good round in common with the fastest is left out.
+    """
     fastest = fastest_cell(run, summaries)
     if fastest is None:
         return {}
-    reference = run.cell(*fastest).rates()
-    return {(cell.server, cell.client): ratio_of_medians(cell.rates(), reference)
-            for cell in run.cells if cell.rates()}
+    reference = run.cell(*fastest).rates_by_round()
+    return {(cell.server, cell.client): paired_ratio(cell.rates_by_round(), reference)
+            for cell in run.cells if cell.rates_by_round().keys() & reference.keys()}
 
 
 PYTHON_FLOOR = ("raw-tcp-python", "raw-tcp-python")
@@ -95,29 +102,48 @@ def websocket_cost(run: RunResult, summaries: Summaries) -> dict[tuple[str, str]
     """For each measured WebSocket cell: the matching raw-TCP floor's rate over the cell's, and which floor.
 
     Cells with a Python client are held against the Python floor, all others against the C floor; a floor that
-    was not measured in this run leaves its cells out (ratios are only taken within one run).
+    was not measured in this run leaves its cells out (ratios are only taken within one run, paired by round).
     """
     protocols = {(role, name): entry.get("protocol") for role, entries in run.implementations.items()
                  for name, entry in entries.items()}
     runtimes = {name: entry.get("runtime") for name, entry in run.implementations.get("client", {}).items()}
     costs = {}
     for cell in run.cells:
-        if protocols.get(("server", cell.server)) != "websocket" or not cell.rates():
+        rates = cell.rates_by_round()
+        if protocols.get(("server", cell.server)) != "websocket" or not rates:
             continue
         floor = PYTHON_FLOOR if runtimes.get(cell.client) == "python" else C_FLOOR
         try:
-            floor_rates = run.cell(*floor).rates()
+            floor_rates = run.cell(*floor).rates_by_round()
         except KeyError:
             continue
-        if floor_rates:
-            costs[(cell.server, cell.client)] = (ratio_of_medians(floor_rates, cell.rates()), floor)
+        if floor_rates.keys() & rates.keys():
+            costs[(cell.server, cell.client)] = (paired_ratio(floor_rates, rates), floor)
     return costs
 
 
-def format_ratio(ratio: Ratio) -> str:
+def usual_label(ratios: Iterable[Ratio]) -> str | None:
+    """The label most of these ratios' intervals have (a table states it once); None when none has an interval."""
+    labels = Counter(ratio.label() for ratio in ratios if ratio.low is not None)
+    return labels.most_common(1)[0][0] if labels else None
+
+
+def interval_legend(ratios: Iterable[Ratio]) -> str:
+    """What a table's brackets are, with their coverage; brackets that differ (fewer values) carry their own."""
+    ratios = list(ratios)
+    usual = usual_label(ratios)
+    if usual is None:
+        return "no intervals (one value each)"
+    others = sum(ratio.low is not None and ratio.label() != usual for ratio in ratios)
+    return f"brackets: {usual}" + (f"; {others} bracket(s) from fewer values give their own coverage" if others else "")
+
+
+def format_ratio(ratio: Ratio, usual: str | None = None) -> str:
+    """'0.95× [0.90–1.00]'; the bracket names its coverage when its label is not the table's usual one."""
     if ratio.low is None:
         return f"{ratio.value:.2f}×"
-    return f"{ratio.value:.2f}× [{ratio.low:.2f}–{ratio.high:.2f}]"
+    own = f", {ratio.coverage_text()}" if ratio.label() != usual else ""
+    return f"{ratio.value:.2f}× [{ratio.low:.2f}–{ratio.high:.2f}{own}]"
 
 
 def rate_unit(run: RunResult) -> str:
@@ -167,24 +193,30 @@ def render_markdown(run: RunResult, summaries: Summaries) -> str:
         rate = summaries[fastest].roundtrips_per_s.median
         floor_text = "; ".join(f"{server} × {client} {format_rate(value)}" for (server, client), value
                                in floors(run, summaries))
+        usual = usual_label(ratios.values())
         lines += ["", f"Fastest WebSocket pair: **{fastest[0]} server × {fastest[1]} client**, {format_rate(rate)} "
                   f"{unit}" + (f" (raw-TCP floors, without WebSocket: {floor_text})" if floor_text else "") + ". "
-                  "Every cell relative to it (ratio of medians, bootstrap 95% interval):", "",
+                  "Every cell relative to it: the median of its per-round ratios to the fastest's rate (each round "
+                  f"measures every cell once); {interval_legend(ratios.values())}:", "",
                   "| server \\ client | " + " | ".join(clients) + " |", "|---|" + "---:|" * len(clients)]
         for server in servers:
-            row = [format_ratio(ratios[(server, client)]) if (server, client) in ratios else "—" for client in clients]
+            row = [format_ratio(ratios[(server, client)], usual) if (server, client) in ratios else "—"
+                   for client in clients]
             lines.append(f"| {server} | " + " | ".join(row) + " |")
 
     costs = websocket_cost(run, summaries)
     if costs:
         websocket_servers = [server for server in servers if any((server, c) in costs for c in clients)]
         websocket_clients = [client for client in clients if any((s, client) in costs for s in servers)]
-        lines += ["", "WebSocket cost: the raw-TCP floor's rate over the cell's (how many times slower than the same "
-                  "ping-pong without WebSocket; Python clients against the Python floor, others against the C floor):",
+        cost_ratios = [ratio for ratio, _ in costs.values()]
+        lines += ["", "WebSocket cost: the raw-TCP floor's rate over the cell's, the median of the per-round ratios "
+                  "(how many times slower than the same ping-pong without WebSocket; Python clients against the "
+                  f"Python floor, others against the C floor); {interval_legend(cost_ratios)}:",
                   "", "| server \\ client | " + " | ".join(websocket_clients) + " |",
                   "|---|" + "---:|" * len(websocket_clients)]
+        usual = usual_label(cost_ratios)
         for server in websocket_servers:
-            row = [format_ratio(costs[(server, client)][0]) if (server, client) in costs else "—"
+            row = [format_ratio(costs[(server, client)][0], usual) if (server, client) in costs else "—"
                    for client in websocket_clients]
             lines.append(f"| {server} | " + " | ".join(row) + " |")
 

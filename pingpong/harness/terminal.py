@@ -11,7 +11,7 @@ import textwrap
 from dataclasses import dataclass
 
 from pingpong.harness.render import (axes, fastest_cell, floors, format_duration_ns, format_rate, is_floor,
-                                     rate_unit, relative_to_fastest)
+                                     rate_unit, relative_to_fastest, usual_label)
 from pingpong.harness.results import RunResult
 from pingpong.harness.stats import NOISY_CV
 from pingpong.harness.summary import CellSummary, Summaries
@@ -109,24 +109,27 @@ def terminal_report(run: RunResult, summaries: Summaries, source: str | None = N
 
 
 def ranking_table(run: RunResult, summaries: Summaries) -> tuple[Table | None, int]:
-    """The WebSocket pairs, fastest first, each relative to the fastest with the ratio's 95% interval."""
+    """The WebSocket pairs, fastest first, each relative to the fastest: per-round ratios' median and interval."""
     fastest = fastest_cell(run, summaries)
     if fastest is None:
         return None, 0
     ratios = relative_to_fastest(run, summaries)
+    usual = usual_label(ratios.values())
     ranked = sorted(((s.roundtrips_per_s.median, key) for key, s in summaries.items()
                      if s.measured and not is_floor(run, key[0])), reverse=True)
     rows = []
     for place, (rate, (server, client)) in enumerate(ranked[:RANKED], 1):
         summary = summaries[(server, client)]
         ratio = ratios.get((server, client))
-        interval = "–" if ratio is None or ratio.low is None else f"{ratio.low:.2f}–{ratio.high:.2f}"
+        interval = "–" if ratio is None or ratio.low is None else f"{ratio.low:.2f}–{ratio.high:.2f}" + (
+            f" ({ratio.coverage_text()})" if ratio.label() != usual else "")
         p99 = summary.latency.p99_ns if summary.latency is not None and summary.latency.count else None
         rows.append((str(place), server, client, format_short(rate), f"{ratio.value:.2f}×" if ratio else "–",
                      interval, format_duration_ns(p99), marks(summary) or ""))
     title = (f"Fastest WebSocket pairs: each relative to {fastest[0]} × {fastest[1]} "
-             f"({format_rate(summaries[fastest].roundtrips_per_s.median)} {rate_unit(run)}), bootstrap 95% interval")
-    return Table(title=title, header=("#", "server", "client", "rate", "ratio", "95% interval", "p99", "marks"),
+             f"({format_rate(summaries[fastest].roundtrips_per_s.median)} {rate_unit(run)}), the median of "
+             f"per-round ratios; interval: {usual or 'none (one round)'}")
+    return Table(title=title, header=("#", "server", "client", "rate", "ratio", "interval", "p99", "marks"),
                  rows=tuple(rows), right_aligned=(True, False, False, True, True, True, True, False)), \
         max(0, len(ranked) - RANKED)
 
