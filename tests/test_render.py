@@ -5,7 +5,8 @@ import io
 from array import array
 
 from pingpong.kit.driver import encode_histogram
-from pingpong.harness.render import C_FLOOR, render_csv, render_markdown, websocket_cost
+from pingpong.harness.render import (C_FLOOR, axis_loops, render_csv, render_markdown, websocket_cost,
+                                     with_loop)
 from pingpong.harness.results import Attempt, Cell, RunResult
 from pingpong.harness.summary import summarize_run
 
@@ -37,14 +38,16 @@ def sample_run():
 
 
 def row(markdown, name):
-    return next(line for line in markdown.splitlines() if line.startswith(f"| {name} |"))
+    return next(line for line in markdown.splitlines() if line.startswith(f"| {name} |")
+                or line.startswith(f"| {name} ("))
 
 
 def test_markdown_matrix_marks_each_kind_of_cell():
     run = sample_run()
     markdown = render_markdown(run, summarize_run(run))
     # the fixture negotiates deflate for 4-byte messages: marked ᶻ, and flagged ⚑ with its reason below
-    assert row(markdown, "steady").startswith("| steady | 1,000 ±1.0% · p99 200 µs ᶻ ⚑ |")
+    assert row(markdown, "steady").startswith("| steady (uvloop) | 1,000 ±1.0% · p99 200 µs ᶻ ⚑ |")
+    assert "| server \\ client | c (asyncio) |" in markdown  # each row and column names the loop it ran on
     assert "- **steady × c**: permessage-deflate negotiated for 4-byte messages" in markdown
     assert "(noisy)" in row(markdown, "noisy") and "(noisy)" not in row(markdown, "steady")
     assert "FAILED (not-ready)" in row(markdown, "broken")
@@ -104,3 +107,16 @@ def test_ratios_within_a_run_are_paired_by_round():
     markdown = render_markdown(run, summaries)
     assert "WebSocket cost: the raw-TCP floor's rate over the cell's, the median of the per-round ratios" in markdown
     assert "brackets: range of 3 (covers the median 75%):" in markdown and "| 3.00× [3.00–3.00] |" in markdown
+
+
+def test_a_name_that_ran_on_two_loops_shows_both():
+    """Loops come from what each side reported in its measured cells: a server reporting asyncio in one cell and
+    uvloop in another is labelled with both; failed cells say nothing about loops."""
+    mixed = [ok(1, 1000), ok(2, 1010)]
+    mixed[1] = Attempt(**{**vars(mixed[1]), "server_info": {"loop": "asyncio"}})
+    run = RunResult(started_at="t", command_line=[], configuration=CONFIG, environment={}, implementations={},
+                    cells=[Cell("s", "c", attempts=mixed[:1]), Cell("s", "d", attempts=mixed[1:]),
+                           Cell("x", "c", attempts=[failed(1)])])
+    servers, clients = axis_loops(summarize_run(run))
+    assert servers == {"s": "asyncio/uvloop"} and clients == {"c": "asyncio", "d": "asyncio"}
+    assert with_loop("s", servers) == "s (asyncio/uvloop)" and with_loop("x", servers) == "x"

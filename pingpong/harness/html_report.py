@@ -12,7 +12,7 @@ import json
 import re
 from typing import Any
 
-from pingpong.harness.render import (axes, fastest_cell, format_duration_ns, format_rate, format_ratio,
+from pingpong.harness.render import (axes, axis_loops, fastest_cell, format_duration_ns, format_rate, format_ratio,
                                      interval_legend, is_floor, percentiles, rate_unit, relative_to_fastest,
                                      short_extensions)
 from pingpong.harness.results import RunResult
@@ -41,6 +41,7 @@ table.heatmap td.empty { background: #f4f4f4; color: #999; }
 .note { color: #555; } dl { display: grid; grid-template-columns: max-content auto; gap: 2px 1em; }
 dt { font-weight: 600; } dd { margin: 0; }
 .legend span { display: inline-block; width: 2.2em; height: 1em; vertical-align: middle; }
+.loop { font-weight: normal; color: #666; }
 """
 
 SCRIPT = """
@@ -134,17 +135,21 @@ def render_html(run: RunResult, summaries: Summaries) -> str:
 
 def heatmap(run: RunResult, summaries: Summaries) -> list[str]:
     servers, clients = axes(run)
+    server_loops, client_loops = axis_loops(summaries)
     rates = [s.roundtrips_per_s.median for s in summaries.values() if s.measured]
     low, high = log_range(rates)
     lines = ["<h2>Heat map</h2>",
              f'<p class="note">Median {e(rate_unit(run))} per cell; colour on a log scale spanning at least '
              f"{MIN_SPAN:g}× ({e(format_rate(low))} to {e(format_rate(high))}), so that noise stays one colour. "
+             "Each server and client is named with the event loop it reported running on. "
              + "; ".join(f'<span class="mark">{e(m)}</span> {e(meaning)}' for m, meaning in MARKS.items())
              + "; — not measured.</p>",
              '<p class="legend">' + "".join(f'<span style="background:{viridis_hex(i / 8)}"></span>'
                                             for i in range(9)) + f" {e(format_rate(low))} … {e(format_rate(high))}</p>",
              '<table class="heatmap" id="heatmap">',
-             "<thead><tr><th>server \\ client</th>" + "".join(f"<th>{e(c)}</th>" for c in clients) + "</tr></thead>",
+             "<thead><tr><th>server \\ client</th>" + "".join(
+                 f"<th>{e(c)}" + (f'<br><span class="loop">{e(client_loops[c])}</span>' if c in client_loops else "")
+                 + "</th>" for c in clients) + "</tr></thead>",
              "<tbody>"]
     for server in servers:
         cells = []
@@ -162,7 +167,8 @@ def heatmap(run: RunResult, summaries: Summaries) -> list[str]:
                              f'title="{e(server)} × {e(client)}: {e(format_rate(summary.roundtrips_per_s.median))}">'
                              f'<a href="#{anchor("cell", server, client)}">'
                              f"{e(format_short(summary.roundtrips_per_s.median) + marks(summary))}</a></td>")
-        lines.append(f'<tr><th class="name">{e(server)}</th>{"".join(cells)}</tr>')
+        loop = f' <span class="loop">({e(server_loops[server])})</span>' if server in server_loops else ""
+        lines.append(f'<tr><th class="name">{e(server)}{loop}</th>{"".join(cells)}</tr>')
     return lines + ["</tbody></table>"]
 
 

@@ -24,6 +24,28 @@ def axes(run: RunResult) -> tuple[list[str], list[str]]:
     return servers, clients
 
 
+def axis_loops(summaries: Summaries) -> tuple[dict[str, str], dict[str, str]]:
+    """The event loop each server (row) and each client (column) reported running on in its measured cells.
+
+    A name that ran on more than one loop in the run (it reported different ones in different cells) gets them
+    all, 'asyncio/uvloop'; one that never reported its loop, or was never measured, gets none.
+    """
+    found: tuple[dict[str, set[str]], dict[str, set[str]]] = ({}, {})
+    for (server, client), summary in summaries.items():
+        if not summary.measured:
+            continue
+        for names, name, loop in ((found[0], server, summary.server_loop), (found[1], client, summary.client_loop)):
+            if loop:
+                names.setdefault(name, set()).add(loop)
+    servers, clients = ({name: "/".join(sorted(loops)) for name, loops in side.items()} for side in found)
+    return servers, clients
+
+
+def with_loop(name: str, loops: dict[str, str]) -> str:
+    """'sanic (uvloop)': a row's or column's name with the loop it ran on, or the name alone when not known."""
+    return f"{name} ({loops[name]})" if name in loops else name
+
+
 def format_rate(value: float) -> str:
     return f"{value:,.0f}"
 
@@ -158,6 +180,7 @@ def render_markdown(run: RunResult, summaries: Summaries) -> str:
     title = ("WebSocket handshakes: connections opened, one roundtrip, closed, per second"
              if config.get("workload") == "handshake" else "WebSocket ping-pong: roundtrips per second")
     pairs = config.get("pairs", 1)
+    server_loops, client_loops = axis_loops(summaries)
     lines = [
         f"# {title}, server × client",
         "",
@@ -177,15 +200,16 @@ def render_markdown(run: RunResult, summaries: Summaries) -> str:
         f"Each cell: median {unit} over the repeats, ± coefficient of variation, p99 "
         + ("handshake-cycle" if config.get("workload") == "handshake" else "roundtrip") + " latency "
         f"(all repeats merged). (noisy) = CV ≥ {NOISY_CV:.0%}; ᶻ = permessage-deflate negotiated; "
-        "⚑ = flagged as odd (reasons below); — = not measured (see below).",
+        "⚑ = flagged as odd (reasons below); — = not measured (see below). Each server and client is named with "
+        "the event loop it reported running on.",
         "",
-        "| server \\ client | " + " | ".join(clients) + " |",
+        "| server \\ client | " + " | ".join(with_loop(client, client_loops) for client in clients) + " |",
         "|---|" + "---:|" * len(clients),
     ]
     for server in servers:
         row = [matrix_cell_text(summaries[(server, client)]) if (server, client) in summaries else "—"
                for client in clients]
-        lines.append(f"| {server} | " + " | ".join(row) + " |")
+        lines.append(f"| {with_loop(server, server_loops)} | " + " | ".join(row) + " |")
 
     fastest = fastest_cell(run, summaries)
     if fastest:
