@@ -127,7 +127,9 @@ class RunResult:
                       attempts=[Attempt(**{k: _current_names(k, v) for k, v in a.items() if k in attempt_fields})
                                 for a in c.get("attempts", [])])
                  for c in data["cells"]]
-        run_fields = {f.name for f in fields(cls)} - {"cells"}
+        # read into today's record: the attempts are the same in every readable version, and the summaries are
+        # recomputed, so a file saved again (report --format json) is of the current version
+        run_fields = {f.name for f in fields(cls)} - {"cells", "format_version"}
         return cls(cells=cells, **{k: v for k, v in data.items() if k in run_fields})
 
 
