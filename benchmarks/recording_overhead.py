@@ -21,7 +21,7 @@ from pathlib import Path
 from pingpong.harness import probe, processes
 from pingpong.harness.manifest import load_manifest, resolve_command
 from pingpong.harness.runner import parse_client_report, plan_cpus
-from pingpong.harness.stats import bootstrap_interval
+from pingpong.harness.stats import interval_label, median_interval
 
 ROOT = Path(__file__).resolve().parent.parent
 TARGET_OVERHEAD = 0.03
@@ -53,17 +53,19 @@ def main() -> int:
                 runs = [run_client(command, client_cpus) for _ in range(args.processes)]
                 ratios = [ratio for windows in runs for ratio in pair_ratios(windows)]
                 median_ratio = statistics.median(ratios)
-                low, high = bootstrap_interval(ratios, statistics.median)
+                interval = median_interval(ratios)
                 off_rate = statistics.median(w["roundtrips_per_s"] for ws in runs for w in ws if not w["recording"])
                 direct_ns = direct_recording_cost_ns(implementations[("client", name)].runtime)
                 direct_share = direct_ns * off_rate / 1e9
                 report["clients"][name] = {
-                    "ab_median_ratio_on_over_off": median_ratio, "ab_ratio_ci95": [low, high],
+                    "ab_median_ratio_on_over_off": median_ratio,
+                    "ab_ratio_interval": [interval.low, interval.high], "ab_ratio_interval_coverage": interval.coverage,
                     "ab_window_pairs": len(ratios), "direct_recording_cost_ns_per_roundtrip": direct_ns,
                     "roundtrip_ns_at_median_rate": 1e9 / off_rate, "direct_overhead_share": direct_share,
                     "windows_per_process": runs}
                 print(f"{name:<11} client vs {args.server} server: A/B throughput ratio recording on/off "
-                      f"{median_ratio:.3f} [95% CI {low:.3f}-{high:.3f}, {len(ratios)} window pairs]; "
+                      f"{median_ratio:.3f} [{interval.low:.3f}-{interval.high:.3f}, "
+                      f"{interval_label(interval.kind, interval.coverage, interval.n)}, {len(ratios)} window pairs]; "
                       f"direct cost {direct_ns:.0f} ns per roundtrip of {1e9 / off_rate / 1e3:.0f} µs "
                       f"= {100 * direct_share:.2f}% (target < {TARGET_OVERHEAD:.0%})", file=sys.stderr)
         finally:

@@ -1,10 +1,14 @@
 """Flags and diagnose against real processes: a pathological server, compression, and a healthy pair."""
 
 import json
+import re
 import shutil
 
 import pytest
 
+from pingpong.harness.diagnose import moves, switch_ratio
+from pingpong.harness.results import Cell
+from tests.test_render import failed, ok
 from tests.test_run_bench import assert_gone, run_bench
 
 TEST_MANIFESTS = ["--manifest", "manifest.toml", "--manifest", "tests/manifest.toml"]
@@ -32,7 +36,8 @@ def test_split_writes_are_flagged_with_delayed_acks_and_a_healthy_pair_is_not(tm
     assert healthy["flags"] == []
     assert healthy["segments_per_message"] < 1.1 and healthy["server_tcp_nodelay"] is True
     markdown = (tmp_path / "latest.md").read_text()
-    assert "| pathological-split-writes | 1" in markdown and "⚑" in markdown.split("## Flagged cells")[0]
+    assert re.search(r"\| pathological-split-writes \([a-z/]+\) \| 1", markdown)  # the row names its loop
+    assert "⚑" in markdown.split("## Flagged cells")[0]
 
 
 def test_compression_flag_fires_when_deflate_is_negotiated_and_not_with_compression_off(tmp_path):
@@ -107,3 +112,13 @@ def test_diagnose_rejects_bad_input_in_one_line(args, words):
     completed = diagnose(*args)
     assert completed.returncode == 2
     assert completed.stderr.count("\n") == 1 and words in completed.stderr, completed.stderr
+
+
+def test_a_switch_is_held_against_the_baseline_round_by_round():
+    """Pure: round 2 is slow for both variants and cancels; round 3 failed for the switch, so 2 rounds count."""
+    baseline = Cell("s", "c", attempts=[ok(1, 1000), ok(2, 500), ok(3, 1000)])
+    switched = Cell("s", "c", attempts=[ok(1, 2000), ok(2, 1000), failed(3)])
+    ratio = switch_ratio(switched, baseline)
+    assert ratio.value == ratio.low == ratio.high == 2.0
+    assert (ratio.n, ratio.kind, ratio.coverage) == (2, "range", 0.5) and moves(ratio)
+    assert switch_ratio(Cell("s", "c", attempts=[failed(1)]), baseline) is None

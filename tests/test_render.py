@@ -1,11 +1,12 @@
-"""Tables rendered from fixed results: noisy, failed, partial and skipped cells, CSV columns."""
+"""Tables rendered from fixed results: noisy, failed, partial and skipped cells, CSV columns, paired ratios."""
 
 import csv
 import io
 from array import array
 
 from pingpong.kit.driver import encode_histogram
-from pingpong.harness.render import render_csv, render_markdown
+from pingpong.harness.render import (C_FLOOR, axis_loops, render_csv, render_markdown, websocket_cost,
+                                     with_loop)
 from pingpong.harness.results import Attempt, Cell, RunResult
 from pingpong.harness.summary import summarize_run
 
@@ -37,14 +38,16 @@ def sample_run():
 
 
 def row(markdown, name):
-    return next(line for line in markdown.splitlines() if line.startswith(f"| {name} |"))
+    return next(line for line in markdown.splitlines() if line.startswith(f"| {name} |")
+                or line.startswith(f"| {name} ("))
 
 
 def test_markdown_matrix_marks_each_kind_of_cell():
     run = sample_run()
     markdown = render_markdown(run, summarize_run(run))
     # the fixture negotiates deflate for 4-byte messages: marked ᶻ, and flagged ⚑ with its reason below
-    assert row(markdown, "steady").startswith("| steady | 1,000 ±1.0% · p99 200 µs ᶻ ⚑ |")
+    assert row(markdown, "steady").startswith("| steady (uvloop) | 1,000 ±1.0% · p99 200 µs ᶻ ⚑ |")
+    assert "| server \\ client | c (asyncio) |" in markdown  # each row and column names the loop it ran on
     assert "- **steady × c**: permessage-deflate negotiated for 4-byte messages" in markdown
     assert "(noisy)" in row(markdown, "noisy") and "(noisy)" not in row(markdown, "steady")
     assert "FAILED (not-ready)" in row(markdown, "broken")
@@ -71,6 +74,9 @@ def test_csv_has_one_row_per_cell():
     assert [r["server"] for r in rows] == ["steady", "noisy", "broken", "flaky", "absent"]
     assert float(rows[0]["roundtrips_per_s_median"]) == 1000 and rows[1]["noisy"] == "True"
     assert rows[4]["status"] == "skipped" and "bun" in rows[4]["reason"]
+    assert (rows[0]["interval_low"], rows[0]["interval_high"], rows[0]["interval_kind"]) == ("990", "1010", "range")
+    assert rows[0]["interval_coverage"] == "0.75" and rows[3]["interval_coverage"] == "0.5"  # 3 and 2 repeats
+    assert not [column for column in rows[0] if "95" in column]
 
 
 def test_the_fastest_pair_is_a_websocket_pair_and_the_floors_are_named_apart():
@@ -83,3 +89,34 @@ def test_the_fastest_pair_is_a_websocket_pair_and_the_floors_are_named_apart():
     markdown = render_markdown(run, summarize_run(run))
     assert "Fastest WebSocket pair: **ws server × c client**, 1,000 roundtrips/s" in markdown
     assert "(raw-TCP floors, without WebSocket: floor × c 9,000)" in markdown
+
+
+def test_ratios_within_a_run_are_paired_by_round():
+    """Round 2 is slow for every cell: the per-round ratios cancel it, so the WebSocket cost is exactly 3 in every
+    round, and the tables name their intervals with the coverage they have (the range of 3 rounds: 75%)."""
+    run = RunResult(started_at="2026-11-21T00:00:00+00:00", command_line=[], configuration=CONFIG,
+                    environment={}, implementations={"server": {"ws": {"protocol": "websocket"},
+                                                                "raw-tcp-c": {"protocol": "raw-tcp"}},
+                                                     "client": {"c": {"runtime": "node"}}},
+                    cells=[Cell("ws", "c", attempts=[ok(1, 1000), ok(2, 500), ok(3, 1100)]),
+                           Cell("raw-tcp-c", "raw-tcp-c", attempts=[ok(1, 3000), ok(2, 1500), ok(3, 3300)])])
+    summaries = summarize_run(run)
+    ratio, floor = websocket_cost(run, summaries)[("ws", "c")]
+    assert floor == C_FLOOR and ratio.value == ratio.low == ratio.high == 3.0
+    assert (ratio.kind, ratio.coverage, ratio.n) == ("range", 0.75, 3)
+    markdown = render_markdown(run, summaries)
+    assert "WebSocket cost: the raw-TCP floor's rate over the cell's, the median of the per-round ratios" in markdown
+    assert "brackets: range of 3 (covers the median 75%):" in markdown and "| 3.00× [3.00–3.00] |" in markdown
+
+
+def test_a_name_that_ran_on_two_loops_shows_both():
+    """Loops come from what each side reported in its measured cells: a server reporting asyncio in one cell and
+    uvloop in another is labelled with both; failed cells say nothing about loops."""
+    mixed = [ok(1, 1000), ok(2, 1010)]
+    mixed[1] = Attempt(**{**vars(mixed[1]), "server_info": {"loop": "asyncio"}})
+    run = RunResult(started_at="t", command_line=[], configuration=CONFIG, environment={}, implementations={},
+                    cells=[Cell("s", "c", attempts=mixed[:1]), Cell("s", "d", attempts=mixed[1:]),
+                           Cell("x", "c", attempts=[failed(1)])])
+    servers, clients = axis_loops(summarize_run(run))
+    assert servers == {"s": "asyncio/uvloop"} and clients == {"c": "asyncio", "d": "asyncio"}
+    assert with_loop("s", servers) == "s (asyncio/uvloop)" and with_loop("x", servers) == "x"

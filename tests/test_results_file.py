@@ -9,13 +9,40 @@ from pingpong.harness.summary import summarize_run
 from tests.test_golden import REFERENCE
 
 
+INTERVAL_KEYS = {1: ("ci_low", "ci_high"),
+                 2: ("interval_low", "interval_high", "interval_coverage", "interval_kind", "precision")}
+
+
+def without_interval(summary: dict, version: int) -> dict:
+    """A saved summary less its rate's interval keys, which format version 2 renamed and extended."""
+    rates = {k: v for k, v in summary.get("roundtrips_per_s", {}).items() if k not in INTERVAL_KEYS[version]}
+    return {**summary, "roundtrips_per_s": rates} if "roundtrips_per_s" in summary else summary
+
+
 def test_saved_summaries_are_the_records_json_mapping():
-    """Each cell summary the reference file holds is exactly what its attempts summarize to, key for key."""
+    """Each cell summary the reference file holds is what its attempts summarize to, key for key. The file has
+    format version 1, whose rate interval was a bootstrap ci_low/ci_high: today's interval keys stand in their
+    place, and every other figure is unchanged."""
     saved = json.loads(REFERENCE.read_text())
+    assert saved["format_version"] == 1
     summaries = summarize_run(load(REFERENCE))
     for cell in saved["cells"]:
-        assert summaries[(cell["server"], cell["client"])].to_json() == cell["summary"]
-        assert list(summaries[(cell["server"], cell["client"])].to_json()) == list(cell["summary"])
+        today = summaries[(cell["server"], cell["client"])].to_json()
+        assert without_interval(today, 2) == without_interval(cell["summary"], 1)
+        assert list(today) == list(cell["summary"])
+        if "roundtrips_per_s" in today:
+            old_keys = [k for k in cell["summary"]["roundtrips_per_s"] if k not in INTERVAL_KEYS[1]]
+            assert list(today["roundtrips_per_s"]) == old_keys[:old_keys.index("cv") + 1] + list(INTERVAL_KEYS[2])
+
+
+def test_a_saved_run_carries_todays_summaries():
+    """Saved again, a version-1 run is written as the current version with today's summaries, intervals named."""
+    run = load(REFERENCE)
+    data = json.loads(json.dumps(run.to_dict(summarize_run(run))))
+    assert data["format_version"] == FORMAT_VERSION == 2
+    rates = data["cells"][0]["summary"]["roundtrips_per_s"]
+    assert rates["interval_kind"] == "range" and rates["interval_coverage"] == 0.75  # 3 repeats
+    assert rates["interval_low"] == rates["minimum"] and rates["interval_high"] == rates["maximum"]
 
 
 def test_a_run_round_trips_through_its_json():

@@ -11,6 +11,7 @@ import psutil
 import pytest
 
 from pingpong.harness.histograms import latency_summary, merge
+from pingpong.harness.results import FORMAT_VERSION
 from tests.conftest import ROOT
 
 FAST = ["--duration", "0.5", "--warmup", "0.2"]
@@ -40,7 +41,7 @@ def test_sub_matrix_writes_json_and_markdown(tmp_path):
     assert len(stamped_json) == 1 and stamped_json[0].replace(".json", ".md") in files and "latest.md" in files
     saved = json.loads((tmp_path / stamped_json[0]).read_text())
     assert saved["cells"] == printed["cells"]
-    assert saved["format_version"] == 1
+    assert saved["format_version"] == FORMAT_VERSION
     assert saved["configuration"]["repeat"] == 2 and saved["configuration"]["pinned"] is True
     for key in ("cpu_model", "kernel", "python", "node", "suite_commit", "python_packages", "node_packages"):
         assert saved["environment"][key], key
@@ -58,6 +59,8 @@ def test_sub_matrix_writes_json_and_markdown(tmp_path):
             pids += [attempt["server_pid"], attempt["client_pid"]]
         summary = cell["summary"]
         assert summary["roundtrips_per_s"]["n"] == 2 and "p99_ns" in summary["latency"]
+        assert summary["roundtrips_per_s"]["interval_kind"] == "range"  # 2 repeats: their range, covering 50%
+        assert summary["roundtrips_per_s"]["interval_coverage"] == 0.5
         assert summary["server_cpu_us_per_roundtrip"] > 0 and summary["client_cpu_us_per_roundtrip"] > 0
     assert_gone(pids)
     markdown = (tmp_path / "latest.md").read_text()

@@ -6,7 +6,7 @@ from pingpong.harness.runner import CellSettings
 from pingpong.harness.summary import summarize_run
 from pingpong.harness.terminal import format_short, render_plain, terminal_report
 from tests.conftest import ROOT
-from tests.test_render import CONFIG, ok, sample_run
+from tests.test_render import CONFIG, sample_run
 
 REFERENCE = ROOT / "results" / "reference" / "2026-11-21-default-matrix.json"
 
@@ -23,16 +23,20 @@ def test_the_default_matrix_fits_120_columns_and_its_columns_line_up():
     header = next(line for line in lines if line.startswith("server \\ client"))
     assert header.split() == ["server", "\\", "client", "websockets", "aiohttp", "node-ws", "picows",
                               "node-builtin", "bun"]  # the raw-TCP floors are not columns of the matrix
-    rows = lines[lines.index(header) + 2:lines.index(header) + 9]
-    assert [row.split()[0] for row in rows] == ["sanic", "blacksheep", "aiohttp", "websockets", "node-ws",
-                                                "picows", "bun"]
-    assert len({len(row) for row in rows + [header]}) == 1  # padded: every row as wide as the header
-    assert rows[0].split()[1:] == ["2.6k", "3.6k~", "7.3k~", "5.0k~", "6.6k~", "8.3k"]
+    loops = lines[lines.index(header) + 1]
+    assert loops.split() == ["asyncio", "asyncio", "libuv", "asyncio", "libuv", "bun"]  # each client's loop
+    rows = lines[lines.index(header) + 3:lines.index(header) + 10]
+    assert [row.split()[:2] for row in rows] == [["sanic", "(uvloop)"], ["blacksheep", "(uvloop)"],
+                                                 ["aiohttp", "(asyncio)"], ["websockets", "(asyncio)"],
+                                                 ["node-ws", "(libuv)"], ["picows", "(asyncio)"], ["bun", "(bun)"]]
+    assert len({len(row) for row in rows + [header, loops]}) == 1  # padded: every row as wide as the header
+    assert rows[0].split()[2:] == ["2.6k", "3.6k~", "7.3k~", "5.0k~", "6.6k~", "8.3k"]
 
 
 def test_the_ranking_starts_with_the_fastest_websocket_pair_and_the_floors_are_apart():
     text = reference_text()
-    assert "1  bun      bun           20.8k  1.00×     0.89–1.12" in text
+    assert "1  bun      bun           20.8k  1.00×  1.00–1.00" in text  # itself, round by round
+    assert "the median of per-round ratios; interval:\nrange of 3 (covers the median 75%)" in text
     assert "Raw-TCP floors (the same relay without WebSocket, for scale): raw-tcp-python × raw-tcp-python 7.7k" in text
 
 
@@ -46,8 +50,9 @@ def test_marks_and_failures_are_one_character_or_one_word():
     text = render_plain(terminal_report(run, summarize_run(run)))
     rows = {line.split()[0]: line.split()[1:] for line in text.splitlines()
             if line.split()[:1] and line.split()[0] in ("steady", "noisy", "broken", "flaky", "absent")}
-    assert rows == {"steady": ["1.0k!z"], "noisy": ["1.0k!~z"], "broken": ["FAIL"], "flaky": ["510!z?"],
-                    "absent": ["—"]}
+    # the loop the server reported, where it was measured; a server never measured has none to show
+    assert rows == {"steady": ["(uvloop)", "1.0k!z"], "noisy": ["(uvloop)", "1.0k!~z"], "broken": ["FAIL"],
+                    "flaky": ["(uvloop)", "510!z?"], "absent": ["—"]}
 
 
 def test_the_plan_names_cells_rounds_and_time():

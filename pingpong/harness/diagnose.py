@@ -4,7 +4,8 @@ The cell runs as in the matrix (the baseline), then with one thing switched at a
 interleaved repeat by repeat so the machine's drift spreads over all of them. One extra attempt runs with strace
 attached to both sides for the measured window to count syscalls per roundtrip (strace slows the cell, so that
 attempt's rate is not used). The report: the baseline's signals and flags, its latency histogram as text,
-syscalls per roundtrip, each switch's rate ratio with its bootstrap interval, and a verdict.
+syscalls per roundtrip, each switch's rate over the baseline's (the median of per-round ratios, paired because the
+variants run in the same rounds) with its interval and that interval's coverage, and a verdict.
 """
 
 from __future__ import annotations
@@ -29,14 +30,14 @@ from pingpong.harness.manifest import Implementation
 from pingpong.harness.results import Cell, load, write_atomically
 from pingpong.harness.results_files import DEFAULT_RESULTS_DIR, prepare_results_dir
 from pingpong.harness.runner import CellSettings, run_attempt
-from pingpong.harness.stats import Ratio, ratio_of_medians
+from pingpong.harness.stats import Ratio, paired_ratio
 from pingpong.harness.summary import summarize_cell, summarize_run
 from pingpong.harness.syscall_trace import STRACE_MISSING, strace_path
 from pingpong.harness.usage import UsageError
 
 EXIT_OK, EXIT_BASELINE_FAILED, EXIT_USAGE = 0, 1, 2
 MOVES = 1.5  # a switch "moves" the rate when the ratio is at least this far from 1 and its interval excludes 1
-DIAGNOSE_FORMAT_VERSION = 1
+DIAGNOSE_FORMAT_VERSION = 2  # 2: paired ratios with coverage, kind and n; summaries' intervals (see results.py)
 TOP_SYSCALLS = 8
 
 
@@ -192,12 +193,20 @@ def trace_syscalls(server: Implementation, client: Implementation, baseline: Cel
 
 def first_moving_mechanism(switches: list[Switch], cells: dict[str, Cell]) -> Switch | None:
     """The first mechanism switch that moved the rate: its syscalls are counted too, to contrast the baseline's."""
-    baseline_rates = cells["baseline"].rates()
     for switch in switches:
-        rates = cells[switch.name].rates()
-        if switch.mechanism and baseline_rates and rates and moves(ratio_of_medians(rates, baseline_rates)):
+        ratio = switch_ratio(cells[switch.name], cells["baseline"])
+        if switch.mechanism and ratio is not None and moves(ratio):
             return switch
     return None
+
+
+def switch_ratio(variant: Cell, baseline: Cell) -> Ratio | None:
+    """The variant's rate over the baseline's, paired by round (they alternate within each round); None when they
+    have no good round in common."""
+    variant_rates, baseline_rates = variant.rates_by_round(), baseline.rates_by_round()
+    if not variant_rates.keys() & baseline_rates.keys():
+        return None
+    return paired_ratio(variant_rates, baseline_rates)
 
 
 def load_reference(path: Path | None, results_dir: Path, server: str, client: str):
@@ -271,7 +280,6 @@ def build_report(server: str, client: str, baseline: CellSettings, switches: lis
                                   name: syscalls_per_roundtrip(trace) for name, trace in traces.items()
                                   if name != "baseline"},
                               "switches": []}
-    good = cells["baseline"].attempts and cells["baseline"].rates()
     histogram_lines = []
     encoded = [a.latency_histogram for a in cells["baseline"].attempts if a.ok and a.latency_histogram]
     if encoded:
@@ -281,8 +289,8 @@ def build_report(server: str, client: str, baseline: CellSettings, switches: lis
         variant = summarize_cell(cells[switch.name])
         entry: dict[str, Any] = {"name": switch.name, "description": switch.description,
                                  "mechanism": switch.mechanism, "summary": variant}
-        if good and cells[switch.name].rates():
-            ratio = ratio_of_medians(cells[switch.name].rates(), cells["baseline"].rates())
+        ratio = switch_ratio(cells[switch.name], cells["baseline"])
+        if ratio is not None:
             entry["ratio"] = asdict(ratio)
             entry["moves"] = moves(ratio)
         else:
@@ -419,14 +427,18 @@ def render_report(report: dict[str, Any]) -> str:
                 lines.append(f"- {side}: {side_counts['total']:.1f} syscalls per roundtrip (baseline "
                              f"{before['total']:.1f}); futex {side_counts['futex']:.2f} (baseline "
                              f"{before['futex']:.2f})")
+    ratios = [Ratio(**entry["ratio"]) for entry in report["switches"] if entry["ratio"]]
+    usual = render.usual_label(ratios)
     lines += ["", "## Switches (one change at a time, interleaved with the baseline)", "",
-              "| switch | what changes | roundtrips/s | ratio to baseline [95% CI] | moves the rate? |",
+              "Ratio to baseline: the median of the per-round ratios of the switch's rate to the baseline's (both run "
+              f"in every round); {render.interval_legend(ratios)}.", "",
+              "| switch | what changes | roundtrips/s | ratio to baseline [interval] | moves the rate? |",
               "|---|---|---:|---:|---|"]
     for entry in report["switches"]:
         variant = entry["summary"]
         rate = render.matrix_cell_text(variant) if variant.measured else "failed"
         ratio = entry["ratio"]
-        ratio_text = render.format_ratio(Ratio(**ratio)) if ratio else "–"
+        ratio_text = render.format_ratio(Ratio(**ratio), usual) if ratio else "–"
         lines.append(f"| {entry['name']} | {entry['description']} | {rate} | {ratio_text} | "
                      f"{'**yes**' if entry['moves'] else 'no'} |")
     return "\n".join(lines) + "\n"

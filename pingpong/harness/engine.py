@@ -149,10 +149,7 @@ def rounds_done(cell: Cell) -> int:
 def reached_precision(cell: Cell) -> float | None:
     """The relative half-width of the cell's median interval; None without an interval (fewer than 2 good)."""
     rates = cell.rates()
-    if len(rates) < 2:
-        return None
-    summary = summarize(rates)
-    return max(summary.median - summary.ci_low, summary.ci_high - summary.median) / summary.median
+    return summarize(rates).precision if len(rates) >= 2 else None
 
 
 @dataclass

@@ -12,10 +12,12 @@ import json
 import re
 from typing import Any
 
-from pingpong.harness.render import (axes, fastest_cell, format_duration_ns, format_rate, is_floor, percentiles,
-                                     rate_unit, relative_to_fastest, short_extensions)
+from pingpong.harness.render import (axes, axis_loops, fastest_cell, format_duration_ns, format_rate, format_ratio,
+                                     interval_legend, is_floor, percentiles, rate_unit, relative_to_fastest,
+                                     short_extensions)
 from pingpong.harness.results import RunResult
 from pingpong.harness.scales import MIN_SPAN, log_range, position, viridis_hex
+from pingpong.harness.stats import Ratio
 from pingpong.harness.summary import CellSummary, Summaries
 from pingpong.harness.terminal import MARKS, format_short, machine_line, marks, settings_line
 
@@ -39,6 +41,7 @@ table.heatmap td.empty { background: #f4f4f4; color: #999; }
 .note { color: #555; } dl { display: grid; grid-template-columns: max-content auto; gap: 2px 1em; }
 dt { font-weight: 600; } dd { margin: 0; }
 .legend span { display: inline-block; width: 2.2em; height: 1em; vertical-align: middle; }
+.loop { font-weight: normal; color: #666; }
 """
 
 SCRIPT = """
@@ -106,6 +109,7 @@ def e(value: Any) -> str:
 
 def render_html(run: RunResult, summaries: Summaries) -> str:
     unit = rate_unit(run)
+    ratios = relative_to_fastest(run, summaries)
     title = f"WebSocket {'handshakes' if run.configuration.get('workload') == 'handshake' else 'ping-pong'}, " \
             f"{run.started_at}"
     parts = [
@@ -120,7 +124,8 @@ def render_html(run: RunResult, summaries: Summaries) -> str:
         *not_measured(summaries),
         "<h2>Cell details</h2>",
         '<p class="note">Click a row of the table (or a heat-map cell) to open its details here.</p>',
-        *(cell_details(run, key, summary) for key, summary in summaries.items() if summary.status != "skipped"),
+        *(cell_details(run, key, summary, ratios.get(key)) for key, summary in summaries.items()
+          if summary.status != "skipped"),
         *environment(run),
         f"<script>{SCRIPT.replace('RATE_COLUMN', str(RATE_COLUMN))}</script>",
         "</body>", "</html>",
@@ -130,17 +135,21 @@ def render_html(run: RunResult, summaries: Summaries) -> str:
 
 def heatmap(run: RunResult, summaries: Summaries) -> list[str]:
     servers, clients = axes(run)
+    server_loops, client_loops = axis_loops(summaries)
     rates = [s.roundtrips_per_s.median for s in summaries.values() if s.measured]
     low, high = log_range(rates)
     lines = ["<h2>Heat map</h2>",
              f'<p class="note">Median {e(rate_unit(run))} per cell; colour on a log scale spanning at least '
              f"{MIN_SPAN:g}× ({e(format_rate(low))} to {e(format_rate(high))}), so that noise stays one colour. "
+             "Each server and client is named with the event loop it reported running on. "
              + "; ".join(f'<span class="mark">{e(m)}</span> {e(meaning)}' for m, meaning in MARKS.items())
              + "; — not measured.</p>",
              '<p class="legend">' + "".join(f'<span style="background:{viridis_hex(i / 8)}"></span>'
                                             for i in range(9)) + f" {e(format_rate(low))} … {e(format_rate(high))}</p>",
              '<table class="heatmap" id="heatmap">',
-             "<thead><tr><th>server \\ client</th>" + "".join(f"<th>{e(c)}</th>" for c in clients) + "</tr></thead>",
+             "<thead><tr><th>server \\ client</th>" + "".join(
+                 f"<th>{e(c)}" + (f'<br><span class="loop">{e(client_loops[c])}</span>' if c in client_loops else "")
+                 + "</th>" for c in clients) + "</tr></thead>",
              "<tbody>"]
     for server in servers:
         cells = []
@@ -158,7 +167,8 @@ def heatmap(run: RunResult, summaries: Summaries) -> list[str]:
                              f'title="{e(server)} × {e(client)}: {e(format_rate(summary.roundtrips_per_s.median))}">'
                              f'<a href="#{anchor("cell", server, client)}">'
                              f"{e(format_short(summary.roundtrips_per_s.median) + marks(summary))}</a></td>")
-        lines.append(f'<tr><th class="name">{e(server)}</th>{"".join(cells)}</tr>')
+        loop = f' <span class="loop">({e(server_loops[server])})</span>' if server in server_loops else ""
+        lines.append(f'<tr><th class="name">{e(server)}{loop}</th>{"".join(cells)}</tr>')
     return lines + ["</tbody></table>"]
 
 
@@ -167,9 +177,10 @@ def cell_table(run: RunResult, summaries: Summaries) -> list[str]:
     ratios = relative_to_fastest(run, summaries)
     lines = ["<h2>Every measured cell</h2>",
              '<p class="note">Click a column heading to sort, a row to see the cell\'s details. Ratio: the cell\'s '
-             "median over the fastest WebSocket pair's"
-             + (f" ({e(fastest[0])} × {e(fastest[1])})" if fastest else "") + ", bootstrap 95% interval in the "
-             "details. Raw-TCP floors (no WebSocket) are marked as such.</p>",
+             "rate over the fastest WebSocket pair's"
+             + (f" ({e(fastest[0])} × {e(fastest[1])})" if fastest else "") + ", the median of the per-round "
+             f"ratios (each round measures every cell once); its interval is in the details "
+             f"({e(interval_legend(ratios.values()))}). Raw-TCP floors (no WebSocket) are marked as such.</p>",
              '<table id="cells">', "<thead><tr>" + "".join(f"<th>{e(c)}</th>" for c in COLUMNS) + "</tr></thead>",
              "<tbody>"]
     for (server, client), summary in summaries.items():
@@ -224,7 +235,7 @@ def not_measured(summaries: Summaries) -> list[str]:
     return lines + ["</ul>"]
 
 
-def cell_details(run: RunResult, key: tuple[str, str], summary: CellSummary) -> str:
+def cell_details(run: RunResult, key: tuple[str, str], summary: CellSummary, ratio: Ratio | None = None) -> str:
     server, client = key
     lines = [f'<section class="details" id="{anchor("cell", server, client)}">',
              f"<h3>{e(server)} server × {e(client)} client: {e(summary.status)}</h3>"]
@@ -235,11 +246,16 @@ def cell_details(run: RunResult, key: tuple[str, str], summary: CellSummary) -> 
         lines.append("<p>Failed attempts: " + "; ".join(e(failure) for failure in summary.failures) + "</p>")
     if summary.measured:
         rates = summary.roundtrips_per_s
-        ci = (f"{format_rate(rates.ci_low)}–{format_rate(rates.ci_high)}" if rates.ci_low is not None else "–")
+        interval = (f"{format_rate(rates.interval_low)}–{format_rate(rates.interval_high)}, ±"
+                    f"{rates.precision * 100:.1f}%" if rates.interval_low is not None and rates.precision is not None
+                    else "–")
         lines.append(pairs_table("Rate", [
             (f"median {rate_unit(run)}", format_rate(rates.median)),
             ("min–max", f"{format_rate(rates.minimum)}–{format_rate(rates.maximum)}"), ("n", rates.n),
-            ("CV", "–" if rates.cv is None else f"{rates.cv * 100:.1f}%"), ("95% interval", ci),
+            ("CV", "–" if rates.cv is None else f"{rates.cv * 100:.1f}%"),
+            (f"median's interval: {rates.interval_label()}", interval),
+            ("relative to the fastest pair", "–" if ratio is None else format_ratio(ratio, ratio.label())
+             + (f", {ratio.label()}" if ratio.low is not None else "")),
             ("expected by the matrix", _number(summary.expected_roundtrips_per_s, "{:,.0f}"))]))
         lines.append(pairs_table("Latency", list(zip(("p50", "p90", "p99", "p99.9", "max"),
                                                      map(format_duration_ns, percentiles(summary.latency))))))

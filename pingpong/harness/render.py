@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import csv
 import io
+from collections import Counter
+from typing import Iterable
+
 from pingpong.harness.results import RunResult
-from pingpong.harness.stats import NOISY_CV, Ratio, ratio_of_medians
+from pingpong.harness.stats import NOISY_CV, Ratio, paired_ratio
 from pingpong.harness.summary import CellSummary, Summaries
 
 
@@ -19,6 +22,28 @@ def axes(run: RunResult) -> tuple[list[str], list[str]]:
         if cell.client not in clients:
             clients.append(cell.client)
     return servers, clients
+
+
+def axis_loops(summaries: Summaries) -> tuple[dict[str, str], dict[str, str]]:
+    """The event loop each server (row) and each client (column) reported running on in its measured cells.
+
+    A name that ran on more than one loop in the run (it reported different ones in different cells) gets them
+    all, 'asyncio/uvloop'; one that never reported its loop, or was never measured, gets none.
+    """
+    found: tuple[dict[str, set[str]], dict[str, set[str]]] = ({}, {})
+    for (server, client), summary in summaries.items():
+        if not summary.measured:
+            continue
+        for names, name, loop in ((found[0], server, summary.server_loop), (found[1], client, summary.client_loop)):
+            if loop:
+                names.setdefault(name, set()).add(loop)
+    servers, clients = ({name: "/".join(sorted(loops)) for name, loops in side.items()} for side in found)
+    return servers, clients
+
+
+def with_loop(name: str, loops: dict[str, str]) -> str:
+    """'sanic (uvloop)': a row's or column's name with the loop it ran on, or the name alone when not known."""
+    return f"{name} ({loops[name]})" if name in loops else name
 
 
 def format_rate(value: float) -> str:
@@ -78,13 +103,17 @@ def floors(run: RunResult, summaries: Summaries) -> list[tuple[tuple[str, str], 
 
 
 def relative_to_fastest(run: RunResult, summaries: Summaries) -> dict[tuple[str, str], Ratio]:
-    """Each measured cell's median rate over the fastest cell's, with a bootstrap interval of the ratio."""
+    """Each measured cell's rate over the fastest cell's: the median of the per-round ratios, with its interval.
+
+    A run measures every cell once per round, so a cell and the fastest are paired by round (stats.paired_ratio);
+    a cell with no good round in common with the fastest is left out.
+    """
     fastest = fastest_cell(run, summaries)
     if fastest is None:
         return {}
-    reference = run.cell(*fastest).rates()
-    return {(cell.server, cell.client): ratio_of_medians(cell.rates(), reference)
-            for cell in run.cells if cell.rates()}
+    reference = run.cell(*fastest).rates_by_round()
+    return {(cell.server, cell.client): paired_ratio(cell.rates_by_round(), reference)
+            for cell in run.cells if cell.rates_by_round().keys() & reference.keys()}
 
 
 PYTHON_FLOOR = ("raw-tcp-python", "raw-tcp-python")
@@ -95,29 +124,48 @@ def websocket_cost(run: RunResult, summaries: Summaries) -> dict[tuple[str, str]
     """For each measured WebSocket cell: the matching raw-TCP floor's rate over the cell's, and which floor.
 
     Cells with a Python client are held against the Python floor, all others against the C floor; a floor that
-    was not measured in this run leaves its cells out (ratios are only taken within one run).
+    was not measured in this run leaves its cells out (ratios are only taken within one run, paired by round).
     """
     protocols = {(role, name): entry.get("protocol") for role, entries in run.implementations.items()
                  for name, entry in entries.items()}
     runtimes = {name: entry.get("runtime") for name, entry in run.implementations.get("client", {}).items()}
     costs = {}
     for cell in run.cells:
-        if protocols.get(("server", cell.server)) != "websocket" or not cell.rates():
+        rates = cell.rates_by_round()
+        if protocols.get(("server", cell.server)) != "websocket" or not rates:
             continue
         floor = PYTHON_FLOOR if runtimes.get(cell.client) == "python" else C_FLOOR
         try:
-            floor_rates = run.cell(*floor).rates()
+            floor_rates = run.cell(*floor).rates_by_round()
         except KeyError:
             continue
-        if floor_rates:
-            costs[(cell.server, cell.client)] = (ratio_of_medians(floor_rates, cell.rates()), floor)
+        if floor_rates.keys() & rates.keys():
+            costs[(cell.server, cell.client)] = (paired_ratio(floor_rates, rates), floor)
     return costs
 
 
-def format_ratio(ratio: Ratio) -> str:
+def usual_label(ratios: Iterable[Ratio]) -> str | None:
+    """The label most of these ratios' intervals have (a table states it once); None when none has an interval."""
+    labels = Counter(ratio.label() for ratio in ratios if ratio.low is not None)
+    return labels.most_common(1)[0][0] if labels else None
+
+
+def interval_legend(ratios: Iterable[Ratio]) -> str:
+    """What a table's brackets are, with their coverage; brackets that differ (fewer values) carry their own."""
+    ratios = list(ratios)
+    usual = usual_label(ratios)
+    if usual is None:
+        return "no intervals (one value each)"
+    others = sum(ratio.low is not None and ratio.label() != usual for ratio in ratios)
+    return f"brackets: {usual}" + (f"; {others} bracket(s) from fewer values give their own coverage" if others else "")
+
+
+def format_ratio(ratio: Ratio, usual: str | None = None) -> str:
+    """'0.95× [0.90–1.00]'; the bracket names its coverage when its label is not the table's usual one."""
     if ratio.low is None:
         return f"{ratio.value:.2f}×"
-    return f"{ratio.value:.2f}× [{ratio.low:.2f}–{ratio.high:.2f}]"
+    own = f", {ratio.coverage_text()}" if ratio.label() != usual else ""
+    return f"{ratio.value:.2f}× [{ratio.low:.2f}–{ratio.high:.2f}{own}]"
 
 
 def rate_unit(run: RunResult) -> str:
@@ -132,6 +180,7 @@ def render_markdown(run: RunResult, summaries: Summaries) -> str:
     title = ("WebSocket handshakes: connections opened, one roundtrip, closed, per second"
              if config.get("workload") == "handshake" else "WebSocket ping-pong: roundtrips per second")
     pairs = config.get("pairs", 1)
+    server_loops, client_loops = axis_loops(summaries)
     lines = [
         f"# {title}, server × client",
         "",
@@ -151,15 +200,16 @@ def render_markdown(run: RunResult, summaries: Summaries) -> str:
         f"Each cell: median {unit} over the repeats, ± coefficient of variation, p99 "
         + ("handshake-cycle" if config.get("workload") == "handshake" else "roundtrip") + " latency "
         f"(all repeats merged). (noisy) = CV ≥ {NOISY_CV:.0%}; ᶻ = permessage-deflate negotiated; "
-        "⚑ = flagged as odd (reasons below); — = not measured (see below).",
+        "⚑ = flagged as odd (reasons below); — = not measured (see below). Each server and client is named with "
+        "the event loop it reported running on.",
         "",
-        "| server \\ client | " + " | ".join(clients) + " |",
+        "| server \\ client | " + " | ".join(with_loop(client, client_loops) for client in clients) + " |",
         "|---|" + "---:|" * len(clients),
     ]
     for server in servers:
         row = [matrix_cell_text(summaries[(server, client)]) if (server, client) in summaries else "—"
                for client in clients]
-        lines.append(f"| {server} | " + " | ".join(row) + " |")
+        lines.append(f"| {with_loop(server, server_loops)} | " + " | ".join(row) + " |")
 
     fastest = fastest_cell(run, summaries)
     if fastest:
@@ -167,24 +217,30 @@ def render_markdown(run: RunResult, summaries: Summaries) -> str:
         rate = summaries[fastest].roundtrips_per_s.median
         floor_text = "; ".join(f"{server} × {client} {format_rate(value)}" for (server, client), value
                                in floors(run, summaries))
+        usual = usual_label(ratios.values())
         lines += ["", f"Fastest WebSocket pair: **{fastest[0]} server × {fastest[1]} client**, {format_rate(rate)} "
                   f"{unit}" + (f" (raw-TCP floors, without WebSocket: {floor_text})" if floor_text else "") + ". "
-                  "Every cell relative to it (ratio of medians, bootstrap 95% interval):", "",
+                  "Every cell relative to it: the median of its per-round ratios to the fastest's rate (each round "
+                  f"measures every cell once); {interval_legend(ratios.values())}:", "",
                   "| server \\ client | " + " | ".join(clients) + " |", "|---|" + "---:|" * len(clients)]
         for server in servers:
-            row = [format_ratio(ratios[(server, client)]) if (server, client) in ratios else "—" for client in clients]
+            row = [format_ratio(ratios[(server, client)], usual) if (server, client) in ratios else "—"
+                   for client in clients]
             lines.append(f"| {server} | " + " | ".join(row) + " |")
 
     costs = websocket_cost(run, summaries)
     if costs:
         websocket_servers = [server for server in servers if any((server, c) in costs for c in clients)]
         websocket_clients = [client for client in clients if any((s, client) in costs for s in servers)]
-        lines += ["", "WebSocket cost: the raw-TCP floor's rate over the cell's (how many times slower than the same "
-                  "ping-pong without WebSocket; Python clients against the Python floor, others against the C floor):",
+        cost_ratios = [ratio for ratio, _ in costs.values()]
+        lines += ["", "WebSocket cost: the raw-TCP floor's rate over the cell's, the median of the per-round ratios "
+                  "(how many times slower than the same ping-pong without WebSocket; Python clients against the "
+                  f"Python floor, others against the C floor); {interval_legend(cost_ratios)}:",
                   "", "| server \\ client | " + " | ".join(websocket_clients) + " |",
                   "|---|" + "---:|" * len(websocket_clients)]
+        usual = usual_label(cost_ratios)
         for server in websocket_servers:
-            row = [format_ratio(costs[(server, client)][0]) if (server, client) in costs else "—"
+            row = [format_ratio(costs[(server, client)][0], usual) if (server, client) in costs else "—"
                    for client in websocket_clients]
             lines.append(f"| {server} | " + " | ".join(row) + " |")
 
@@ -272,12 +328,13 @@ def _number(value: float | None, pattern: str) -> str:
 
 
 CSV_COLUMNS = ["server", "client", "status", "n", "roundtrips_per_s_median", "roundtrips_per_s_min",
-               "roundtrips_per_s_max", "roundtrips_per_s_cv", "ci95_low", "ci95_high", "noisy", "p50_ns", "p90_ns",
-               "p99_ns", "p99.9_ns", "max_ns", "server_cpu_us_per_roundtrip", "client_cpu_us_per_roundtrip",
-               "server_cpu_utilization", "client_cpu_utilization", "bottleneck", "server_peak_rss_bytes",
-               "server_loop", "client_loop", "compression_negotiated", "server_tcp_nodelay", "client_tcp_nodelay",
-               "segments_per_message", "delayed_acks_per_roundtrip", "retransmits_per_roundtrip",
-               "expected_roundtrips_per_s", "flags", "reason"]
+               "roundtrips_per_s_max", "roundtrips_per_s_cv", "interval_low", "interval_high", "interval_coverage",
+               "interval_kind", "precision", "noisy", "p50_ns", "p90_ns", "p99_ns", "p99.9_ns", "max_ns",
+               "server_cpu_us_per_roundtrip", "client_cpu_us_per_roundtrip", "server_cpu_utilization",
+               "client_cpu_utilization", "bottleneck", "server_peak_rss_bytes", "server_loop", "client_loop",
+               "compression_negotiated", "server_tcp_nodelay", "client_tcp_nodelay", "segments_per_message",
+               "delayed_acks_per_roundtrip", "retransmits_per_roundtrip", "expected_roundtrips_per_s", "flags",
+               "reason"]
 
 
 def render_csv(run: RunResult, summaries: Summaries) -> str:
@@ -290,7 +347,9 @@ def render_csv(run: RunResult, summaries: Summaries) -> str:
             "server": server, "client": client, "status": summary.status, "n": rates and rates.n,
             "roundtrips_per_s_median": rates and rates.median, "roundtrips_per_s_min": rates and rates.minimum,
             "roundtrips_per_s_max": rates and rates.maximum, "roundtrips_per_s_cv": rates and rates.cv,
-            "ci95_low": rates and rates.ci_low, "ci95_high": rates and rates.ci_high, "noisy": summary.noisy,
+            "interval_low": rates and rates.interval_low, "interval_high": rates and rates.interval_high,
+            "interval_coverage": rates and rates.interval_coverage, "interval_kind": rates and rates.interval_kind,
+            "precision": rates and rates.precision, "noisy": summary.noisy,
             **dict(zip(("p50_ns", "p90_ns", "p99_ns", "p99.9_ns", "max_ns"), percentiles(summary.latency))),
             "server_cpu_us_per_roundtrip": summary.server_cpu.us_per_roundtrip,
             "client_cpu_us_per_roundtrip": summary.client_cpu.us_per_roundtrip,

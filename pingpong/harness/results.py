@@ -10,8 +10,12 @@ from typing import Any
 
 from pingpong.contract import FORMER_SETTING_NAMES
 
-FORMAT_VERSION = 1  # written into every results file; raise it when a field changes meaning or goes away
-READABLE_FORMAT_VERSIONS = (1,)  # what load() accepts: the current version and any older one it can still read
+# Written into every results file; raise it when a field changes meaning or goes away. 2: a cell's summary gives
+# its rate's interval as interval_low/high/coverage/kind and precision (1 had a bootstrap ci_low/ci_high).
+FORMAT_VERSION = 2
+# What load() accepts: the current version and any older one it can still read. Summaries are never read back
+# (they are recomputed from the attempts), so a version-1 file renders with today's statistics.
+READABLE_FORMAT_VERSIONS = (1, 2)
 SUITE = "websocket-pingpong-bench"
 
 
@@ -78,6 +82,10 @@ class Cell:
     def rates(self) -> list[float]:
         return [attempt.roundtrips_per_s for attempt in self.attempts if attempt.ok]
 
+    def rates_by_round(self) -> dict[int, float]:
+        """{repeat: roundtrips_per_s} over good attempts: a run measures repeat r of every cell in round r."""
+        return {attempt.repeat: attempt.roundtrips_per_s for attempt in self.attempts if attempt.ok}
+
 
 @dataclass
 class RunResult:
@@ -123,7 +131,9 @@ class RunResult:
                       attempts=[Attempt(**{k: _current_names(k, v) for k, v in a.items() if k in attempt_fields})
                                 for a in c.get("attempts", [])])
                  for c in data["cells"]]
-        run_fields = {f.name for f in fields(cls)} - {"cells"}
+        # read into today's record: the attempts are the same in every readable version, and the summaries are
+        # recomputed, so a file saved again (report --format json) is of the current version
+        run_fields = {f.name for f in fields(cls)} - {"cells", "format_version"}
         return cls(cells=cells, **{k: v for k, v in data.items() if k in run_fields})
 
 

@@ -1,15 +1,87 @@
-"""Statistics over repeats: pure functions, deterministic (the bootstrap uses a fixed seed)."""
+"""Statistics over repeats: pure functions, deterministic, with intervals that say how often they really cover.
+
+The interval of a median is distribution-free: two order statistics of the sample, the k-th smallest and the k-th
+largest, cover the true median with a probability that depends only on n and k (a binomial sum). With few values
+even the whole range covers it less often than asked (75% for 3 values, 93.75% for 5); the interval is then the
+range, called so, with the coverage it has. Every interval carries its coverage and its kind, and interval_label()
+names it that way wherever it is shown.
+"""
 
 from __future__ import annotations
 
 import math
-import random
 import statistics
 from dataclasses import dataclass
+from functools import lru_cache
 
 NOISY_CV = 0.10  # a cell whose coefficient of variation reaches 10% is marked noisy (pyperf's threshold)
-BOOTSTRAP_RESAMPLES = 2000
-CONFIDENCE = 0.95
+CONFIDENCE = 0.95  # the coverage an interval is chosen for; it is the range, labelled with less, when n is too small
+
+ORDER_STATISTIC = "order-statistic"  # [k-th smallest, k-th largest] covering at least CONFIDENCE
+RANGE = "range"  # [min, max] when even that covers less than CONFIDENCE: its coverage is stated
+QUOTIENT = "quotient"  # an unpaired ratio: one median's interval over the other's; coverage at least the product
+
+
+@lru_cache(maxsize=None)
+def order_statistic_rank(n: int, confidence: float = CONFIDENCE) -> tuple[int, float]:
+    """(k, coverage) of the median's interval [x(k), x(n-k+1)] among n sorted values.
+
+    k is the largest rank whose coverage 1 - 2·P(Binomial(n, 1/2) <= k-1) reaches confidence; when even k = 1
+    (the range) falls short, k is 1 and the coverage is the range's own, 1 - 2·0.5ⁿ. Exact for continuous
+    distributions; with ties the closed interval covers at least as often.
+    """
+    if n < 1:
+        raise ValueError("an interval needs at least one value")
+    best = 1
+    for k in range(1, n // 2 + 1):
+        if _coverage(n, k) >= confidence:
+            best = k
+        else:
+            break
+    return best, _coverage(n, best)
+
+
+def _coverage(n: int, k: int) -> float:
+    below = sum(math.comb(n, i) for i in range(k))  # P(Binomial(n, 1/2) <= k-1) times 2ⁿ
+    return 1 - 2 * below / 2**n
+
+
+@dataclass(frozen=True)
+class MedianInterval:
+    """An interval of a median with the probability that it covers the true median, and how it was chosen."""
+
+    low: float
+    high: float
+    coverage: float  # e.g. 0.96875 for [min, max] of 6 values; 0.75 for the range of 3
+    kind: str  # ORDER_STATISTIC (covers at least the confidence asked for) or RANGE (covers less: too few values)
+    n: int
+
+
+def median_interval(values: list[float], confidence: float = CONFIDENCE) -> MedianInterval | None:
+    """The order-statistic interval of the median of values; None for fewer than 2 values (no spread to show)."""
+    n = len(values)
+    if n < 2:
+        return None
+    k, coverage = order_statistic_rank(n, confidence)
+    ordered = sorted(values)
+    kind = ORDER_STATISTIC if coverage >= confidence else RANGE
+    return MedianInterval(low=ordered[k - 1], high=ordered[n - k], coverage=coverage, kind=kind, n=n)
+
+
+def percent(coverage: float) -> str:
+    """A coverage as a short percentage: 0.75 → '75%', 0.9375 → '93.8%', 0.96875 → '96.9%'."""
+    return f"{coverage * 100:.1f}".removesuffix(".0") + "%"
+
+
+def interval_label(kind: str | None, coverage: float | None, n: int, confidence: float = CONFIDENCE) -> str:
+    """How an interval is named wherever it is shown, with the coverage it really has."""
+    if kind == ORDER_STATISTIC:
+        return f"{confidence:.0%} CI (order stats, {percent(coverage)})"
+    if kind == RANGE:
+        return f"range of {n} (covers the median {percent(coverage)})"
+    if kind == QUOTIENT:
+        return f"quotient of the two medians' intervals (covers at least {percent(coverage)})"
+    return f"no interval ({n} value{'s' if n != 1 else ''})"
 
 
 @dataclass(frozen=True)
@@ -23,12 +95,18 @@ class Summary:
     mean: float
     stdev: float | None  # sample standard deviation; None for n < 2 rather than a fake zero
     cv: float | None  # stdev / mean
-    ci_low: float | None  # bootstrap 95% interval of the median; None for n < 2
-    ci_high: float | None
+    interval_low: float | None  # the median's order-statistic interval (median_interval); None for n < 2
+    interval_high: float | None
+    interval_coverage: float | None  # how often such an interval covers the true median: 0.75 for 3 values
+    interval_kind: str | None  # ORDER_STATISTIC (covers >= CONFIDENCE) or RANGE (min–max, covering less)
+    precision: float | None  # the interval's larger half-width over the median: 0.028 for ±2.8%
 
     @property
     def noisy(self) -> bool:
         return self.cv is not None and self.cv >= NOISY_CV
+
+    def interval_label(self) -> str:
+        return interval_label(self.interval_kind, self.interval_coverage, self.n)
 
 
 def summarize(values: list[float]) -> Summary:
@@ -36,53 +114,84 @@ def summarize(values: list[float]) -> Summary:
         raise ValueError("summarize needs at least one value")
     n = len(values)
     mean = statistics.fmean(values)
+    median = statistics.median(values)
     stdev = statistics.stdev(values) if n >= 2 else None
     cv = stdev / mean if stdev is not None and mean > 0 else None
-    ci = bootstrap_interval(values, statistics.median) if n >= 2 else (None, None)
-    return Summary(n=n, median=statistics.median(values), minimum=min(values), maximum=max(values), mean=mean,
-                   stdev=stdev, cv=cv, ci_low=ci[0], ci_high=ci[1])
-
-
-def bootstrap_interval(values: list[float], statistic, resamples: int = BOOTSTRAP_RESAMPLES,
-                       confidence: float = CONFIDENCE, seed: int = 0) -> tuple[float, float]:
-    """Percentile bootstrap interval of statistic(values)."""
-    generator = random.Random(seed)
-    n = len(values)
-    estimates = sorted(statistic([values[generator.randrange(n)] for _ in range(n)]) for _ in range(resamples))
-    return _percentile_pair(estimates, confidence)
+    interval = median_interval(values)
+    precision = None
+    if interval is not None and median > 0:
+        precision = max(median - interval.low, interval.high - median) / median
+    return Summary(n=n, median=median, minimum=min(values), maximum=max(values), mean=mean, stdev=stdev, cv=cv,
+                   interval_low=interval and interval.low, interval_high=interval and interval.high,
+                   interval_coverage=interval and interval.coverage, interval_kind=interval and interval.kind,
+                   precision=precision)
 
 
 @dataclass(frozen=True)
 class Ratio:
-    """value = median(numerator) / median(denominator), with a bootstrap interval when both have >= 2 values."""
+    """A ratio with its interval: how it was made (kind), how often such an interval covers the truth, from n values.
+
+    low, high, coverage and kind are None when there are too few values for an interval.
+    """
 
     value: float
     low: float | None
     high: float | None
+    coverage: float | None  # for QUOTIENT a lower bound: the interval covers at least this often
+    kind: str | None  # ORDER_STATISTIC, RANGE (both over per-round ratios) or QUOTIENT (unpaired)
+    n: int  # paired: the rounds both sides have; unpaired: the smaller side's count
 
     def excludes_one(self) -> bool:
         """True when the interval lies wholly above or below 1: a difference larger than the noise."""
         return self.low is not None and self.high is not None and (self.low > 1 or self.high < 1)
 
+    def label(self) -> str:
+        return interval_label(self.kind, self.coverage, self.n)
 
-def ratio_of_medians(numerator: list[float], denominator: list[float], resamples: int = BOOTSTRAP_RESAMPLES,
-                     confidence: float = CONFIDENCE, seed: int = 0) -> Ratio:
+    def coverage_text(self) -> str:
+        """The coverage alone: '75%', or 'at least 56%' for an unpaired ratio; '' without an interval."""
+        if self.coverage is None:
+            return ""
+        return ("≥" if self.kind == QUOTIENT else "") + percent(self.coverage)
+
+
+def median_with_interval(values: list[float], confidence: float = CONFIDENCE) -> Ratio:
+    """The median of values (ratios) with its order-statistic interval, as a Ratio."""
+    if not values:
+        raise ValueError("median_with_interval needs at least one value")
+    interval = median_interval(values, confidence)
+    if interval is None:
+        return Ratio(statistics.median(values), None, None, None, None, len(values))
+    return Ratio(statistics.median(values), interval.low, interval.high, interval.coverage, interval.kind,
+                 len(values))
+
+
+def paired_ratio(numerator: dict[int, float], denominator: dict[int, float],
+                 confidence: float = CONFIDENCE) -> Ratio:
+    """The median of per-round ratios numerator[r] / denominator[r] over the rounds both have, with its interval.
+
+    Two cells measured in the same rounds of one run share each round's state of the machine; the ratio within a
+    round cancels it. The interval is the order-statistic interval of the per-round ratios' median (or their range
+    with its real coverage when there are too few rounds).
+    """
+    rounds = sorted(numerator.keys() & denominator.keys())
+    if not rounds:
+        raise ValueError("paired_ratio needs at least one round that both sides have")
+    return median_with_interval([numerator[r] / denominator[r] for r in rounds], confidence)
+
+
+def ratio_of_medians(numerator: list[float], denominator: list[float], confidence: float = CONFIDENCE) -> Ratio:
+    """median(numerator) / median(denominator) for two independent samples (two runs: nothing to pair).
+
+    The interval is the quotient of the two medians' intervals, [low_n / high_d, high_n / low_d]. Both cover their
+    medians at once with probability coverage_n × coverage_d (independent samples), and then the quotient covers
+    the ratio of the medians: its coverage is at least that product.
+    """
     if not numerator or not denominator:
         raise ValueError("ratio_of_medians needs values on both sides")
     value = statistics.median(numerator) / statistics.median(denominator)
-    if len(numerator) < 2 or len(denominator) < 2:
-        return Ratio(value, None, None)
-    generator = random.Random(seed)
-
-    def resample(values: list[float]) -> float:
-        return statistics.median([values[generator.randrange(len(values))] for _ in values])
-
-    estimates = sorted(resample(numerator) / resample(denominator) for _ in range(resamples))
-    low, high = _percentile_pair(estimates, confidence)
-    return Ratio(value, low, high)
-
-
-def _percentile_pair(sorted_values: list[float], confidence: float) -> tuple[float, float]:
-    tail = (1 - confidence) / 2
-    last = len(sorted_values) - 1
-    return (sorted_values[max(0, math.floor(tail * last))], sorted_values[min(last, math.ceil((1 - tail) * last))])
+    top, bottom = median_interval(numerator, confidence), median_interval(denominator, confidence)
+    n = min(len(numerator), len(denominator))
+    if top is None or bottom is None:
+        return Ratio(value, None, None, None, None, n)
+    return Ratio(value, top.low / bottom.high, top.high / bottom.low, top.coverage * bottom.coverage, QUOTIENT, n)

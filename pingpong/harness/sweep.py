@@ -8,7 +8,7 @@ from typing import Any
 
 from pingpong.harness.render import format_duration_ns, format_rate
 
-SWEEP_FORMAT_VERSION = 1
+SWEEP_FORMAT_VERSION = 2  # 2: a cell's interval_low/high/coverage/kind (1: a bootstrap ci_low/ci_high)
 DIMENSIONS = ("loop", "compression", "tls", "payload_size", "payload_kind", "pairs")
 
 
@@ -40,8 +40,10 @@ def sweep_index(members: list[tuple[dict[str, Any], Any, dict, str]]) -> dict[st
             cells.setdefault(f"{server} × {client}", []).append({
                 **{dimension: point.get(dimension) for dimension in DIMENSIONS},
                 "median": rates.median if rates else None,
-                "ci_low": rates.ci_low if rates else None,
-                "ci_high": rates.ci_high if rates else None,
+                "interval_low": rates.interval_low if rates else None,
+                "interval_high": rates.interval_high if rates else None,
+                "interval_coverage": rates.interval_coverage if rates else None,
+                "interval_kind": rates.interval_kind if rates else None,
                 "n": rates.n if rates else 0,
                 "p50_ns": latency.p50_ns if latency else None,
                 "p99_ns": latency.p99_ns if latency else None,

@@ -10,8 +10,8 @@ from __future__ import annotations
 import textwrap
 from dataclasses import dataclass
 
-from pingpong.harness.render import (axes, fastest_cell, floors, format_duration_ns, format_rate, is_floor,
-                                     rate_unit, relative_to_fastest)
+from pingpong.harness.render import (axes, axis_loops, fastest_cell, floors, format_duration_ns, format_rate,
+                                     is_floor, rate_unit, relative_to_fastest, usual_label, with_loop)
 from pingpong.harness.results import RunResult
 from pingpong.harness.stats import NOISY_CV
 from pingpong.harness.summary import CellSummary, Summaries
@@ -29,6 +29,7 @@ class Table:
     header: tuple[str, ...]
     rows: tuple[tuple[str, ...], ...]
     right_aligned: tuple[bool, ...]  # per column
+    subheader: tuple[str, ...] = ()  # a second header line (the clients' loops under their names); () for none
 
 
 @dataclass(frozen=True)
@@ -79,11 +80,16 @@ def terminal_report(run: RunResult, summaries: Summaries, source: str | None = N
                f"median {unit}, server (rows) × client (columns)", *wrap(settings_line(run)), *wrap(machine_line(run))]
     tables = []
     if websocket_servers and websocket_clients:
-        rows = tuple((server, *(matrix_text(summaries.get((server, client))) for client in websocket_clients))
+        server_loops, client_loops = axis_loops(summaries)
+        rows = tuple((with_loop(server, server_loops),
+                      *(matrix_text(summaries.get((server, client))) for client in websocket_clients))
                      for server in websocket_servers)
-        tables.append(Table(title=f"{unit}, median of {config.get('repeat')} repeat(s)",
+        tables.append(Table(title=f"{unit}, median of {config.get('repeat')} repeat(s); each server and client with "
+                                  "the event loop it reported",
                             header=("server \\ client", *websocket_clients), rows=rows,
-                            right_aligned=(False, *(True,) * len(websocket_clients))))
+                            right_aligned=(False, *(True,) * len(websocket_clients)),
+                            subheader=("", *(client_loops.get(client, "") for client in websocket_clients))
+                            if client_loops else ()))
     ranking, more = ranking_table(run, summaries)
     if ranking:
         tables.append(ranking)
@@ -109,24 +115,27 @@ def terminal_report(run: RunResult, summaries: Summaries, source: str | None = N
 
 
 def ranking_table(run: RunResult, summaries: Summaries) -> tuple[Table | None, int]:
-    """The WebSocket pairs, fastest first, each relative to the fastest with the ratio's 95% interval."""
+    """The WebSocket pairs, fastest first, each relative to the fastest: per-round ratios' median and interval."""
     fastest = fastest_cell(run, summaries)
     if fastest is None:
         return None, 0
     ratios = relative_to_fastest(run, summaries)
+    usual = usual_label(ratios.values())
     ranked = sorted(((s.roundtrips_per_s.median, key) for key, s in summaries.items()
                      if s.measured and not is_floor(run, key[0])), reverse=True)
     rows = []
     for place, (rate, (server, client)) in enumerate(ranked[:RANKED], 1):
         summary = summaries[(server, client)]
         ratio = ratios.get((server, client))
-        interval = "–" if ratio is None or ratio.low is None else f"{ratio.low:.2f}–{ratio.high:.2f}"
+        interval = "–" if ratio is None or ratio.low is None else f"{ratio.low:.2f}–{ratio.high:.2f}" + (
+            f" ({ratio.coverage_text()})" if ratio.label() != usual else "")
         p99 = summary.latency.p99_ns if summary.latency is not None and summary.latency.count else None
         rows.append((str(place), server, client, format_short(rate), f"{ratio.value:.2f}×" if ratio else "–",
                      interval, format_duration_ns(p99), marks(summary) or ""))
     title = (f"Fastest WebSocket pairs: each relative to {fastest[0]} × {fastest[1]} "
-             f"({format_rate(summaries[fastest].roundtrips_per_s.median)} {rate_unit(run)}), bootstrap 95% interval")
-    return Table(title=title, header=("#", "server", "client", "rate", "ratio", "95% interval", "p99", "marks"),
+             f"({format_rate(summaries[fastest].roundtrips_per_s.median)} {rate_unit(run)}), the median of "
+             f"per-round ratios; interval: {usual or 'none (one round)'}")
+    return Table(title=title, header=("#", "server", "client", "rate", "ratio", "interval", "p99", "marks"),
                  rows=tuple(rows), right_aligned=(True, False, False, True, True, True, True, False)), \
         max(0, len(ranked) - RANKED)
 
@@ -154,14 +163,16 @@ def wrap(text: str) -> list[str]:
 
 
 def layout(table: Table) -> list[str]:
-    """A table as padded text lines: a header, a rule, the rows; columns two spaces apart."""
-    widths = [max(len(cell) for cell in column) for column in zip(table.header, *table.rows)]
+    """A table as padded text lines: a header (and its second line), a rule, the rows; columns two spaces apart."""
+    headers = [table.header, *([table.subheader] if table.subheader else [])]
+    widths = [max(len(cell) for cell in column) for column in zip(*headers, *table.rows)]
 
     def line(cells: tuple[str, ...]) -> str:
         return "  ".join(cell.rjust(width) if right else cell.ljust(width)
                          for cell, width, right in zip(cells, widths, table.right_aligned)).rstrip()
 
-    return [line(table.header), "  ".join("-" * width for width in widths), *(line(row) for row in table.rows)]
+    return [*(line(header) for header in headers), "  ".join("-" * width for width in widths),
+            *(line(row) for row in table.rows)]
 
 
 def render_plain(report: TerminalReport) -> str:
@@ -188,8 +199,10 @@ def print_rich(report: TerminalReport, file=None) -> None:
         console.print()
         drawn = RichTable(title=table.title, title_justify="left", box=box.SIMPLE_HEAD, header_style="bold",
                           pad_edge=False)
-        for name, right in zip(table.header, table.right_aligned):
-            drawn.add_column(name, justify="right" if right else "left", no_wrap=True)
+        subheader = table.subheader or ("",) * len(table.header)
+        for name, under, right in zip(table.header, subheader, table.right_aligned):
+            drawn.add_column(f"{name}\n{under}" if table.subheader else name, justify="right" if right else "left",
+                             no_wrap=True)
         for row in table.rows:
             cells = []
             for cell in row:
