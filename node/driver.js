@@ -29,7 +29,9 @@ function usageError(message) {
   process.exit(2);
 }
 
-function parseDriverArgs(argv) {
+/** The contract's client flags, checked; `supported` narrows them (compression modes, tls: false) for this client. */
+function parseDriverArgs(argv, supported = {}) {
+  const { compression = COMPRESSION_CHOICES, tls = true } = supported;
   let values;
   try {
     ({ values } = parseArgs({
@@ -81,7 +83,11 @@ function parseDriverArgs(argv) {
   if (args.pairs > 1 && args.abWindows > 0) usageError('--ab-windows measures one pair; it cannot be combined with --pairs');
   if (!Number.isInteger(args.payloadSize) || args.payloadSize < 1) usageError('--payload-size must be an integer >= 1');
   if (!PAYLOAD_KINDS.includes(args.payloadKind)) usageError(`--payload-kind must be one of ${PAYLOAD_KINDS.join(', ')}`);
-  if (!COMPRESSION_CHOICES.includes(args.compression)) usageError(`--compression must be one of ${COMPRESSION_CHOICES.join(', ')}`);
+  if (!compression.includes(args.compression)) {
+    usageError(`--compression ${args.compression} is not supported by this client `
+      + `(supported: ${compression.join(', ')})`);
+  }
+  if (!tls && args.tlsCa) usageError('this client has no TLS: no --tls-ca');
   // JavaScript runtimes have one event loop: only 'auto' (or its name) is meaningful.
   if (!['auto', 'libuv'].includes(args.loop) && !(process.versions.bun && args.loop === 'bun')) {
     usageError(`--loop ${args.loop} is not available in this runtime (use auto)`);
@@ -124,10 +130,11 @@ function describe(data, binary) {
 
 /**
  * Run a client driver: parse the contract's flags, measure, print one JSON object on stdout, exit 0 or 1.
- * `settings(args)` returns the library settings this driver uses, recorded in the report.
+ * `settings(args)` returns the library settings this driver uses, recorded in the report; `supported`, optional,
+ * narrows the flags it accepts: {compression: [modes], tls: false}.
  */
-async function main({ implementation, libraries, openConnection, settings }) {
-  const args = parseDriverArgs(process.argv.slice(2));
+async function main({ implementation, libraries, openConnection, settings, supported }) {
+  const args = parseDriverArgs(process.argv.slice(2), supported);
   const report = {
     format_version: REPORT_FORMAT_VERSION,
     role: 'client',

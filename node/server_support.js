@@ -11,9 +11,14 @@ const COMPRESSION_CHOICES = ['default', 'off', 'on'];
 const INFO_FILE_ENV = 'PINGPONG_INFO_FILE';
 const DEFAULTS = { host: '127.0.0.1', loop: 'auto', compression: 'default' };
 
-/** Parse --host --port --loop --compression; exit 2 with one message on bad input. */
-function parseServerArgs(program, loops) {
-  const usage = `usage: ${program} --host H --port P [--loop ${loops.join('|')}] [--compression default|off|on]`;
+/**
+ * Parse --host --port --loop --compression (and --tls-cert --tls-key); exit 2 with one message on bad input.
+ * `supported` narrows what this server offers: its compression modes, and tls: false for a server without TLS.
+ */
+function parseServerArgs(program, loops, supported = {}) {
+  const { compression = COMPRESSION_CHOICES, tls = true } = supported;
+  const usage = `usage: ${program} --host H --port P [--loop ${loops.join('|')}] `
+    + `[--compression ${compression.join('|')}]${tls ? ' [--tls-cert FILE --tls-key FILE]' : ''}`;
   let values;
   try {
     ({ values } = parseArgs({
@@ -34,7 +39,13 @@ function parseServerArgs(program, loops) {
   const problems = [];
   if (!Number.isInteger(port) || port < 0 || port > 65535) problems.push('--port must be an integer 0-65535');
   if (!loops.includes(values.loop)) problems.push(`--loop ${values.loop} is not available here (use auto)`);
-  if (!COMPRESSION_CHOICES.includes(values.compression)) problems.push('--compression must be default, off or on');
+  if (!compression.includes(values.compression)) {
+    problems.push(`--compression ${values.compression} is not supported by this server `
+      + `(supported: ${compression.join(', ')})`);
+  }
+  if (!tls && (values['tls-cert'] || values['tls-key'])) {
+    problems.push('this server has no TLS: no --tls-cert or --tls-key');
+  }
   if (Boolean(values['tls-cert']) !== Boolean(values['tls-key'])) problems.push('--tls-cert and --tls-key go together');
   if (problems.length) {
     process.stderr.write(`${problems.join('; ')}\n${usage}\n`);

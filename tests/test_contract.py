@@ -5,8 +5,12 @@ import re
 import subprocess
 import tomllib
 
+import pytest
+
 from pingpong import contract
-from tests.conftest import ROOT
+from pingpong.harness.manifest import resolve_command
+from pingpong.kit import raw_tcp
+from tests.conftest import IMPLEMENTATIONS, ROOT
 
 NODE_DRIVER = ROOT / "node" / "driver.js"
 NODE_SERVER_SUPPORT = ROOT / "node" / "server_support.js"
@@ -116,6 +120,42 @@ def test_native_programs_refuse_what_the_contract_does_not_offer_them(tmp_path):
         compressed = subprocess.run([str(executable), *required, "--compression", "on"], capture_output=True,
                                     text=True, timeout=30)
         assert compressed.returncode == 2 and "usage" in compressed.stderr
+
+
+JAVASCRIPT_FLOORS = [i for i in IMPLEMENTATIONS if i.protocol == "raw-tcp" and i.runtime in ("node", "bun")]
+
+
+@pytest.mark.parametrize("floor", JAVASCRIPT_FLOORS, ids=lambda i: f"{i.role}-{i.name}")
+def test_javascript_floors_refuse_what_raw_tcp_does_not_offer(floor):
+    """Run for real: an unknown flag, --compression on and TLS exit 2 before anything listens or connects."""
+    required = (["--url", "tcp://127.0.0.1:1/x"] if floor.role == "client"
+                else ["--host", "127.0.0.1", "--port", "0"])
+    tls = ["--tls-ca", "ca.pem"] if floor.role == "client" else ["--tls-cert", "cert.pem", "--tls-key", "key.pem"]
+    for extra, message in ((["--not-in-the-contract", "1"], "--not-in-the-contract"),
+                           (["--compression", "on"], "--compression on is not supported"), (tls, "no TLS")):
+        completed = subprocess.run(resolve_command(floor, ROOT) + required + extra, cwd=ROOT, capture_output=True,
+                                   text=True, timeout=30)
+        assert completed.returncode == 2 and message in completed.stderr, (extra, completed.stderr)
+        assert completed.stdout == ""
+
+
+def test_javascript_framing_is_the_python_framing():
+    """node/raw_tcp.js frames as pingpong/kit/raw_tcp.py does, and parses frames however the stream is cut."""
+    payloads = [b"", b"a", bytes(range(256)) * 3, "é€😀".encode()]
+    script = ("const { frame, FrameParser, MAX_FRAME } = require('./node/raw_tcp');"
+              f"const payloads = {json.dumps([p.hex() for p in payloads])}.map((h) => Buffer.from(h, 'hex'));"
+              "const stream = Buffer.concat(payloads.map(frame)); const cuts = [];"
+              "for (let step = 1; step <= stream.length; step += 7) { const seen = [];"
+              "  const parser = new FrameParser((whole, payload) => seen.push(payload.toString('hex')));"
+              "  for (let i = 0; i < stream.length; i += step) parser.feed(stream.subarray(i, i + step));"
+              "  cuts.push(seen); }"
+              "console.log(JSON.stringify({ stream: stream.toString('hex'), cuts, MAX_FRAME }));")
+    completed = subprocess.run(["node", "-e", script], cwd=ROOT, capture_output=True, text=True, check=True,
+                               timeout=30)
+    node = json.loads(completed.stdout)
+    assert node["stream"] == b"".join(raw_tcp.frame(p) for p in payloads).hex()
+    assert node["MAX_FRAME"] == raw_tcp.MAX_FRAME
+    assert node["cuts"] and all(seen == [p.hex() for p in payloads] for seen in node["cuts"])
 
 
 def test_manifest_uses_only_the_contracts_vocabulary():

@@ -33,13 +33,14 @@ def test_project_manifest_lists_the_seed_matrix():
 
 
 def test_beyond_the_seed_anchors_are_listed():
-    """picows, Bun, Node's built-in client and the two raw-TCP floors are registered with their protocols."""
+    """picows, Bun, Node's built-in client and the four raw-TCP floors are registered with their protocols."""
     protocols = {(i.role, i.name): i.protocol for i in IMPLEMENTATIONS}
     for role, name in [("server", "picows"), ("server", "bun"), ("client", "picows"), ("client", "bun"),
                        ("client", "node-builtin")]:
         assert protocols[(role, name)] == "websocket"
     for role in ("server", "client"):
-        assert protocols[(role, "raw-tcp-python")] == protocols[(role, "raw-tcp-c")] == "raw-tcp"
+        for name in ("raw-tcp-python", "raw-tcp-c", "raw-tcp-node", "raw-tcp-bun"):
+            assert protocols[(role, name)] == "raw-tcp", name
 
 
 def test_c_floor_is_built_by_the_setup():

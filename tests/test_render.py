@@ -5,8 +5,8 @@ import io
 from array import array
 
 from pingpong.kit.driver import encode_histogram
-from pingpong.harness.render import (C_FLOOR, axis_loops, render_csv, render_markdown, websocket_cost,
-                                     with_loop)
+from pingpong.harness.costs import websocket_costs
+from pingpong.harness.render import axis_loops, render_csv, render_markdown, with_loop
 from pingpong.harness.results import Attempt, Cell, RunResult
 from pingpong.harness.summary import summarize_run
 
@@ -92,21 +92,25 @@ def test_the_fastest_pair_is_a_websocket_pair_and_the_floors_are_named_apart():
 
 
 def test_ratios_within_a_run_are_paired_by_round():
-    """Round 2 is slow for every cell: the per-round ratios cancel it, so the WebSocket cost is exactly 3 in every
-    round, and the tables name their intervals with the coverage they have (the range of 3 rounds: 75%)."""
+    """Round 2 is slow for every cell: the per-round ratios cancel it, so the end-to-end WebSocket cost is exactly 3
+    in every round, and the tables name their intervals with the coverage they have (the range of 3 rounds: 75%)."""
     run = RunResult(started_at="2026-11-21T00:00:00+00:00", command_line=[], configuration=CONFIG,
-                    environment={}, implementations={"server": {"ws": {"protocol": "websocket"},
-                                                                "raw-tcp-c": {"protocol": "raw-tcp"}},
-                                                     "client": {"c": {"runtime": "node"}}},
+                    environment={}, implementations={
+                        "server": {"ws": {"protocol": "websocket", "runtime": "node"},
+                                   "raw-tcp-node": {"protocol": "raw-tcp", "runtime": "node"}},
+                        "client": {"c": {"protocol": "websocket", "runtime": "node"},
+                                   "raw-tcp-node": {"protocol": "raw-tcp", "runtime": "node"}}},
                     cells=[Cell("ws", "c", attempts=[ok(1, 1000), ok(2, 500), ok(3, 1100)]),
-                           Cell("raw-tcp-c", "raw-tcp-c", attempts=[ok(1, 3000), ok(2, 1500), ok(3, 3300)])])
+                           Cell("raw-tcp-node", "raw-tcp-node", attempts=[ok(1, 3000), ok(2, 1500), ok(3, 3300)])])
     summaries = summarize_run(run)
-    ratio, floor = websocket_cost(run, summaries)[("ws", "c")]
-    assert floor == C_FLOOR and ratio.value == ratio.low == ratio.high == 3.0
+    split = websocket_costs(run)[("ws", "c")]
+    ratio = split.end_to_end
+    assert split.end_to_end_floor == ("raw-tcp-node", "raw-tcp-node")
+    assert ratio.value == ratio.low == ratio.high == 3.0
     assert (ratio.kind, ratio.coverage, ratio.n) == ("range", 0.75, 3)
     markdown = render_markdown(run, summaries)
-    assert "WebSocket cost: the raw-TCP floor's rate over the cell's, the median of the per-round ratios" in markdown
-    assert "brackets: range of 3 (covers the median 75%):" in markdown and "| 3.00× [3.00–3.00] |" in markdown
+    assert "the median of the per-round ratios (each round measures every cell once)" in markdown
+    assert "brackets: range of 3 (covers the median 75%)" in markdown and "| 3.00× [3.00–3.00] |" in markdown
 
 
 def test_a_name_that_ran_on_two_loops_shows_both():

@@ -1,8 +1,8 @@
 """The terminal report: rates only with one-character marks, aligned, within 120 columns; the plan line."""
 
-from pingpong.harness.matrix import plan_line
+from pingpong.harness.progress import plan_line
 from pingpong.harness.results import Cell, RunResult, load
-from pingpong.harness.runner import CellSettings
+from pingpong.harness.rounds import RoundPolicy
 from pingpong.harness.summary import summarize_run
 from pingpong.harness.terminal import format_short, render_plain, terminal_report
 from tests.conftest import ROOT
@@ -58,8 +58,12 @@ def test_marks_and_failures_are_one_character_or_one_word():
 def test_the_plan_names_cells_rounds_and_time():
     run = RunResult(started_at="t", command_line=[], configuration=CONFIG, environment={}, implementations={},
                     cells=[Cell("a", "c"), Cell("b", "c"), Cell("x", "c", skipped="incompatible")])
-    settings = CellSettings(duration_s=5, warmup_s=1, loop="auto", compression="default", payload_size=4,
-                            payload_kind="text-ascii", ready_timeout_s=15, stall_timeout_s=10, pin=True)
-    assert plan_line(run, attempts=6, repeats=3, settings=settings) == (
+    fixed = RoundPolicy(min_rounds=3, max_rounds=3, precision=None, budget_s=None, seed=7)
+    assert plan_line([run], 2, 6, fixed, warmup_s=1, duration_s=5, attempt_estimate_s=8) == (
         "plan: 2 cell(s) to measure (1 skipped, reasons in the files), 3 round(s) over them -> 6 attempt(s) of "
-        "1 s warmup + 5 s; about 0m48s")
+        "1 s warmup + 5 s; about 0m48s; one server process per round, order seed 7")
+    adaptive = RoundPolicy(min_rounds=6, max_rounds=20, precision=0.03, budget_s=270, seed=7, fresh_server=True)
+    assert plan_line([run, run], 4, 24, adaptive, warmup_s=0.2, duration_s=0.5, attempt_estimate_s=1) == (
+        "plan: 4 cell(s) at 2 points to measure (2 skipped, reasons in the files), 6 round(s) over them -> 24 "
+        "attempt(s) of 0.2 s warmup + 0.5 s; about 0m24s; then more rounds for cells wider than ±3.0% (up to 20, "
+        "within 270 s in all); a fresh server per attempt, order seed 7")

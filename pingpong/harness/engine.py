@@ -87,7 +87,8 @@ def measure_rounds(configuration: RunConfiguration, runs: list[RunResult], paths
     timings = Timings()
     window_s = settings_of[0].warmup_s + settings_of[0].duration_s
     minimum = sum(1 for unit in units for r in range(1, policy.min_rounds + 1) if not has_round(cells[unit], r))
-    print(plan_line(runs, len(units), minimum, policy, window_s, window_s + FIRST_ATTEMPT_ESTIMATE_S),
+    print(plan_line(runs, len(units), minimum, policy, settings_of[0].warmup_s, settings_of[0].duration_s,
+                    window_s + FIRST_ATTEMPT_ESTIMATE_S + SERVER_START_ESTIMATE_S / max(1, len(configuration.clients))),
           file=sys.stderr, flush=True)
     progress = (progress_factory or Progress)(minimum, window_s + FIRST_ATTEMPT_ESTIMATE_S)
     state = EngineState(cells, by_name, settings_of, measurer, progress, timings, policy, clock)

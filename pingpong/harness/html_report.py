@@ -12,6 +12,7 @@ import json
 import re
 from typing import Any
 
+from pingpong.harness.costs import CostSplit, websocket_costs
 from pingpong.harness.render import (axes, axis_loops, fastest_cell, format_duration_ns, format_rate, format_ratio,
                                      interval_legend, is_floor, percentiles, rate_unit, relative_to_fastest,
                                      short_extensions)
@@ -110,6 +111,7 @@ def e(value: Any) -> str:
 def render_html(run: RunResult, summaries: Summaries) -> str:
     unit = rate_unit(run)
     ratios = relative_to_fastest(run, summaries)
+    costs = websocket_costs(run)
     title = f"WebSocket {'handshakes' if run.configuration.get('workload') == 'handshake' else 'ping-pong'}, " \
             f"{run.started_at}"
     parts = [
@@ -120,11 +122,12 @@ def render_html(run: RunResult, summaries: Summaries) -> str:
         f"<p>{e(settings_line(run))}<br>{e(machine_line(run))}</p>",
         *heatmap(run, summaries),
         *cell_table(run, summaries),
+        *cost_matrix(run, costs),
         *flagged(summaries),
         *not_measured(summaries),
         "<h2>Cell details</h2>",
         '<p class="note">Click a row of the table (or a heat-map cell) to open its details here.</p>',
-        *(cell_details(run, key, summary, ratios.get(key)) for key, summary in summaries.items()
+        *(cell_details(run, key, summary, ratios.get(key), costs.get(key)) for key, summary in summaries.items()
           if summary.status != "skipped"),
         *environment(run),
         f"<script>{SCRIPT.replace('RATE_COLUMN', str(RATE_COLUMN))}</script>",
@@ -208,6 +211,46 @@ def cell_table(run: RunResult, summaries: Summaries) -> list[str]:
     return lines + ["</tbody></table>"]
 
 
+COST_LABELS = (("server", "server part"), ("client", "client part"), ("end_to_end", "end to end"))
+
+
+def cost_text(ratio) -> str:
+    if ratio is None:
+        return "–"
+    return format_ratio(ratio, ratio.label()) + (f", {ratio.label()}" if ratio.low is not None else "")
+
+
+def cost_matrix(run: RunResult, costs: dict[tuple[str, str], CostSplit]) -> list[str]:
+    """Each WebSocket cell's cost against the floors, split by side, with the end-to-end figure under it."""
+    servers, clients = axes(run)
+    rows = [server for server in servers if any((server, client) in costs for client in clients)]
+    columns = [client for client in clients if any((server, client) in costs for server in servers)]
+    if not rows:
+        return []
+    lines = ["<h2>WebSocket cost</h2>",
+             '<p class="note">Against the raw-TCP floors (the same relay and ping-pong without WebSocket) of the '
+             "cell's own runtimes. Server part: the server's CPU time per roundtrip over its runtime's floor "
+             "server's, that floor facing the C floor client. Client part: the client's CPU time per roundtrip over "
+             "its runtime's floor client's, facing the C floor server. End to end: the rate of the two runtimes' "
+             "floors paired, over the cell's rate. Each figure is the median of the per-round ratios (every round "
+             "measures every cell once), its bracket an order-statistic interval with the coverage it has; – where "
+             "the floor cell was not measured.</p>",
+             '<table id="costs">',
+             "<thead><tr><th>server \\ client</th>" + "".join(f"<th>{e(c)}</th>" for c in columns) + "</tr></thead>",
+             "<tbody>"]
+    for server in rows:
+        cells = []
+        for client in columns:
+            split = costs.get((server, client))
+            if split is None:
+                cells.append('<td class="empty">—</td>')
+                continue
+            cells.append("<td>" + "<br>".join(f"{e(label)} {e(cost_text(getattr(split, part)))}"
+                                              for part, label in COST_LABELS) + "</td>")
+        lines.append(f'<tr><th class="name">{e(server)}</th>{"".join(cells)}</tr>')
+    return lines + ["</tbody></table>"]
+
+
 def flagged(summaries: Summaries) -> list[str]:
     cells = [(key, summary.flags) for key, summary in summaries.items() if summary.flags]
     if not cells:
@@ -235,7 +278,8 @@ def not_measured(summaries: Summaries) -> list[str]:
     return lines + ["</ul>"]
 
 
-def cell_details(run: RunResult, key: tuple[str, str], summary: CellSummary, ratio: Ratio | None = None) -> str:
+def cell_details(run: RunResult, key: tuple[str, str], summary: CellSummary, ratio: Ratio | None = None,
+                 cost: CostSplit | None = None) -> str:
     server, client = key
     lines = [f'<section class="details" id="{anchor("cell", server, client)}">',
              f"<h3>{e(server)} server × {e(client)} client: {e(summary.status)}</h3>"]
@@ -267,6 +311,11 @@ def cell_details(run: RunResult, key: tuple[str, str], summary: CellSummary, rat
             ("bottleneck", summary.bottleneck or "–"),
             ("server peak RSS", _number(summary.server_peak_rss_bytes and summary.server_peak_rss_bytes / 2**20,
                                         "{:.0f} MiB"))]))
+        if cost is not None:
+            lines.append(pairs_table("WebSocket cost (against the floors)", [
+                (f"{label} (against {' × '.join(floor)})" if floor else label, cost_text(getattr(cost, part)))
+                for (part, label), floor in zip(COST_LABELS, (cost.server_floor, cost.client_floor,
+                                                              cost.end_to_end_floor))]))
         nodelay = {True: "on", False: "OFF", None: "?"}
         lines.append(pairs_table("Signals", [
             ("TCP segments/message", _number(summary.segments_per_message, "{:.2f}")),

@@ -9,21 +9,21 @@ from pingpong.harness.results import Cell, RunResult
 from pingpong.harness.rounds import RoundPolicy
 
 
-def plan_line(runs: list[RunResult], units: int, minimum_attempts: int, policy: RoundPolicy, window_s: float,
-              attempt_estimate_s: float) -> str:
+def plan_line(runs: list[RunResult], units: int, minimum_attempts: int, policy: RoundPolicy, warmup_s: float,
+              duration_s: float, attempt_estimate_s: float) -> str:
     """What is about to be measured and for how long, roughly: said before the first attempt starts."""
     skipped = sum(1 for run in runs for cell in run.cells if cell.skipped)
     points = f" at {len(runs)} points" if len(runs) > 1 else ""
     seconds = int(minimum_attempts * attempt_estimate_s)
     text = (f"plan: {units} cell(s){points} to measure" + (f" ({skipped} skipped, reasons in the files)" if skipped
                                                              else "")
-            + f", {policy.min_rounds} round(s) over them ({minimum_attempts} attempts of {window_s:g} s warmup + "
-            f"window; about {seconds // 60}m{seconds % 60:02d}s)")
+            + f", {policy.min_rounds} round(s) over them -> {minimum_attempts} attempt(s) of {warmup_s:g} s warmup + "
+            f"{duration_s:g} s; about {seconds // 60}m{seconds % 60:02d}s")
     if policy.adaptive:
-        budget = f"{policy.budget_s:g} s" if policy.budget_s is not None else "no budget"
-        text += (f", then more rounds for cells wider than ±{policy.precision:.1%} (up to {policy.max_rounds}, "
+        budget = f"{policy.budget_s:g} s in all" if policy.budget_s is not None else "no budget"
+        text += (f"; then more rounds for cells wider than ±{policy.precision:.1%} (up to {policy.max_rounds}, "
                  f"within {budget})")
-    return text + f"; {'a fresh server per attempt' if policy.fresh_server else 'one server per round'}, " \
+    return text + f"; {'a fresh server per attempt' if policy.fresh_server else 'one server process per round'}, " \
                   f"order seed {policy.seed}"
 
 

@@ -7,6 +7,7 @@ import io
 from collections import Counter
 from typing import Iterable
 
+from pingpong.harness.costs import websocket_costs
 from pingpong.harness.results import RunResult
 from pingpong.harness.stats import NOISY_CV, Ratio, paired_ratio
 from pingpong.harness.summary import CellSummary, Summaries
@@ -116,34 +117,6 @@ def relative_to_fastest(run: RunResult, summaries: Summaries) -> dict[tuple[str,
             for cell in run.cells if cell.rates_by_round().keys() & reference.keys()}
 
 
-PYTHON_FLOOR = ("raw-tcp-python", "raw-tcp-python")
-C_FLOOR = ("raw-tcp-c", "raw-tcp-c")
-
-
-def websocket_cost(run: RunResult, summaries: Summaries) -> dict[tuple[str, str], tuple[Ratio, tuple[str, str]]]:
-    """For each measured WebSocket cell: the matching raw-TCP floor's rate over the cell's, and which floor.
-
-    Cells with a Python client are held against the Python floor, all others against the C floor; a floor that
-    was not measured in this run leaves its cells out (ratios are only taken within one run, paired by round).
-    """
-    protocols = {(role, name): entry.get("protocol") for role, entries in run.implementations.items()
-                 for name, entry in entries.items()}
-    runtimes = {name: entry.get("runtime") for name, entry in run.implementations.get("client", {}).items()}
-    costs = {}
-    for cell in run.cells:
-        rates = cell.rates_by_round()
-        if protocols.get(("server", cell.server)) != "websocket" or not rates:
-            continue
-        floor = PYTHON_FLOOR if runtimes.get(cell.client) == "python" else C_FLOOR
-        try:
-            floor_rates = run.cell(*floor).rates_by_round()
-        except KeyError:
-            continue
-        if floor_rates.keys() & rates.keys():
-            costs[(cell.server, cell.client)] = (paired_ratio(floor_rates, rates), floor)
-    return costs
-
-
 def usual_label(ratios: Iterable[Ratio]) -> str | None:
     """The label most of these ratios' intervals have (a table states it once); None when none has an interval."""
     labels = Counter(ratio.label() for ratio in ratios if ratio.low is not None)
@@ -166,6 +139,42 @@ def format_ratio(ratio: Ratio, usual: str | None = None) -> str:
         return f"{ratio.value:.2f}×"
     own = f", {ratio.coverage_text()}" if ratio.label() != usual else ""
     return f"{ratio.value:.2f}× [{ratio.low:.2f}–{ratio.high:.2f}{own}]"
+
+
+COST_PARTS = (
+    ("server", "Server part: the WebSocket server's CPU time per roundtrip over its runtime's raw-TCP floor server's, "
+               "the floor facing the C floor client"),
+    ("client", "Client part: the WebSocket client's CPU time per roundtrip over its runtime's raw-TCP floor client's, "
+               "the floor facing the C floor server"),
+    ("end_to_end", "End to end: the rate of the same two runtimes' raw-TCP floors paired, over the cell's rate (how "
+                   "many times slower the pair is than its runtimes without WebSocket)"),
+)
+
+
+def cost_section(run: RunResult, servers: list[str], clients: list[str]) -> list[str]:
+    """'WebSocket cost': the server part, the client part and the end-to-end figure, one matrix each."""
+    costs = websocket_costs(run)
+    every = [getattr(split, part) for split in costs.values() for part, _ in COST_PARTS
+             if getattr(split, part) is not None]
+    usual = usual_label(every)
+    lines = []
+    for part, caption in COST_PARTS:
+        ratios = {key: getattr(split, part) for key, split in costs.items() if getattr(split, part) is not None}
+        rows = [server for server in servers if any((server, client) in ratios for client in clients)]
+        columns = [client for client in clients if any((server, client) in ratios for server in servers)]
+        if not rows:
+            continue
+        lines += ["", f"{caption}:", "", "| server \\ client | " + " | ".join(columns) + " |",
+                  "|---|" + "---:|" * len(columns)]
+        for server in rows:
+            lines.append(f"| {server} | " + " | ".join(format_ratio(ratios[(server, client)], usual)
+                                                       if (server, client) in ratios else "—"
+                                                       for client in columns) + " |")
+    if lines:
+        lines[:0] = ["", "WebSocket cost, against the raw-TCP floors of the same runtimes: the median of the "
+                     f"per-round ratios (each round measures every cell once); {interval_legend(every)}; — where a "
+                     "floor cell was not measured:"]
+    return lines
 
 
 def rate_unit(run: RunResult) -> str:
@@ -228,21 +237,7 @@ def render_markdown(run: RunResult, summaries: Summaries) -> str:
                    for client in clients]
             lines.append(f"| {server} | " + " | ".join(row) + " |")
 
-    costs = websocket_cost(run, summaries)
-    if costs:
-        websocket_servers = [server for server in servers if any((server, c) in costs for c in clients)]
-        websocket_clients = [client for client in clients if any((s, client) in costs for s in servers)]
-        cost_ratios = [ratio for ratio, _ in costs.values()]
-        lines += ["", "WebSocket cost: the raw-TCP floor's rate over the cell's, the median of the per-round ratios "
-                  "(how many times slower than the same ping-pong without WebSocket; Python clients against the "
-                  f"Python floor, others against the C floor); {interval_legend(cost_ratios)}:",
-                  "", "| server \\ client | " + " | ".join(websocket_clients) + " |",
-                  "|---|" + "---:|" * len(websocket_clients)]
-        usual = usual_label(cost_ratios)
-        for server in websocket_servers:
-            row = [format_ratio(costs[(server, client)][0], usual) if (server, client) in costs else "—"
-                   for client in websocket_clients]
-            lines.append(f"| {server} | " + " | ".join(row) + " |")
+    lines += cost_section(run, servers, clients)
 
     lines += flagged_section(summaries)
 

@@ -169,13 +169,20 @@ def latency_of(histogram) -> Latency:
                    mean_ns=figures.get("mean_ns"), slow_share=figures.get("slow_share"))
 
 
+def cpu_us_per_roundtrip(attempt, side: str) -> float | None:
+    """µs of one side's CPU (user+system of its process tree) per roundtrip in an attempt; None if not sampled."""
+    cpu_s = getattr(attempt, f"{side}_cpu_s")
+    if cpu_s is None or not attempt.roundtrips:
+        return None
+    if attempt.window_wall_s and attempt.roundtrips_per_s:  # the roundtrips of the sampled window itself (several
+        return cpu_s / (attempt.roundtrips_per_s * attempt.window_wall_s) * 1e6  # client processes share one)
+    return cpu_s / attempt.roundtrips * 1e6
+
+
 def side_cpu(good: list, side: str) -> SideCpu:
     """Median CPU per roundtrip and CPU/wall of one side over the good attempts that sampled it."""
     samples = [(getattr(a, f"{side}_cpu_s"), a) for a in good if getattr(a, f"{side}_cpu_s") is not None]
-    # roundtrips in the sampled window itself: the rate times its wall time (several client processes share one
-    # window, which the driver's own counts would overstate at its edges), else the driver's count
-    per_roundtrip = [cpu_s / (a.roundtrips_per_s * a.window_wall_s) * 1e6 if a.window_wall_s and a.roundtrips_per_s
-                     else cpu_s / a.roundtrips * 1e6 for cpu_s, a in samples if a.roundtrips]
+    per_roundtrip = [value for a in good if (value := cpu_us_per_roundtrip(a, side)) is not None]
     utilization = [cpu_s / a.window_wall_s for cpu_s, a in samples if a.window_wall_s]
     return SideCpu(us_per_roundtrip=statistics.median(per_roundtrip) if per_roundtrip else None,
                    utilization=statistics.median(utilization) if utilization else None)

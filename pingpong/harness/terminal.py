@@ -10,6 +10,7 @@ from __future__ import annotations
 import textwrap
 from dataclasses import dataclass
 
+from pingpong.harness.costs import websocket_costs
 from pingpong.harness.render import (axes, axis_loops, fastest_cell, floors, format_duration_ns, format_rate,
                                      is_floor, rate_unit, relative_to_fastest, usual_label, with_loop)
 from pingpong.harness.results import RunResult
@@ -93,6 +94,9 @@ def terminal_report(run: RunResult, summaries: Summaries, source: str | None = N
     ranking, more = ranking_table(run, summaries)
     if ranking:
         tables.append(ranking)
+    costs = cost_table(run, summaries, websocket_servers, websocket_clients)
+    if costs:
+        tables.append(costs)
     notes = ["Marks: " + "; ".join(f"{mark} {meaning}" for mark, meaning in MARKS.items())
              + "; — not measured; FAIL every repeat failed."]
     floor_cells = floors(run, summaries)
@@ -138,6 +142,29 @@ def ranking_table(run: RunResult, summaries: Summaries) -> tuple[Table | None, i
     return Table(title=title, header=("#", "server", "client", "rate", "ratio", "interval", "p99", "marks"),
                  rows=tuple(rows), right_aligned=(True, False, False, True, True, True, True, False)), \
         max(0, len(ranked) - RANKED)
+
+
+def cost_table(run: RunResult, summaries: Summaries, servers: list[str], clients: list[str]) -> Table | None:
+    """The WebSocket cost of each cell split by side: 'server part/client part', '–' for a part without its floor."""
+    costs = websocket_costs(run)
+    rows = [server for server in servers if any((server, client) in costs for client in clients)]
+    columns = [client for client in clients if any((server, client) in costs for server in servers)]
+    if not rows:
+        return None
+
+    def text(server: str, client: str) -> str:
+        summary = summaries.get((server, client))
+        if summary is None or not summary.measured:
+            return matrix_text(summary)
+        split = costs.get((server, client))
+        parts = (split.server, split.client) if split is not None else (None, None)
+        return "/".join("–" if part is None else f"{part.value:.2f}" for part in parts)
+
+    return Table(title="WebSocket cost, server part/client part: each side's CPU time per roundtrip over its "
+                       "runtime's raw-TCP floor's (×); intervals and the end-to-end figure in the files",
+                 header=("server \\ client", *columns),
+                 rows=tuple((server, *(text(server, client) for client in columns)) for server in rows),
+                 right_aligned=(False, *(True,) * len(columns)))
 
 
 def settings_line(run: RunResult) -> str:
