@@ -19,8 +19,9 @@ from pingpong.harness.runner import CellSettings, plan_cpus
 from pingpong.harness.usage import UsageError
 
 QUICK = {"duration": 0.5, "warmup": 0.2, "repeat": 1}  # a smoke run: one round
-# Rounds until precise (benchmarks/window_spread.py measured these on a 2-CPU machine; docs/methodology.md).
-DEFAULT_MATRIX_DURATION_S = 0.5  # the matrix's window: between-round spread barely shrinks with longer ones
+# Rounds until precise (benchmarks/window_spread.py measured these on a 2-CPU machine; docs/methodology.md):
+# the spread between rounds did not shrink with longer windows (0.25 to 2 s), so the shortest, cheapest one.
+DEFAULT_MATRIX_DURATION_S = 0.25
 DEFAULT_MATRIX_WARMUP_S = 0.2
 DEFAULT_MIN_ROUNDS = 6  # the smallest n whose min-max interval of the median covers >= 95% (1 - 2 * 0.5**6)
 DEFAULT_MAX_ROUNDS = 20

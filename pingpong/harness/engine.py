@@ -105,7 +105,8 @@ def measure_rounds(configuration: RunConfiguration, runs: list[RunResult], paths
                 if not wanting:
                     stopped_by = "precise"
                     break
-                wanting.sort(key=lambda unit: -(reached_precision(cells[unit]) or 0))
+                # nearest the target first: when the budget cannot take them all, it buys the most precise cells
+                wanting.sort(key=lambda unit: reached_precision(cells[unit]) or 0)
                 remaining = None if policy.budget_s is None else policy.budget_s - (clock() - began)
                 due = wanting if remaining is None else affordable(
                     wanting, {u: timings.attempt_s.get(u, window_s + FIRST_ATTEMPT_ESTIMATE_S) for u in wanting},

@@ -15,7 +15,7 @@ from typing import Any
 from pingpong.harness.costs import CostSplit, websocket_costs
 from pingpong.harness.render import (axes, axis_loops, fastest_cell, format_duration_ns, format_rate, format_ratio,
                                      interval_legend, is_floor, percentiles, rate_unit, relative_to_fastest,
-                                     short_extensions)
+                                     rounds_text, short_extensions)
 from pingpong.harness.results import RunResult
 from pingpong.harness.scales import MIN_SPAN, log_range, position, viridis_hex
 from pingpong.harness.stats import Ratio
@@ -328,7 +328,8 @@ def cell_details(run: RunResult, key: tuple[str, str], summary: CellSummary, rat
             ("loops server/client", f"{summary.server_loop or '?'}/{summary.client_loop or '?'}"),
             ("compression", short_extensions(summary.compression_negotiated)),
             ("payload", f"{run.configuration.get('payload_size')} B {run.configuration.get('payload_kind')}"),
-            ("repeats × duration", f"{run.configuration.get('repeat')} × {run.configuration.get('duration_s')} s")]))
+            ("rounds", rounds_text(run.configuration)),
+            ("window", f"{run.configuration.get('duration_s')} s after {run.configuration.get('warmup_s')} s warmup")]))
     return "\n".join(lines + ["</section>"])
 
 

@@ -9,7 +9,7 @@ from typing import Iterable
 
 from pingpong.harness.costs import websocket_costs
 from pingpong.harness.results import RunResult
-from pingpong.harness.stats import NOISY_CV, Ratio, paired_ratio
+from pingpong.harness.stats import NOISY_CV, Ratio, paired_ratio, percent
 from pingpong.harness.summary import CellSummary, Summaries
 
 
@@ -177,6 +177,23 @@ def cost_section(run: RunResult, servers: list[str], clients: list[str]) -> list
     return lines
 
 
+def rounds_text(config: dict) -> str:
+    """How many rounds the run measured and how: '6–20 rounds until ±3% within 270 s (stopped: precise), one
+    server process per round, order seed 7'; older files, without a rounds record: '3 repeats'."""
+    rounds = config.get("rounds")
+    repeat = config.get("repeat")
+    if not rounds:
+        return f"{repeat} repeat{'s' if repeat != 1 else ''}"
+    if rounds.get("precision") is not None:
+        budget = f" within {rounds['budget_s']:g} s" if rounds.get("budget_s") is not None else ""
+        text = (f"{rounds['min_rounds']}–{rounds['max_rounds']} rounds until ±{rounds['precision']:.1%}{budget}"
+                + (f" (stopped: {rounds['stopped_by']})" if rounds.get("stopped_by") else ""))
+    else:
+        text = f"{rounds['min_rounds']} round{'s' if rounds['min_rounds'] != 1 else ''}"
+    return (text + (", a fresh server per attempt" if rounds.get("fresh_server") else
+                    ", one server process per server and round") + f", order seed {rounds.get('seed')}")
+
+
 def rate_unit(run: RunResult) -> str:
     return "handshakes/s" if run.configuration.get("workload") == "handshake" else "roundtrips/s"
 
@@ -198,7 +215,8 @@ def render_markdown(run: RunResult, summaries: Summaries) -> str:
         f"Machine: {env.get('cpu_model')}, {env.get('cpu_count')} CPUs, Linux {env.get('kernel')}; "
         f"Python {env.get('python', {}).get('version')}, Node.js {env.get('node')}; "
         f"suite {str(env.get('suite_commit'))[:10]}{' (modified)' if env.get('suite_dirty') else ''}.",
-        f"Settings: {config['repeat']} repeat{'s' if config['repeat'] != 1 else ''} × {config['duration_s']:g} s after {config['warmup_s']:g} s warmup; "
+        f"Settings: {rounds_text(config)}; each attempt {config['duration_s']:g} s after {config['warmup_s']:g} s "
+        "warmup; "
         f"loop {config['loop']}; compression {config['compression']}; payload {config['payload_size']} bytes "
         f"{config['payload_kind']}; " + (f"{pairs} pairs per cell, each in its own room, driven by "
                                           f"{config.get('client_processes', 1)} client process(es); "
@@ -245,11 +263,11 @@ def render_markdown(run: RunResult, summaries: Summaries) -> str:
               "CPU is user+system time of each side's process tree over the measured window; utilization is that "
               "CPU time over wall time (1.0 = one core busy). The bottleneck is the side at ≥ 80% of a core; "
               "'neither' means the pair waits rather than computes.", "",
-              "| server | client | roundtrips/s median [min–max] | n | CV | p50 | p90 | p99 | p99.9 | max "
+              "| server | client | roundtrips/s median [min–max] | n | precision | CV | p50 | p90 | p99 | p99.9 | max "
               "| server µs/rt | client µs/rt | server util | client util | bottleneck | server peak RSS "
               "| loops (server/client) | compression | TCP_NODELAY (server/client) | TCP segments/message "
               "| delayed ACKs/rt |",
-              "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---|---|---|---:|---:|"]
+              "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---|---|---|---:|---:|"]
     for (server, client), summary in summaries.items():
         if not summary.measured:
             continue
@@ -258,6 +276,7 @@ def render_markdown(run: RunResult, summaries: Summaries) -> str:
             server, client,
             f"{format_rate(rates.median)} [{format_rate(rates.minimum)}–{format_rate(rates.maximum)}]",
             str(rates.n),
+            "–" if rates.precision is None else f"±{rates.precision:.1%} ({percent(rates.interval_coverage)})",
             "–" if rates.cv is None else f"{rates.cv * 100:.1f}%",
             *(format_duration_ns(value) for value in percentiles(summary.latency)),
             _number(summary.server_cpu.us_per_roundtrip, "{:.1f}"),

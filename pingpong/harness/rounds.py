@@ -99,7 +99,7 @@ def estimated_round_s(units: list[Unit], attempt_s: dict[Unit, float], server_st
 def affordable(units: list[Unit], attempt_s: dict[Unit, float], server_start_s: float,
                server_key: Callable[[Unit], tuple], fresh_server: bool, default_attempt_s: float,
                remaining_s: float) -> list[Unit]:
-    """The least precise units whose round fits in remaining_s (all of them if it fits; none if not even one)."""
+    """The first of these units whose round fits in remaining_s (all if it fits; none if not even one fits)."""
     chosen = list(units)
     while chosen and estimated_round_s(chosen, attempt_s, server_start_s, server_key, fresh_server,
                                        default_attempt_s) > remaining_s:

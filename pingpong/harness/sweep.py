@@ -4,9 +4,11 @@ Pure functions; matrix.py measures and writes."""
 
 from __future__ import annotations
 
+from dataclasses import asdict, fields
 from typing import Any
 
-from pingpong.harness.render import format_duration_ns, format_rate
+from pingpong.harness.render import format_duration_ns, format_rate, format_ratio, usual_label
+from pingpong.harness.stats import Ratio, paired_ratio
 
 SWEEP_FORMAT_VERSION = 2  # 2: a cell's interval_low/high/coverage/kind (1: a bootstrap ci_low/ci_high)
 DIMENSIONS = ("loop", "compression", "tls", "payload_size", "payload_kind", "pairs")
@@ -31,12 +33,17 @@ def sweep_index(members: list[tuple[dict[str, Any], Any, dict, str]]) -> dict[st
     """
     points = [dict(point, results=file_name) for point, _, _, file_name in members]
     cells: dict[str, list[dict[str, Any]]] = {}
+    first_rates = {(cell.server, cell.client): cell.rates_by_round() for cell in members[0][1].cells} \
+        if members else {}
     for point, run, summaries, _ in members:
         for (server, client), summary in summaries.items():
             if summary.status == "skipped":
                 continue
             rates = summary.roundtrips_per_s
             latency = summary.latency
+            by_round = run.cell(server, client).rates_by_round()
+            first = first_rates.get((server, client)) or {}
+            to_first = paired_ratio(by_round, first) if by_round.keys() & first.keys() else None
             cells.setdefault(f"{server} × {client}", []).append({
                 **{dimension: point.get(dimension) for dimension in DIMENSIONS},
                 "median": rates.median if rates else None,
@@ -50,6 +57,7 @@ def sweep_index(members: list[tuple[dict[str, Any], Any, dict, str]]) -> dict[st
                 "client_cpu_utilization": summary.client_cpu.utilization,
                 "server_cpu_utilization": summary.server_cpu.utilization,
                 "status": summary.status,
+                "ratio_to_first_point": asdict(to_first) if to_first is not None else None,
             })
     first = members[0][1] if members else None
     return {"format_version": SWEEP_FORMAT_VERSION, "kind": "sweep",
@@ -104,6 +112,33 @@ def render_sweep_markdown(index: dict[str, Any]) -> str:
             server, client = entry.get("server_cpu_utilization"), entry.get("client_cpu_utilization")
             row.append("—" if server is None or client is None else f"{server:.2f} / {client:.2f}")
         lines.append(f"| {cell} | " + " | ".join(row) + " |")
+    lines += ratio_table(index, swept, labels)
     if index.get("interrupted"):
         lines += ["", "The sweep was interrupted: later points are missing."]
     return "\n".join(lines) + "\n"
+
+
+def saved_ratio(data: dict[str, Any] | None) -> Ratio | None:
+    """A Ratio saved with asdict() in the index, back as the record (None stays None)."""
+    if data is None:
+        return None
+    return Ratio(**{f.name: data[f.name] for f in fields(Ratio) if f.name in data})
+
+
+def ratio_table(index: dict[str, Any], swept: list[str], labels: list[str]) -> list[str]:
+    """Each point's rate over the first point's, per cell: the median of the per-round ratios (every round measures
+    every point), with its order-statistic interval; the first point is the reference and has no column."""
+    if len(labels) < 2:
+        return []
+    ratios = {(cell, point_label(entry, swept)): saved_ratio(entry.get("ratio_to_first_point"))
+              for cell, entries in index["cells"].items() for entry in entries}
+    usual = usual_label(ratio for ratio in ratios.values() if ratio is not None)
+    lines = ["", f"Paired by round against the first point ({labels[0]}): the median of the per-round ratios of "
+             "each cell's rate (every round measures every point, so the machine's drift cancels)"
+             + (f"; brackets: {usual}" if usual else "") + ":", "",
+             "| cell | " + " | ".join(labels[1:]) + " |", "|---|" + "---:|" * (len(labels) - 1)]
+    for cell in index["cells"]:
+        row = [format_ratio(ratios[(cell, label)], usual) if ratios.get((cell, label)) is not None else "—"
+               for label in labels[1:]]
+        lines.append(f"| {cell} | " + " | ".join(row) + " |")
+    return lines

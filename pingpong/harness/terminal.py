@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from pingpong.harness.costs import websocket_costs
 from pingpong.harness.render import (axes, axis_loops, fastest_cell, floors, format_duration_ns, format_rate,
-                                     is_floor, rate_unit, relative_to_fastest, usual_label, with_loop)
+                                     is_floor, rate_unit, relative_to_fastest, rounds_text, usual_label, with_loop)
 from pingpong.harness.results import RunResult
 from pingpong.harness.stats import NOISY_CV
 from pingpong.harness.summary import CellSummary, Summaries
@@ -85,8 +85,8 @@ def terminal_report(run: RunResult, summaries: Summaries, source: str | None = N
         rows = tuple((with_loop(server, server_loops),
                       *(matrix_text(summaries.get((server, client))) for client in websocket_clients))
                      for server in websocket_servers)
-        tables.append(Table(title=f"{unit}, median of {config.get('repeat')} repeat(s); each server and client with "
-                                  "the event loop it reported",
+        tables.append(Table(title=f"{unit}, median of each cell's rounds; each server and client with the event "
+                                  "loop it reported",
                             header=("server \\ client", *websocket_clients), rows=rows,
                             right_aligned=(False, *(True,) * len(websocket_clients)),
                             subheader=("", *(client_loops.get(client, "") for client in websocket_clients))
@@ -170,8 +170,8 @@ def cost_table(run: RunResult, summaries: Summaries, servers: list[str], clients
 def settings_line(run: RunResult) -> str:
     config = run.configuration
     pairs = config.get("pairs", 1)
-    return (f"{config.get('repeat')} × {config.get('duration_s', 0):g} s after {config.get('warmup_s', 0):g} s "
-            f"warmup; payload {config.get('payload_size')} B {config.get('payload_kind')}; compression "
+    return (f"{rounds_text(config)}; each attempt {config.get('duration_s', 0):g} s after "
+            f"{config.get('warmup_s', 0):g} s warmup; payload {config.get('payload_size')} B {config.get('payload_kind')}; compression "
             f"{config.get('compression')}; loop {config.get('loop')}"
             + (f"; {pairs} pairs per cell" if pairs != 1 else "") + ("; TLS" if config.get("tls") else "")
             + ("; pinned to separate CPUs" if config.get("pinned") else "; not pinned")
