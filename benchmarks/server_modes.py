@@ -11,7 +11,6 @@ Usage: python -m benchmarks.server_modes [--rounds 8] [--cells sanic:websockets,
 
 from __future__ import annotations
 
-import argparse
 import json
 import random
 import sys
@@ -20,28 +19,20 @@ from dataclasses import asdict
 from pathlib import Path
 
 from pingpong.harness import processes
-from pingpong.harness.configuration import DEFAULT_MATRIX_DURATION_S, DEFAULT_MATRIX_WARMUP_S
-from pingpong.harness.manifest import load_manifest
-from pingpong.harness.runner import CellSettings, cpus_for, run_attempt, run_attempt_on, start_server
+from pingpong.harness.runner import cpus_for, run_attempt, run_attempt_on, start_server
 from pingpong.harness.stats import paired_ratio
 from pingpong.harness.stop_signals import stop_signals_raise_interrupt
+from benchmarks.rounds_setup import ROOT, implementations_by_role, matrix_settings, parse_arguments
 
-ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_CELLS = "sanic:websockets,aiohttp:node-ws,node-ws:node-ws,websockets:picows,bun:bun,raw-tcp-c:raw-tcp-c"
 AGREE_WITHIN = 0.03  # the modes agree when the paired ratio's interval overlaps 1 +- this
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=8)
-    parser.add_argument("--cells", default=DEFAULT_CELLS, help="server:client pairs, comma-separated")
-    parser.add_argument("--seed", type=int, default=1)
-    args = parser.parse_args()
-    implementations = {(i.role, i.name): i for i in load_manifest(ROOT / "manifest.toml")}
-    cells = [tuple(pair.split(":")) for pair in args.cells.split(",")]
-    settings = CellSettings(duration_s=DEFAULT_MATRIX_DURATION_S, warmup_s=DEFAULT_MATRIX_WARMUP_S, loop="auto",
-                            compression="default", payload_size=4, payload_kind="text-ascii", ready_timeout_s=20,
-                            stall_timeout_s=10, pin=True)
+    args = parse_arguments(__doc__.splitlines()[0], DEFAULT_CELLS)
+    implementations = implementations_by_role()
+    cells = args.cell_pairs
+    settings = matrix_settings()
     server_cpus, _ = cpus_for(settings)
     rates: dict[str, dict[tuple[str, str], dict[int, float]]] = {"fresh": {}, "long-lived": {}}
     generator = random.Random(args.seed)

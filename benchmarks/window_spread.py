@@ -12,7 +12,6 @@ Usage: python -m benchmarks.window_spread [--rounds 8] [--cells websockets:webso
 
 from __future__ import annotations
 
-import argparse
 import json
 import random
 import statistics
@@ -23,29 +22,21 @@ from dataclasses import replace
 from pathlib import Path
 
 from pingpong.harness import processes
-from pingpong.harness.configuration import DEFAULT_MATRIX_DURATION_S, DEFAULT_MATRIX_WARMUP_S
-from pingpong.harness.manifest import load_manifest
-from pingpong.harness.runner import CellSettings, cpus_for, run_attempt_on, start_server
+from pingpong.harness.runner import cpus_for, run_attempt_on, start_server
 from pingpong.harness.stats import summarize
 from pingpong.harness.stop_signals import stop_signals_raise_interrupt
+from benchmarks.rounds_setup import ROOT, implementations_by_role, matrix_settings, parse_arguments
 
-ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_CELLS = ("websockets:websockets,node-ws:node-ws,aiohttp:node-ws,sanic:picows,bun:bun,raw-tcp-c:raw-tcp-c,"
                  "blacksheep:aiohttp")
 SETTINGS = ((0.2, 0.25), (0.1, 0.5), (0.2, 0.5), (0.5, 0.5), (0.2, 1.0), (0.2, 2.0))  # (warmup, window) seconds
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=8)
-    parser.add_argument("--cells", default=DEFAULT_CELLS, help="server:client pairs, comma-separated")
-    parser.add_argument("--seed", type=int, default=1)
-    args = parser.parse_args()
-    implementations = {(i.role, i.name): i for i in load_manifest(ROOT / "manifest.toml")}
-    cells = [tuple(pair.split(":")) for pair in args.cells.split(",")]
-    base = CellSettings(duration_s=DEFAULT_MATRIX_DURATION_S, warmup_s=DEFAULT_MATRIX_WARMUP_S, loop="auto",
-                        compression="default", payload_size=4, payload_kind="text-ascii", ready_timeout_s=20,
-                        stall_timeout_s=10, pin=True)
+    args = parse_arguments(__doc__.splitlines()[0], DEFAULT_CELLS)
+    implementations = implementations_by_role()
+    cells = args.cell_pairs
+    base = matrix_settings()
     server_cpus, _ = cpus_for(base)
     rates: dict[tuple[str, str, float, float], list[float]] = {}
     costs: dict[tuple[str, str, float, float], list[float]] = {}
@@ -86,13 +77,15 @@ def main() -> int:
         cost = statistics.median(costs[(server, client, warmup, window)])
         report["cells"].append({"server": server, "client": client, "warmup_s": warmup, "window_s": window,
                                 "rates": values, "median": summary.median, "cv": summary.cv,
+                                "precision": summary.precision,
                                 "attempt_wall_s": cost, "overhead_s": cost - warmup - window})
     report["by_setting"] = by_setting(report["cells"])
-    print(f"{'warmup':>6} {'window':>6} {'median CV':>9} {'max CV':>7} {'attempt':>8} {'overhead':>8}",
-          file=sys.stderr)
+    print(f"{'warmup':>6} {'window':>6} {'median CV':>9} {'max CV':>7} {'within ±3%':>10} {'attempt':>8} "
+          f"{'overhead':>8}", file=sys.stderr)
     for row in report["by_setting"]:
         print(f"{row['warmup_s']:>6g} {row['window_s']:>6g} {row['median_cv']:>9.1%} {row['max_cv']:>7.1%} "
-              f"{row['attempt_wall_s']:>7.2f}s {row['overhead_s']:>7.2f}s", file=sys.stderr)
+              f"{row['cells_within_3_percent']:>5} of {row['cells']:<2} {row['attempt_wall_s']:>7.2f}s "
+              f"{row['overhead_s']:>7.2f}s", file=sys.stderr)
     print(json.dumps(report, indent=1))
     return 0
 
@@ -107,6 +100,8 @@ def by_setting(cells: list[dict]) -> list[dict]:
         rows.append({"warmup_s": warmup, "window_s": window,
                      "median_cv": statistics.median(c["cv"] for c in members),
                      "max_cv": max(c["cv"] for c in members),
+                     "cells_within_3_percent": sum(summarize(c["rates"]).precision <= 0.03 for c in members),
+                     "cells": len(members),
                      "attempt_wall_s": statistics.median(c["attempt_wall_s"] for c in members),
                      "overhead_s": statistics.median(c["overhead_s"] for c in members)})
     return rows

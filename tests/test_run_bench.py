@@ -166,3 +166,46 @@ def test_started_with_sigint_ignored_it_keeps_ignoring_it_and_sigterm_stops_it(t
     assert saved["interrupted"] is True and saved["finished_at"]
     assert 2 <= len(saved["cells"][0]["attempts"]) < 6
     assert_gone(children + [a["server_pid"] for a in saved["cells"][0]["attempts"]])
+
+
+def test_one_server_process_per_round_serves_the_row_and_fresh_server_does_not(tmp_path):
+    """Two clients, two rounds: each round's server process serves both cells (in rooms of their own) and is
+    stopped cleanly; --fresh-server starts one per attempt. The seed and the order are recorded."""
+    args = ["--servers", "websockets", "--clients", "websockets,node-ws", "--duration", "0.3", "--warmup", "0.1",
+            "--repeat", "2", "--seed", "5", "--format", "json"]
+    completed = run_bench(*args, "--results-dir", str(tmp_path / "long-lived"))
+    assert completed.returncode == 0, completed.stderr
+    result = json.loads(completed.stdout)
+    assert result["configuration"]["rounds"]["seed"] == 5 and not result["configuration"]["rounds"]["fresh_server"]
+    by_round = {r: [a for c in result["cells"] for a in c["attempts"] if a["repeat"] == r] for r in (1, 2)}
+    assert all(len({a["server_pid"] for a in attempts}) == 1 for attempts in by_round.values())
+    assert by_round[1][0]["server_pid"] != by_round[2][0]["server_pid"]
+    assert all(a["status"] == "ok" and a["server_exit_code"] in (0, -15) for a in by_round[1] + by_round[2])
+    assert_gone([a["server_pid"] for a in by_round[1] + by_round[2]])
+    fresh = run_bench(*args, "--fresh-server", "--results-dir", str(tmp_path / "fresh"))
+    assert fresh.returncode == 0, fresh.stderr
+    attempts = [a for c in json.loads(fresh.stdout)["cells"] for a in c["attempts"]]
+    assert len({a["server_pid"] for a in attempts}) == 4
+
+
+def test_a_list_setting_is_a_dimension_interleaved_within_every_round(tmp_path):
+    """--compression default,off: both points are measured in round 1 before either in round 2; each point has its
+    own results file, and the index pairs every cell's rate at the second point with the first's, by round."""
+    completed = run_bench("--servers", "websockets", "--clients", "websockets", "--compression", "default,off",
+                          "--duration", "0.3", "--warmup", "0.1", "--repeat", "2", "--results-dir", str(tmp_path))
+    assert completed.returncode == 0, completed.stderr
+    rounds = [int(line.split("round ")[1].split(":")[0]) for line in completed.stderr.splitlines()
+              if line.startswith("[")]
+    assert rounds == [1, 1, 2, 2]
+    index = json.loads(next(tmp_path.glob("*-sweep.json")).read_text())
+    assert index["swept"] == ["compression"]
+    assert [p["compression"] for p in index["points"]] == ["default", "off"]
+    for point in index["points"]:
+        run = json.loads((tmp_path / point["results"]).read_text())
+        assert run["configuration"]["compression"] == point["compression"]
+        assert run["configuration"]["dimensions"] == {"compression": ["default", "off"]}
+    first, second = index["cells"]["websockets × websockets"]
+    assert first["ratio_to_first_point"]["value"] == 1.0
+    assert second["ratio_to_first_point"]["n"] == 2 and second["ratio_to_first_point"]["kind"] == "range"
+    assert "Paired by round against the first point (compression default)" in \
+        next(tmp_path.glob("*-sweep.md")).read_text()
