@@ -28,8 +28,8 @@ from pingpong.harness.stats import summarize
 from pingpong.harness.stop_signals import clear_stop_requests, raise_if_stop_requested
 
 NOT_READY_LIMIT = 2  # consecutive server starts that failed readiness after which a server is not tried again
-FIRST_ATTEMPT_ESTIMATE_S = 0.6  # per attempt beyond warmup + duration, until a unit has been timed (client start,
-SERVER_START_ESTIMATE_S = 1.0  # room probe, report) and per server start (readiness, verification, stop)
+FIRST_ATTEMPT_ESTIMATE_S = 0.3  # per attempt beyond warmup + duration, until a unit has been timed (client start,
+SERVER_START_ESTIMATE_S = 0.6  # room probe, report) and per server start (readiness, verification, stop)
 
 
 class Measurer:

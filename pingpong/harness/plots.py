@@ -145,7 +145,7 @@ def figure_sweep(index: dict[str, Any]):
     swept = index["swept"] or ["payload_size"]
     x_dimension = next((d for d in swept if d in ("payload_size", "pairs")), swept[0])
     other = [d for d in swept if d != x_dimension]
-    categorical = x_dimension == "payload_kind"
+    categorical = x_dimension not in ("payload_size", "pairs")  # kinds, loops, compression modes, TLS
     categories = list(dict.fromkeys(point[x_dimension] for point in index["points"]))
     keys = list(dict.fromkeys(tuple(point[d] for d in other) for point in index["points"]))
     palette = plt.get_cmap("tab10" if len(index["cells"]) <= 10 else "tab20")
@@ -173,14 +173,16 @@ def figure_sweep(index: dict[str, Any]):
                                   marker=MARKERS[number % len(MARKERS)], label=label))
     unit = "handshakes/s" if index["workload"] == "handshake" else "roundtrips/s"
     x_label = {"payload_size": "payload size (bytes)", "pairs": "pairs (each its own room)",
-               "payload_kind": "payload kind"}[x_dimension]
+               "payload_kind": "payload kind", "loop": "event loop of the Python implementations",
+               "compression": "--compression", "tls": "TLS"}[x_dimension]
     for axis, y_label in ((rate_axis, f"median {unit}"), (latency_axis, "p99 latency (µs)")):
         axis.set_yscale("log")
         axis.set_xlabel(x_label)
         axis.set_ylabel(y_label)
         axis.grid(True, which="both", alpha=0.3)
         if categorical:
-            axis.set_xticks(range(len(categories)), labels=categories)
+            axis.set_xticks(range(len(categories)), labels=[("on" if c else "off") if isinstance(c, bool) else str(c)
+                                                            for c in categories])
         else:
             axis.set_xscale("log")
             axis.set_xticks(categories, labels=[str(c) for c in categories])

@@ -85,7 +85,7 @@ def render_sweep_markdown(index: dict[str, Any]) -> str:
     unit = "handshakes/s" if index["workload"] == "handshake" else "roundtrips/s"
     labels = [point_label(point, swept) for point in index["points"]]
     lines = [f"# Sweep over {', '.join(d.replace('_', ' ') for d in swept)}: {unit} per cell", "",
-             f"Each value: median {unit} over the repeats · p99 latency. A point's full matrix is in its own "
+             f"Each value: median {unit} over the rounds · p99 latency. A point's full matrix is in its own "
              "results file:", ""]
     lines += [f"- {label}: `{point['results']}`" for label, point in zip(labels, index["points"])]
     lines += ["", "| cell | " + " | ".join(labels) + " |", "|---|" + "---:|" * len(labels)]
