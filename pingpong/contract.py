@@ -10,10 +10,13 @@ LOOPS = ("auto", "asyncio", "uvloop")
 # --compression: permessage-deflate as each library ships it ("default"), refused/not offered ("off"), or on.
 COMPRESSION_MODES = ("default", "off", "on")
 # --workload: roundtrips on open connections, or connections opened, one roundtrip, closed, in a loop.
-WORKLOADS = ("pingpong", "handshake")
+WORKLOADS = ("pingpong", "handshake", "broadcast")
 # What an implementation supports beyond one ping-pong pair in plain ws:// (listed in its manifest entry):
-# pairs = a client drives --pairs N at once; handshake = a client runs --workload handshake; tls = wss:// / TLS.
-FEATURES = ("pairs", "handshake", "tls")
+# pairs = a client drives --pairs N at once; handshake = a client runs --workload handshake; tls = wss:// / TLS;
+# broadcast = --workload broadcast (a server: relays to many members of a room); idle-connections = a client holds
+# --idle-connections N (a server: holds them); open-loop = a client sends at --rate R (a server: keeps up or queues).
+FEATURES = ("pairs", "handshake", "tls", "broadcast", "idle-connections", "open-loop")
+WORKLOAD_FEATURES = ("broadcast", "idle-connections", "open-loop")
 # --payload-kind: what a message holds (pingpong/kit/payloads.py and node/payloads.js generate them).
 PAYLOAD_KINDS = ("text-ascii", "text-utf8", "binary")
 
@@ -38,6 +41,7 @@ CLIENT_FLAGS = ("--url", "--duration", "--warmup", "--loop", "--compression", "-
 # Environment variables the orchestrator sets for the processes it starts.
 EVENTS_FD_ENV = "PINGPONG_EVENTS_FD"  # a client writes its events (the lines below) to this fd
 GO_FD_ENV = "PINGPONG_GO_FD"  # the start barrier: a client reads GO_LINE here after READY_EVENT, then warms up
+ACK_FD_ENV = "PINGPONG_ACK_FD"  # broadcast: receivers processes ack each message on this pipe; the sender reads it
 INFO_FILE_ENV = "PINGPONG_INFO_FILE"  # a server writes its report (loop, versions, settings) to this file
 NODE_MODULES_ENV = "PINGPONG_NODE_MODULES"  # JavaScript programs load npm packages from here (--node-packages)
 NODE_EXTRA_CA_CERTS_ENV = "NODE_EXTRA_CA_CERTS"  # the WHATWG clients' only way to trust the run's --tls CA

@@ -10,6 +10,8 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 from pingpong import SUITE_VERSION
 from pingpong.harness.cli import build_parser
 from pingpong.harness.configuration import DEFAULT_MATRIX_DURATION_S, DEFAULT_MATRIX_WARMUP_S, check_options
@@ -148,3 +150,30 @@ def test_a_reader_that_leaves_early_gets_no_traceback():
     stderr = process.stderr.read().decode()
     assert process.wait(60) == 0
     assert stderr == ""
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["--receivers", "5"], "--receivers is for --workload broadcast"),
+    (["--workload", "broadcast", "--rate", "100"], "no --pairs, --rate or --idle-connections"),
+    (["--workload", "broadcast", "--pairs", "2"], "no --pairs, --rate or --idle-connections"),
+    (["--workload", "handshake", "--idle-connections", "10"], "takes no --rate or --idle-connections"),
+    (["--rate", "0"], "--rate values must be > 0"),
+    (["--rate", "fast"], "--rate takes numbers"),
+    (["--idle-connections", "-1"], "--idle-connections values must be at least 0"),
+    (["--saturation-p99", "0"], "--saturation-p99 must be > 0"),
+])
+def test_workload_options_that_do_not_fit_get_one_line(tmp_path, args, fragment):
+    completed = run_bench(*args, "--results-dir", str(tmp_path / "new"))
+    assert_one_line_error(completed, fragment)
+    assert not (tmp_path / "new").exists()
+
+
+def test_idle_connections_choose_fresh_servers_and_say_why():
+    options = options_for("--idle-connections", "0,100", "--repeat", "2")
+    options.manifest = options.manifest or []
+    from pingpong.harness.configuration import build_configuration
+
+    configuration = build_configuration(options, ["run_bench.py"], [], [], [])
+    assert configuration.rounds.fresh_server and "memory" in configuration.rounds.fresh_server_reason
+    assert [point["idle_connections"] for point in configuration.points] == [0, 100]
+    assert configuration.recorded(configuration.settings_at(configuration.points[1]))["idle_connections"] == 100

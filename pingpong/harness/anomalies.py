@@ -126,16 +126,19 @@ def rule_flags(summary, payload_size: int, workload: str = "pingpong") -> list[s
 
     The TCP segment, delayed-ACK and TCP_NODELAY rules assume long-lived connections. In the handshake workload,
     SYNs, FINs and upgrade segments are its very subject, and the connection being opened when the sockets are
-    read may not have its options set yet, so those rules are left out there.
+    read may not have its options set yet, so those rules are left out there. The per-roundtrip counts assume
+    one message each way per roundtrip (not so in broadcast or open loop), and an open loop below saturation
+    waits by design.
     """
     flags = []
-    connections_persist = workload == "pingpong"
-    segments = summary.segments_per_message if connections_persist else None
+    connections_persist = workload != "handshake"
+    one_message_each_way = workload == "pingpong"
+    segments = summary.segments_per_message if one_message_each_way else None
     # Small messages fit one segment; large ones are split by the MSS and draw pure ACKs, which is normal.
     if segments is not None and segments > SEGMENTS_PER_MESSAGE_LIMIT and payload_size < SMALL_MESSAGE_BYTES:
         flags.append(f"{segments:.2f} TCP segments per message (a healthy pair sends 1): messages are written in "
                      f"pieces")
-    delayed = summary.delayed_acks_per_roundtrip if connections_persist else None
+    delayed = summary.delayed_acks_per_roundtrip if one_message_each_way else None
     if delayed is not None and delayed > DELAYED_ACKS_PER_ROUNDTRIP_LIMIT:
         flags.append(f"{delayed:.2f} delayed ACKs per roundtrip: a side waits ~40 ms for the peer's delayed ACK "
                      f"before it may send (Nagle's algorithm)")
@@ -151,7 +154,7 @@ def rule_flags(summary, payload_size: int, workload: str = "pingpong") -> list[s
                      f"writes back")
     server_utilization = summary.server_cpu.utilization
     client_utilization = summary.client_cpu.utilization
-    if (server_utilization is not None and client_utilization is not None
+    if (workload != "open-loop" and server_utilization is not None and client_utilization is not None
             and max(server_utilization, client_utilization) < WAITING_UTILIZATION):
         flags.append(f"both sides mostly wait: CPU/wall {server_utilization:.2f} server, {client_utilization:.2f} "
                      f"client (a computing side is near 1)")

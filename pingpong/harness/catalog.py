@@ -85,11 +85,22 @@ def skip_reason(server: Implementation, client: Implementation, settings: CellSe
         return f"client {client.name} drives one pair only (no --pairs)"
     if settings.workload == "handshake" and "handshake" not in client.features:
         return f"client {client.name} does not run --workload handshake"
+    for feature in workload_features(settings):
+        for implementation in (server, client):
+            if feature not in implementation.features:
+                return f"{implementation.role} {implementation.name} does not declare {feature} (its manifest entry)"
     if settings.tls_ca:
         for implementation in (server, client):
             if "tls" not in implementation.features:
                 return f"{implementation.role} {implementation.name} does not support --tls"
     return None
+
+
+def workload_features(settings: CellSettings) -> list[str]:
+    """The manifest features (contract.WORKLOAD_FEATURES) a cell with these settings needs on both sides."""
+    return [feature for feature, needed in (("broadcast", settings.workload == "broadcast"),
+                                            ("idle-connections", settings.idle_connections > 0),
+                                            ("open-loop", settings.rate is not None)) if needed]
 
 
 def nothing_runnable(servers: list[Implementation], clients: list[Implementation],

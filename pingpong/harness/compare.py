@@ -17,14 +17,16 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from pingpong.harness.render import axes, format_rate, format_ratio, interval_legend, usual_label
+from pingpong.harness.render import axes, rate_unit, format_rate, format_ratio, interval_legend, usual_label
 from pingpong.harness.results import RunResult, load
 from pingpong.harness.stats import Ratio, median_with_interval, order_statistic_rank, ratio_of_medians
+from pingpong.harness.summary import workload_kind
 from pingpong.harness.usage import UsageError
 
 # Settings compared between the two runs: a difference is shown, since it may explain the ratios.
 SETTING_KEYS = ("workload", "duration_s", "warmup_s", "repeat", "loop", "compression", "payload_size",
-                "payload_kind", "pairs", "client_processes", "tls", "pinned", "python_packages", "node_packages")
+                "payload_kind", "pairs", "client_processes", "tls", "pinned", "python_packages", "node_packages",
+                "receivers", "idle_connections", "rate")
 COMPARE_FORMAT_VERSION = 2  # of the JSON printed with --format json; 1 had neither drift nor gate (nor a version)
 EXIT_OK, EXIT_GATE_FAILED = 0, 1
 
@@ -159,7 +161,7 @@ def render_comparison(comparison: Comparison, a: RunResult, b: RunResult, a_name
     ratios = [cell.ratio for cell in comparison.cells]
     usual = usual_label(ratios)
     lines = [f"# Comparison: B = {b_name} over A = {a_name}", "",
-             f"A started {a.started_at}, B started {b.started_at}. Each cell: median roundtrips/s of B over A's; "
+             f"A started {a.started_at}, B started {b.started_at}. Each cell: median {rate_unit(b)} of B over A's; "
              f"{interval_legend(ratios)}. A bracket is [B's low / A's high, B's high / A's low] of the two medians' "
              "intervals: it holds the true ratio at least as often as both hold their medians (the runs are "
              "independent).", "",
@@ -183,7 +185,7 @@ def render_comparison(comparison: Comparison, a: RunResult, b: RunResult, a_name
               "drift."]
     for cell in sorted(changed, key=lambda c: c.ratio.value):
         lines.append(f"- {cell.server} × {cell.client}: {format_rate(cell.a_median)} → {format_rate(cell.b_median)} "
-                     f"roundtrips/s, {format_ratio(cell.ratio, usual)} ({cell.verdict}, {cell.beyond:.0%} beyond "
+                     f"{rate_unit(b)}, {format_ratio(cell.ratio, usual)} ({cell.verdict}, {cell.beyond:.0%} beyond "
                      "noise and drift)")
     for title, keys in (("Only in A", comparison.only_in_a), ("Only in B", comparison.only_in_b)):
         if keys:
@@ -246,6 +248,10 @@ def run(options: argparse.Namespace) -> int:
             raise UsageError(f"{path} does not exist") from None
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise UsageError(f"{path} is not a results file of this suite ({exc})") from None
+    kinds = [workload_kind(run.configuration) for run in runs]
+    if kinds[0] != kinds[1]:
+        raise UsageError(f"{options.a} measured {rate_unit(runs[0])} ({kinds[0]}), {options.b} "
+                         f"{rate_unit(runs[1])} ({kinds[1]}): compare runs of the same workload")
     comparison = compare_runs(*runs)
     verdict = gate(comparison, options.fail_above) if options.fail_above is not None else None
     if options.format == "json":

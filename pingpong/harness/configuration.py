@@ -17,6 +17,7 @@ from pingpong.harness.manifest import Implementation
 from pingpong.harness.rounds import RoundPolicy, parse_duration, parse_precision
 from pingpong.harness.runner import CellSettings, plan_cpus
 from pingpong.harness.usage import UsageError
+from pingpong.harness.workload_figures import DEFAULT_SATURATION_P99_MS
 
 QUICK = {"duration": 0.5, "warmup": 0.2, "repeat": 1}  # a smoke run: one round
 # Rounds until precise (benchmarks/window_spread.py measured these on a 2-CPU machine; docs/methodology.md):
@@ -71,7 +72,21 @@ def add_measuring_options(parser: argparse.ArgumentParser, duration: float = DEF
                                 "'--tls off,on' measures both, interleaved")
     measuring.add_argument("--workload", choices=WORKLOADS, default=DEFAULT_WORKLOAD,
                            help="pingpong: roundtrips/s on open connections; handshake: connections opened, one "
-                                "roundtrip, closed, per second")
+                                "roundtrip, closed, per second; broadcast: one sender, --receivers N in its room, "
+                                "messages delivered per second")
+    measuring.add_argument("--receivers", default="1", metavar="N[,N...]",
+                           help="broadcast: receivers in the sender's room (default 1), spread over "
+                                "--client-processes; a list sweeps, e.g. 1,10,100,1000")
+    measuring.add_argument("--idle-connections", default="0", metavar="N[,N...]",
+                           help="extra WebSocket connections held open and idle while the pair ping-pongs, spread "
+                                "over --client-processes; the server's memory per connection comes from a fit "
+                                "over a list, e.g. 0,2500,5000,10000 (a fresh server per attempt)")
+    measuring.add_argument("--rate", default=None, metavar="R[,R...]",
+                           help="open loop: each pair's A sends R messages/s on a fixed schedule whatever the "
+                                "replies, latency from the intended send time; a list sweeps, e.g. 1000,2000,4000")
+    measuring.add_argument("--saturation-p99", type=float, default=DEFAULT_SATURATION_P99_MS, metavar="MS",
+                           help="open loop: a rate saturates a pair when its p99 latency exceeds MS milliseconds "
+                                "or it achieves less than 95%% of the offered rate (default %(default)g)")
     measuring.add_argument("--no-pin", action="store_true",
                            help="do not pin server and client to separate CPUs")
     measuring.add_argument("--ready-timeout", type=float, default=DEFAULT_READY_TIMEOUT_S,
@@ -196,6 +211,7 @@ def check_options(options: argparse.Namespace) -> argparse.Namespace:
     if options.workload == "handshake" and (options.pairs_list != [1] or options.client_processes != 1):
         problems.append("--workload handshake opens one connection at a time; it takes no --pairs or "
                         "--client-processes")
+    _check_workload_options(options, problems)
     if not options.ready_timeout > 0 or not options.stall_timeout > 0 or not options.client_grace > 0:
         problems.append("--ready-timeout, --stall-timeout and --client-grace must be > 0 seconds")
     if hasattr(options, "precision"):
@@ -203,6 +219,39 @@ def check_options(options: argparse.Namespace) -> argparse.Namespace:
     if problems:
         raise UsageError("; ".join(problems))
     return options
+
+
+def _check_workload_options(options: argparse.Namespace, problems: list[str]) -> None:
+    """--receivers, --idle-connections, --rate: into lists (a dimension each), and the combinations that make sense."""
+    options.receivers_list = _integer_list("--receivers", getattr(options, "receivers", "1"), minimum=1,
+                                           problems=problems)
+    options.idle_connections_list = _integer_list("--idle-connections", getattr(options, "idle_connections", "0"),
+                                                  minimum=0, problems=problems)
+    rate = getattr(options, "rate", None)
+    options.rates = [None] if rate is None else _number_list("--rate", rate, problems)
+    broadcast = options.workload == "broadcast"
+    if options.receivers_list != [1] and not broadcast:
+        problems.append("--receivers is for --workload broadcast")
+    if broadcast and (options.pairs_list != [1] or options.rates != [None] or options.idle_connections_list != [0]):
+        problems.append("--workload broadcast is one sender and its receivers: no --pairs, --rate or "
+                        "--idle-connections")
+    if options.workload == "handshake" and (options.rates != [None] or options.idle_connections_list != [0]):
+        problems.append("--workload handshake takes no --rate or --idle-connections")
+    if not getattr(options, "saturation_p99", DEFAULT_SATURATION_P99_MS) > 0:
+        problems.append("--saturation-p99 must be > 0 milliseconds")
+
+
+def _number_list(option: str, text: str, problems: list[str]) -> list[float]:
+    """Positive numbers separated by commas (whole numbers stay int, for file names and labels)."""
+    try:
+        values = [float(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        problems.append(f"{option} takes numbers separated by commas, got {text!r}")
+        return [1]
+    if not values or min(values) <= 0:
+        problems.append(f"{option} values must be > 0, got {text!r}")
+        return [1]
+    return list(dict.fromkeys(int(value) if value.is_integer() else value for value in values))
 
 
 def _check_round_options(options: argparse.Namespace, problems: list[str]) -> None:
@@ -253,9 +302,11 @@ def _integer_list(option: str, text: str, minimum: int, problems: list[str]) -> 
 def sweep_points(options: argparse.Namespace) -> list[dict[str, Any]]:
     """Every combination of the listed settings: the run's points, each a matrix measured in every round."""
     return [{"loop": loop, "compression": compression, "tls": tls, "payload_size": size, "payload_kind": kind,
-             "pairs": pairs}
+             "pairs": pairs, "receivers": receivers, "idle_connections": idle, "rate": rate}
             for loop in options.loops for compression in options.compressions for tls in options.tls_modes
-            for size in options.payload_sizes for kind in options.payload_kinds for pairs in options.pairs_list]
+            for size in options.payload_sizes for kind in options.payload_kinds for pairs in options.pairs_list
+            for receivers in options.receivers_list for idle in options.idle_connections_list
+            for rate in options.rates]
 
 
 def build_configuration(options: argparse.Namespace, command_line: list[str], implementations: list[Implementation],
@@ -271,11 +322,15 @@ def build_configuration(options: argparse.Namespace, command_line: list[str], im
                             payload_kind=DEFAULT_PAYLOAD_KIND, ready_timeout_s=options.ready_timeout,
                             stall_timeout_s=options.stall_timeout, pin=not options.no_pin,
                             client_grace_s=options.client_grace, workload=options.workload,
+                            saturation_p99_ms=getattr(options, "saturation_p99", DEFAULT_SATURATION_P99_MS),
                             client_processes=options.client_processes,
                             server_cpus=tuple(sorted(server_cpus)) if server_cpus else None,
                             client_cpus=tuple(sorted(client_cpus)) if client_cpus else None)
     rounds = getattr(options, "round_policy", None) or RoundPolicy(  # diagnose: its repeats, in its own order
         min_rounds=options.repeat, max_rounds=options.repeat, precision=None, budget_s=None, seed=0)
+    if any(idle for idle in options.idle_connections_list) and not rounds.fresh_server:
+        # the server's memory growth must be this attempt's connections alone, not what earlier clients left
+        rounds = replace(rounds, fresh_server=True, fresh_server_reason="--idle-connections: memory per connection")
     return RunConfiguration(settings=settings, points=tuple(sweep_points(options)), rounds=rounds,
                             servers=tuple(servers), clients=tuple(clients), implementations=tuple(implementations),
                             manifests=tuple(options.manifest), python_packages=options.python_packages,

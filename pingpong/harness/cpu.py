@@ -141,6 +141,24 @@ def peak_rss_bytes(pid: int) -> int | None:
     return total if found else None
 
 
+def tree_memory(pid: int) -> dict[str, int] | None:
+    """Resident (RSS) and proportional (PSS, shared pages split among their users) memory of a process tree, bytes,
+    summed from /proc/PID/smaps_rollup; None when no process of the tree could be read."""
+    totals = {"rss_bytes": 0, "pss_bytes": 0}
+    found = False
+    for process in _tree(pid):
+        try:
+            with open(f"/proc/{process.pid}/smaps_rollup") as rollup:
+                for line in rollup:
+                    name, _, rest = line.partition(":")
+                    if name in ("Rss", "Pss"):
+                        totals[f"{name.lower()}_bytes"] += int(rest.split()[0]) * 1024
+                        found = True
+        except OSError:
+            continue
+    return totals if found else None
+
+
 def _tree(pid: int) -> list[psutil.Process]:
     try:
         root = psutil.Process(pid)

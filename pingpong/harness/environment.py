@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import platform
 import subprocess
 import sys
@@ -36,6 +37,10 @@ def describe_environment(project_root: Path) -> dict[str, Any]:
         "node_packages": _node_packages(project_root),
         "suite_commit": _git(project_root, "rev-parse", "HEAD"),
         "suite_dirty": bool(_git(project_root, "status", "--porcelain", "--untracked-files=no")),
+        # what every server and client gets (processes.raise_descriptor_limit): soft raised to hard
+        "open_files_limit": resource.getrlimit(resource.RLIMIT_NOFILE)[1],
+        "ephemeral_ports": _read_first_line("/proc/sys/net/ipv4/ip_local_port_range"),
+        "somaxconn": _read_first_line("/proc/sys/net/core/somaxconn"),
     }
 
 

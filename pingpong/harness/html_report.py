@@ -15,7 +15,7 @@ from typing import Any
 from pingpong.harness.costs import CostSplit, websocket_costs
 from pingpong.harness.render import (axes, axis_loops, fastest_cell, format_duration_ns, format_rate, format_ratio,
                                      interval_legend, is_floor, percentiles, rate_unit, relative_to_fastest,
-                                     rounds_text, short_extensions)
+                                     rounds_text, short_extensions, workload_title)
 from pingpong.harness.results import RunResult
 from pingpong.harness.scales import MIN_SPAN, log_range, position, viridis_hex
 from pingpong.harness.stats import Ratio
@@ -112,8 +112,7 @@ def render_html(run: RunResult, summaries: Summaries) -> str:
     unit = rate_unit(run)
     ratios = relative_to_fastest(run, summaries)
     costs = websocket_costs(run)
-    title = f"WebSocket {'handshakes' if run.configuration.get('workload') == 'handshake' else 'ping-pong'}, " \
-            f"{run.started_at}"
+    title = f"{workload_title(run.configuration)}, {run.started_at}"
     parts = [
         "<!DOCTYPE html>", '<html lang="en">', "<head>", '<meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">', f"<title>{e(title)}</title>",

@@ -36,6 +36,24 @@ def listening_sockets() -> dict[int, tuple[str, int]]:
     return found
 
 
+def established_connections(port: int) -> int:
+    """TCP connections in state ESTABLISHED whose local port is `port` (the server's side of each), in this
+    network namespace, as the kernel's tables /proc/net/tcp and /proc/net/tcp6 list them."""
+    local_suffix = f":{port:04X}"
+    count = 0
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table) as file:
+                next(file)
+                for line in file:
+                    fields = line.split(None, 4)
+                    if fields[3] == "01" and fields[1].endswith(local_suffix):  # TCP_ESTABLISHED
+                        count += 1
+        except OSError:
+            continue
+    return count
+
+
 def process_tree(pid: int) -> list[int]:
     try:
         root = psutil.Process(pid)

@@ -76,9 +76,9 @@ def report_sweep(started: str, results, configuration: RunConfiguration) -> None
     print(f"sweep: {stem}.json and {stem}.md", file=sys.stderr)
     try:
         from pingpong.harness import plots
-        figure = plots.write_sweep_figure(index, stem)
-        if figure:
-            print(f"figures: {figure}", file=sys.stderr)
+        figures = plots.write_sweep_figure(index, stem)
+        if figures:
+            print(f"figures: {', '.join(str(path) for path in figures)}", file=sys.stderr)
     except Exception as exc:
         print(f"figures not drawn: {type(exc).__name__}: {exc}", file=sys.stderr)
 

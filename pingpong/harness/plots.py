@@ -18,7 +18,7 @@ from matplotlib.colors import LogNorm  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 
 from pingpong.harness import histograms  # noqa: E402
-from pingpong.harness.render import axes  # noqa: E402
+from pingpong.harness.render import axes, unit_for_kind  # noqa: E402
 from pingpong.harness.results import RunResult  # noqa: E402
 from pingpong.harness.scales import MIN_SPAN, log_range  # noqa: E402
 from pingpong.harness.summary import Summaries  # noqa: E402
@@ -131,6 +131,7 @@ def write_figures(run: RunResult, summaries: Summaries, stem: Path) -> list[Path
 
 
 SWEEP_SIZE_IN = (14.0, 6.0)
+NUMERIC_DIMENSIONS = ("payload_size", "pairs", "receivers", "idle_connections", "rate")
 LINE_STYLES = ("-", "--", ":", "-.")
 MARKERS = ("o", "s", "^", "D")
 
@@ -143,9 +144,9 @@ def figure_sweep(index: dict[str, Any]):
     kind), line style and marker tell its value. The legend sits beside the panels.
     """
     swept = index["swept"] or ["payload_size"]
-    x_dimension = next((d for d in swept if d in ("payload_size", "pairs")), swept[0])
+    x_dimension = next((d for d in swept if d in NUMERIC_DIMENSIONS), swept[0])
     other = [d for d in swept if d != x_dimension]
-    categorical = x_dimension not in ("payload_size", "pairs")  # kinds, loops, compression modes, TLS
+    categorical = x_dimension not in NUMERIC_DIMENSIONS  # kinds, loops, compression modes, TLS
     categories = list(dict.fromkeys(point[x_dimension] for point in index["points"]))
     keys = list(dict.fromkeys(tuple(point[d] for d in other) for point in index["points"]))
     palette = plt.get_cmap("tab10" if len(index["cells"]) <= 10 else "tab20")
@@ -171,10 +172,11 @@ def figure_sweep(index: dict[str, Any]):
             label = ", ".join(f"{d.replace('_', ' ')} {value}" for d, value in zip(other, key))
             handles.append(Line2D([], [], color="gray", linestyle=LINE_STYLES[number % len(LINE_STYLES)],
                                   marker=MARKERS[number % len(MARKERS)], label=label))
-    unit = "handshakes/s" if index["workload"] == "handshake" else "roundtrips/s"
+    unit = unit_for_kind(index.get("workload_kind", index["workload"]))
     x_label = {"payload_size": "payload size (bytes)", "pairs": "pairs (each its own room)",
                "payload_kind": "payload kind", "loop": "event loop of the Python implementations",
-               "compression": "--compression", "tls": "TLS"}[x_dimension]
+               "compression": "--compression", "tls": "TLS", "receivers": "receivers of each message",
+               "idle_connections": "idle connections held", "rate": "offered messages/s per pair"}[x_dimension]
     for axis, y_label in ((rate_axis, f"median {unit}"), (latency_axis, "p99 latency (µs)")):
         axis.set_yscale("log")
         axis.set_xlabel(x_label)
@@ -184,22 +186,96 @@ def figure_sweep(index: dict[str, Any]):
             axis.set_xticks(range(len(categories)), labels=[("on" if c else "off") if isinstance(c, bool) else str(c)
                                                             for c in categories])
         else:
-            axis.set_xscale("log")
-            axis.set_xticks(categories, labels=[str(c) for c in categories])
+            if x_dimension != "idle_connections":  # it starts at 0
+                axis.set_xscale("log")
+            axis.set_xticks(categories, labels=[f"{c:g}" for c in categories])
     figure.legend(handles=handles, loc="center right", fontsize=8, frameon=False)
     figure.suptitle(f"Sweep over {x_dimension.replace('_', ' ')}: rate and p99 latency per cell")
     figure.tight_layout(rect=(0, 0, 0.82, 1))
     return figure
 
 
-def write_sweep_figure(index: dict[str, Any], stem: Path) -> Path | None:
-    """Save <stem>.png (the sweep curves); None when nothing was measured."""
+def write_sweep_figure(index: dict[str, Any], stem: Path) -> list[Path]:
+    """Save <stem>.png (the sweep curves), and for an open-loop sweep <stem>-latency-throughput.png, for an
+    idle-connections sweep <stem>-memory.png; the paths written (none when nothing was measured)."""
     if not any(entry["median"] for entries in index["cells"].values() for entry in entries):
-        return None
-    figure = figure_sweep(index)
-    path = stem.with_suffix(".png")
-    temporary = path.with_name(f".{path.name}.tmp.png")
-    figure.savefig(temporary, dpi=DPI)
-    plt.close(figure)
-    temporary.replace(path)
-    return path
+        return []
+    builds = [(stem.with_suffix(".png"), lambda: figure_sweep(index))]
+    if "rate" in index["swept"]:
+        builds.append((stem.with_name(f"{stem.name}-latency-throughput.png"), lambda: figure_latency_throughput(index)))
+    if "idle_connections" in index["swept"]:
+        builds.append((stem.with_name(f"{stem.name}-memory.png"), lambda: figure_idle_memory(index)))
+    written = []
+    for path, build in builds:
+        figure = build()
+        temporary = path.with_name(f".{path.name}.tmp.png")
+        figure.savefig(temporary, dpi=DPI)
+        plt.close(figure)
+        temporary.replace(path)
+        written.append(path)
+    return written
+
+
+def figure_latency_throughput(index: dict[str, Any]):
+    """Per cell, latency from the intended send time (p50 dashed, p99 solid) against the achieved rate, one point per
+    offered rate; hollow markers where the offered rate saturated the pair."""
+    palette = plt.get_cmap("tab10" if len(index["cells"]) <= 10 else "tab20")
+    figure, axis = plt.subplots(figsize=SWEEP_SIZE_IN, dpi=DPI)
+    handles = []
+    for number, (cell, entries) in enumerate(index["cells"].items()):
+        points = sorted((entry["workload"]["open_loop"] for entry in entries
+                         if (entry.get("workload") or {}).get("open_loop")), key=lambda f: f["offered_per_s"])
+        points = [f for f in points if f.get("p99_ns") and f.get("achieved_per_s")]
+        if not points:
+            continue
+        color = palette(number % palette.N)
+        handles.append(Line2D([], [], color=color, linewidth=2, label=cell))
+        xs = [f["achieved_per_s"] for f in points]
+        axis.plot(xs, [f["p99_ns"] / 1e3 for f in points], color=color, linewidth=1.2)
+        axis.plot(xs, [f["p50_ns"] / 1e3 for f in points], color=color, linewidth=1, linestyle="--")
+        for f, x in zip(points, xs):
+            axis.plot([x], [f["p99_ns"] / 1e3], marker="o", color=color, markersize=5,
+                      markerfacecolor="white" if f["saturated"] else color)
+    handles += [Line2D([], [], color="gray", linewidth=1.2, label="p99"),
+                Line2D([], [], color="gray", linewidth=1, linestyle="--", label="p50"),
+                Line2D([], [], color="gray", marker="o", markerfacecolor="white", linestyle="", label="saturated")]
+    threshold = index.get("saturation_p99_ms")
+    if threshold:
+        axis.axhline(threshold * 1e3, color="gray", linewidth=0.8, linestyle=":")
+    axis.set_xscale("log")
+    axis.set_yscale("log")
+    axis.set_xlabel("achieved roundtrips/s (all pairs of the cell)")
+    axis.set_ylabel("latency from the intended send time (µs)")
+    axis.grid(True, which="both", alpha=0.3)
+    figure.legend(handles=handles, loc="center right", fontsize=8, frameon=False)
+    figure.suptitle("Open loop: latency against throughput, one point per offered rate")
+    figure.tight_layout(rect=(0, 0, 0.82, 1))
+    return figure
+
+
+def figure_idle_memory(index: dict[str, Any]):
+    """Per cell, the server's PSS growth (MiB) against the idle connections held, every round's point."""
+    palette = plt.get_cmap("tab10" if len(index["cells"]) <= 10 else "tab20")
+    figure, axis = plt.subplots(figsize=SWEEP_SIZE_IN, dpi=DPI)
+    handles = []
+    for number, (cell, entries) in enumerate(index["cells"].items()):
+        points = [(entry["idle_connections"], figures["pss_bytes"] / 2**20) for entry in entries
+                  for figures in (entry.get("idle_memory_by_round") or {}).values()
+                  if figures.get("pss_bytes") is not None]
+        if not points:
+            continue
+        color = palette(number % palette.N)
+        handles.append(Line2D([], [], color=color, marker="o", linewidth=1.2, label=cell))
+        axis.plot(*zip(*points), linestyle="", marker="o", color=color, markersize=4, alpha=0.7)
+        medians = {}
+        for x, y in points:
+            medians.setdefault(x, []).append(y)
+        xs = sorted(medians)
+        axis.plot(xs, [sorted(medians[x])[len(medians[x]) // 2] for x in xs], color=color, linewidth=1.2)
+    axis.set_xlabel("idle connections held")
+    axis.set_ylabel("server PSS growth (MiB)")
+    axis.grid(True, alpha=0.3)
+    figure.legend(handles=handles, loc="center right", fontsize=8, frameon=False)
+    figure.suptitle("Idle connections: the server's memory against the connections it holds")
+    figure.tight_layout(rect=(0, 0, 0.82, 1))
+    return figure

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import resource
 import signal
 import socket
 import subprocess
@@ -40,6 +41,22 @@ class ManagedProcess:
         return "\n".join(self.stderr_path.read_text(errors="replace").splitlines()[-lines:])
 
 
+def raise_descriptor_limit() -> tuple[int, int]:
+    """Raise this process's open-files limit (RLIMIT_NOFILE) to its hard limit; the (soft, hard) it then has.
+
+    Every server and client starts with it raised (children inherit it across exec), so thousands of idle
+    connections meet the hard limit, not the usual soft 1024; environment.py records what that is.
+    """
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+            soft = hard
+        except (ValueError, OSError):
+            pass
+    return soft, hard
+
+
 def start(name: str, argv: list[str], cwd: Path, log_dir: Path, env: dict[str, str] | None = None,
           cpus: set[int] | None = None, pass_fds: tuple[int, ...] = ()) -> ManagedProcess:
     """Start argv in a new session (so its whole tree can be signalled as one group), pinned to cpus if given.
@@ -56,6 +73,7 @@ def start(name: str, argv: list[str], cwd: Path, log_dir: Path, env: dict[str, s
 
     def prepare_child() -> None:
         signal.signal(signal.SIGINT, signal.SIG_DFL)
+        raise_descriptor_limit()
         if pinned:
             os.sched_setaffinity(0, pinned)
 

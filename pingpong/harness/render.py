@@ -10,7 +10,7 @@ from typing import Iterable
 from pingpong.harness.costs import websocket_costs
 from pingpong.harness.results import RunResult
 from pingpong.harness.stats import NOISY_CV, Ratio, paired_ratio, percent
-from pingpong.harness.summary import CellSummary, Summaries
+from pingpong.harness.summary import CellSummary, Summaries, workload_kind
 
 
 def axes(run: RunResult) -> tuple[list[str], list[str]]:
@@ -194,8 +194,42 @@ def rounds_text(config: dict) -> str:
                     ", one server process per server and round") + f", order seed {rounds.get('seed')}")
 
 
+# Per workload kind (summary.workload_kind): the unit of a cell's rate, the report's title, what its latency times.
+WORKLOAD_TEXTS = {
+    "pingpong": ("roundtrips/s", "WebSocket ping-pong: roundtrips per second", "roundtrip"),
+    "handshake": ("handshakes/s", "WebSocket handshakes: connections opened, one roundtrip, closed, per second",
+                  "handshake-cycle"),
+    "broadcast": ("deliveries/s", "WebSocket broadcast: messages delivered per second (one sender, each message to "
+                                  "every receiver before the next)", "to-the-last-receiver"),
+    "open-loop": ("answered/s", "WebSocket open-loop ping-pong: roundtrips answered per second at a fixed offered "
+                                "rate", "from-the-intended-send-time"),
+}
+
+
+def unit_for_kind(kind: str) -> str:
+    return WORKLOAD_TEXTS.get(kind, WORKLOAD_TEXTS["pingpong"])[0]
+
+
+def workload_title(config: dict) -> str:
+    """The report's title: the workload, with its receivers, offered rate or idle connections."""
+    kind = workload_kind(config)
+    title = WORKLOAD_TEXTS.get(kind, WORKLOAD_TEXTS["pingpong"])[1]
+    details = []
+    if kind == "broadcast":
+        details.append(f"{config.get('receivers', 1)} receivers")
+    if kind == "open-loop":
+        details.append(f"{config['rate']:g} messages/s offered per pair")
+    if config.get("idle_connections"):
+        details.append(f"{config['idle_connections']:,} idle connections held")
+    return title + (f" ({'; '.join(details)})" if details else "")
+
+
+def latency_name(config: dict) -> str:
+    return WORKLOAD_TEXTS.get(workload_kind(config), WORKLOAD_TEXTS["pingpong"])[2]
+
+
 def rate_unit(run: RunResult) -> str:
-    return "handshakes/s" if run.configuration.get("workload") == "handshake" else "roundtrips/s"
+    return unit_for_kind(workload_kind(run.configuration))
 
 
 def render_markdown(run: RunResult, summaries: Summaries) -> str:
@@ -203,8 +237,7 @@ def render_markdown(run: RunResult, summaries: Summaries) -> str:
     config = run.configuration
     env = run.environment
     unit = rate_unit(run)
-    title = ("WebSocket handshakes: connections opened, one roundtrip, closed, per second"
-             if config.get("workload") == "handshake" else "WebSocket ping-pong: roundtrips per second")
+    title = workload_title(config)
     pairs = config.get("pairs", 1)
     server_loops, client_loops = axis_loops(summaries)
     lines = [
@@ -225,7 +258,7 @@ def render_markdown(run: RunResult, summaries: Summaries) -> str:
         + ("server and client pinned to separate CPUs" if config.get("pinned") else "not pinned") + ".",
         "",
         f"Each cell: median {unit} over the repeats, ± coefficient of variation, p99 "
-        + ("handshake-cycle" if config.get("workload") == "handshake" else "roundtrip") + " latency "
+        + latency_name(config) + " latency "
         f"(all repeats merged). (noisy) = CV ≥ {NOISY_CV:.0%}; ᶻ = permessage-deflate negotiated; "
         "⚑ = flagged as odd (reasons below); — = not measured (see below). Each server and client is named with "
         "the event loop it reported running on.",
@@ -256,6 +289,9 @@ def render_markdown(run: RunResult, summaries: Summaries) -> str:
             lines.append(f"| {server} | " + " | ".join(row) + " |")
 
     lines += cost_section(run, servers, clients)
+    from pingpong.harness import workload_report  # it formats with this module's helpers
+
+    lines += workload_report.run_section(summaries, unit)
 
     lines += flagged_section(summaries)
 

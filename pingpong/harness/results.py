@@ -55,6 +55,9 @@ class Attempt:
     client_stderr_tail: str | None = None
     client_report: dict[str, Any] | None = None  # the driver's JSON (its histogram moved to latency_histogram)
     server_info: dict[str, Any] | None = None  # what the server reported about itself from its running loop
+    # The workload's own figures (workload_figures.py): "broadcast" (deliveries, latency to the first and the last
+    # receiver), "open_loop" (offered and achieved rates, send lag), "idle" (connections held, server memory)
+    workload_figures: dict[str, Any] | None = None
 
     @property
     def ok(self) -> bool:

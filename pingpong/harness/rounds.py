@@ -32,6 +32,7 @@ class RoundPolicy:
     budget_s: float | None  # no round beyond min_rounds starts unless its estimate ends within this; None: no limit
     seed: int
     fresh_server: bool = False
+    fresh_server_reason: str | None = None  # why the run chose fresh servers itself (None: --fresh-server or not)
 
     @property
     def adaptive(self) -> bool:
@@ -39,7 +40,8 @@ class RoundPolicy:
 
     def recorded(self) -> dict:
         return {"min_rounds": self.min_rounds, "max_rounds": self.max_rounds, "precision": self.precision,
-                "budget_s": self.budget_s, "seed": self.seed, "fresh_server": self.fresh_server}
+                "budget_s": self.budget_s, "seed": self.seed, "fresh_server": self.fresh_server,
+                **({"fresh_server_reason": self.fresh_server_reason} if self.fresh_server_reason else {})}
 
 
 @dataclass(frozen=True, order=True)

@@ -14,13 +14,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
-from pingpong.harness import cpu, histograms, kernel_signals, listeners, probe, processes
+from pingpong.harness import cpu, histograms, kernel_signals, listeners, probe, processes, workload_figures
 from pingpong.harness.syscall_trace import SyscallTracer
 from pingpong.harness.manifest import Implementation, resolve_command
 from pingpong.harness.results import Attempt
 from pingpong.harness.start_barrier import StartBarrier, window_spread
-from pingpong.contract import (EVENTS_FD_ENV, GO_FD_ENV, INFO_FILE_ENV, NODE_EXTRA_CA_CERTS_ENV, NODE_MODULES_ENV,
-                               READY_EVENT, WINDOW_END_EVENT, WINDOW_START_EVENT)
+from pingpong.contract import (ACK_FD_ENV, EVENTS_FD_ENV, GO_FD_ENV, INFO_FILE_ENV, NODE_EXTRA_CA_CERTS_ENV,
+                               NODE_MODULES_ENV, READY_EVENT, WINDOW_END_EVENT, WINDOW_START_EVENT)
 
 STDERR_TAIL_LINES = 20
 
@@ -45,7 +45,11 @@ class CellSettings:
     tls_ca: str | None = None  # --tls: the run's throwaway CA (clients trust it) ...
     tls_cert: str | None = None  # ... and the server certificate chain and key (servers serve wss:// with them)
     tls_key: str | None = None
-    workload: str = "pingpong"  # or "handshake": open, one roundtrip, close, in a loop
+    workload: str = "pingpong"  # or "handshake": open, one roundtrip, close, in a loop; or "broadcast"
+    receivers: int = 1  # broadcast: receivers in the sender's room, spread over the client processes
+    idle_connections: int = 0  # extra connections held idle during the ping-pong, spread over the client processes
+    rate: float | None = None  # open loop: messages/s each pair's A sends on a fixed schedule (None: closed loop)
+    saturation_p99_ms: float = 10.0  # open loop: the p99 beyond which an offered rate counts as saturating the pair
     # Switches for diagnose's A/B experiments; the defaults are what the matrix always runs with.
     client_host: str = "127.0.0.1"  # the host in the client's URL; the server always listens on 127.0.0.1
     client_compression: str | None = None  # overrides compression for the client only
@@ -233,18 +237,24 @@ def _measure_client(server_under_test: ServerUnderTest, client: Implementation, 
     client_url = server_under_test.base_url.replace("127.0.0.1", settings.client_host, 1)
     server_under_test.clients_started += 1
     number = server_under_test.clients_started
-    shares = pairs_per_process(settings.pairs, settings.client_processes)
-    # Several client processes start their warmup together, released by a barrier once all are connected.
-    barrier = StartBarrier(len(shares)) if len(shares) > 1 else None
+    shares = client_shares(settings)
+    held = HeldConnections(server_process.pid, server_under_test.port) if settings.idle_connections else None
+    # Several client processes start their warmup together, released by a barrier once all are connected. With
+    # idle connections, the barrier also holds the client while the server is sampled with all of them open.
+    barrier = StartBarrier(len(shares), before_go=held.sample_held if held else None) \
+        if len(shares) > 1 or held else None
     read_fd, write_fd = os.pipe()  # every client process writes its events here (short lines: atomic)
+    # broadcast over several processes: each receivers process acks each message on this pipe, the sender reads
+    ack_fds = os.pipe() if settings.workload == "broadcast" and len(shares) > 1 else None
     clients: list[processes.ManagedProcess] = []
     try:
-        for index, pairs in enumerate(shares):
+        for index, share in enumerate(shares):
             room = f"/bench-r{repeat}" + (f"-n{number}" if number > 1 else "") + (
-                f"-c{index}" if len(shares) > 1 else "")
-            argv = client_command(client, settings, f"{client_url}{room}", pairs, project_root)
+                f"-c{index}" if len(shares) > 1 and settings.workload != "broadcast" else "")
+            argv = client_command(client, settings, f"{client_url}{room}", share.pairs, project_root, share)
             name = (f"client{index}" if len(shares) > 1 else "client") + (f"-n{number}" if number > 1 else "")
-            fds = {EVENTS_FD_ENV: write_fd} | ({GO_FD_ENV: barrier.read_fds[index]} if barrier else {})
+            fds = {EVENTS_FD_ENV: write_fd} | ({GO_FD_ENV: barrier.read_fds[index]} if barrier else {}) | (
+                {ACK_FD_ENV: ack_fds[0] if share.role == "sender" else ack_fds[1]} if ack_fds else {})
             clients.append(processes.start(name, argv, project_root, work_dir, cpus=client_cpus,
                                            pass_fds=tuple(fds.values()),
                                            env=process_environment(settings, **{env: str(fd)
@@ -257,11 +267,15 @@ def _measure_client(server_under_test: ServerUnderTest, client: Implementation, 
         raise
     finally:
         os.close(write_fd)
+        for fd in ack_fds or ():
+            os.close(fd)
         if barrier:
             barrier.close_read_ends()
     common = dict(client_pid=clients[0].pid, ready_after_s=server_under_test.ready_after_s, server_info=server_info)
+    window_processes = 1 if settings.workload == "broadcast" else len(clients)  # only the sender has a window
     window = WindowWatcher(read_fd, server_process.pid, [c.pid for c in clients], server_under_test.port, settings,
-                           work_dir, on_ready=barrier.arrived if barrier else None)
+                           work_dir, on_ready=barrier.arrived if barrier else None,
+                           window_processes=window_processes)
     if barrier:
         try:
             problem = _wait_at_barrier(barrier, server_process, clients, settings, common)
@@ -272,7 +286,8 @@ def _measure_client(server_under_test: ServerUnderTest, client: Implementation, 
                 processes.stop(other)
             window.join()
             return problem
-    deadline = time.monotonic() + settings.warmup_s + settings.duration_s + settings.client_grace_s
+    deadline = (time.monotonic() + settings.warmup_s + settings.duration_s + settings.client_grace_s
+                + connecting_allowance_s(settings))
     codes = []
     for index, client_process in enumerate(clients):
         try:
@@ -281,13 +296,58 @@ def _measure_client(server_under_test: ServerUnderTest, client: Implementation, 
             for other in clients:
                 processes.stop(other)
             window.join()
-            timeout_s = settings.warmup_s + settings.duration_s + settings.client_grace_s
+            timeout_s = (settings.warmup_s + settings.duration_s + settings.client_grace_s
+                         + connecting_allowance_s(settings))
             return dict(status="timeout", reason=f"client{'' if len(clients) == 1 else f' process {index}'} "
                                                  f"did not finish within {timeout_s:g} s",
                         client_exit_code=client_process.popen.returncode,
                         client_stderr_tail=client_process.stderr_tail(STDERR_TAIL_LINES), **common)
     window.join()
-    return _judge(server_process, clients, codes, window, common)
+    return _judge(server_process, clients, codes, window, common, settings, held)
+
+
+@dataclass
+class HeldConnections:
+    """The server with every idle connection open, sampled just before the go (outside any measured window):
+    the memory of its process tree then and before the client started, and the connections the kernel lists."""
+
+    server_pid: int
+    port: int
+    memory_before: dict[str, int] | None = None
+    memory_held: dict[str, int] | None = None
+    established: int | None = None
+
+    def __post_init__(self) -> None:
+        self.memory_before = cpu.tree_memory(self.server_pid)
+
+    def sample_held(self) -> None:
+        self.memory_held = cpu.tree_memory(self.server_pid)
+        self.established = listeners.established_connections(self.port)
+
+
+@dataclass(frozen=True)
+class ClientShare:
+    """What one client process of a cell drives."""
+
+    pairs: int = 1
+    idle_connections: int = 0
+    receivers: int = 1
+    role: str | None = None  # broadcast: "sender" (the sender and its receivers) or "receivers"
+    ack_processes: int = 0  # broadcast sender: receivers processes that ack each message
+
+
+def client_shares(settings: CellSettings) -> list[ClientShare]:
+    """How a cell's work is spread over its client processes: pairs (or broadcast receivers) as evenly as possible,
+    none without any; idle connections split over the same processes."""
+    if settings.workload == "broadcast":
+        receivers = pairs_per_process(settings.receivers, settings.client_processes)
+        return [ClientShare(receivers=count, role="sender" if index == 0 else "receivers",
+                            ack_processes=len(receivers) - 1 if index == 0 else 0)
+                for index, count in enumerate(receivers)]
+    pairs = pairs_per_process(settings.pairs, settings.client_processes)
+    idle = [settings.idle_connections // len(pairs) + (1 if index < settings.idle_connections % len(pairs) else 0)
+            for index in range(len(pairs))]
+    return [ClientShare(pairs=count, idle_connections=held) for count, held in zip(pairs, idle)]
 
 
 def _wait_at_barrier(barrier: StartBarrier, server_process: processes.ManagedProcess,
@@ -298,7 +358,7 @@ def _wait_at_barrier(barrier: StartBarrier, server_process: processes.ManagedPro
     It fails when a client process ends before the release (a crash, or a client that does not wait at the
     barrier), or when not all are ready within settings.start_barrier_timeout_s.
     """
-    deadline = time.monotonic() + settings.start_barrier_timeout_s
+    deadline = time.monotonic() + settings.start_barrier_timeout_s + connecting_allowance_s(settings)
     while not barrier.released.wait(0.02):
         ended = [index for index, client in enumerate(clients) if client.popen.poll() is not None]
         if not ended and time.monotonic() < deadline:
@@ -323,6 +383,15 @@ def _wait_at_barrier(barrier: StartBarrier, server_process: processes.ManagedPro
     return None
 
 
+CONNECTIONS_PER_S_AT_LEAST = 200  # the slowest client still opens this many per second (its stall timeout aside)
+
+
+def connecting_allowance_s(settings: CellSettings) -> float:
+    """Time beyond the usual limits for opening many connections (idle ones, broadcast receivers) first."""
+    extra = settings.idle_connections + (settings.receivers if settings.workload == "broadcast" else 0)
+    return extra / CONNECTIONS_PER_S_AT_LEAST
+
+
 def pairs_per_process(pairs: int, client_processes: int) -> list[int]:
     """How many pairs each client process drives: as even as possible, no process without a pair."""
     count = max(1, min(pairs, client_processes))
@@ -330,7 +399,7 @@ def pairs_per_process(pairs: int, client_processes: int) -> list[int]:
 
 
 def client_command(client: Implementation, settings: CellSettings, url: str, pairs: int,
-                   project_root: Path) -> list[str]:
+                   project_root: Path, share: ClientShare | None = None) -> list[str]:
     argv = resolve_command(client, project_root, settings.python_executable) + [
         "--url", url,
         "--duration", str(settings.duration_s), "--warmup", str(settings.warmup_s),
@@ -344,6 +413,17 @@ def client_command(client: Implementation, settings: CellSettings, url: str, pai
         argv += ["--workload", settings.workload]
     if settings.tls_ca:
         argv += ["--tls-ca", settings.tls_ca]
+    share = share or ClientShare(pairs=pairs, idle_connections=settings.idle_connections,
+                                 receivers=settings.receivers, role="sender" if settings.workload == "broadcast"
+                                 else None)
+    if share.role is not None:
+        argv += ["--receivers", str(share.receivers), "--broadcast-role", share.role]
+        if share.ack_processes:
+            argv += ["--ack-processes", str(share.ack_processes)]
+    if share.idle_connections:
+        argv += ["--idle-connections", str(share.idle_connections)]
+    if settings.rate is not None:
+        argv += ["--rate", f"{settings.rate:g}"]
     return argv
 
 
@@ -370,7 +450,8 @@ def diagnose_port(port: int, server_process: processes.ManagedProcess) -> str:
 
 
 def _judge(server_process: processes.ManagedProcess, clients: list[processes.ManagedProcess], codes: list[int],
-           window: "WindowWatcher", common: dict[str, Any]) -> dict[str, Any]:
+           window: "WindowWatcher", common: dict[str, Any], settings: CellSettings,
+           held: HeldConnections | None = None) -> dict[str, Any]:
     reports = []
     for index, (client_process, client_code) in enumerate(zip(clients, codes)):
         outcome = _judge_one(server_process, client_process, client_code, common)
@@ -379,7 +460,26 @@ def _judge(server_process: processes.ManagedProcess, clients: list[processes.Man
                 outcome["reason"] = f"client process {index}: {outcome['reason']}"
             return outcome
         reports.append(parse_client_report(client_process.stdout_text())[0])
-    report = reports[0] if len(reports) == 1 else merge_reports(reports)
+    figures: dict[str, Any] | None = None
+    if settings.workload == "broadcast":
+        try:
+            report, figures = workload_figures.broadcast(reports)
+        except workload_figures.WorkloadError as exc:
+            return dict(status="client-failed", reason=str(exc), client_exit_code=max(codes),
+                        client_report=workload_figures.without_timestamps(reports[0]), **common)
+    else:
+        report = reports[0] if len(reports) == 1 else merge_reports(reports)
+        if settings.rate is not None:
+            figures = {"open_loop": workload_figures.open_loop(reports, settings.rate)}
+        if held is not None:
+            figures = (figures or {}) | {"idle": workload_figures.idle(reports, settings.idle_connections,
+                                                                       held.memory_before, held.memory_held,
+                                                                       held.established)}
+            if figures["idle"]["opened"] != settings.idle_connections:
+                return dict(status="client-failed", reason=f"idle connections: the clients held "
+                                                           f"{figures['idle']['opened']} of "
+                                                           f"{settings.idle_connections}",
+                            client_exit_code=max(codes), client_report=report, **common)
     latency = report.get("latency") or {}
     histogram = latency.pop("hdr_histogram", None)
     value_counts = latency.pop("value_counts", None)
@@ -393,7 +493,7 @@ def _judge(server_process: processes.ManagedProcess, clients: list[processes.Man
                 window_spread=window.spread,
                 window_wall_s=window.wall_s, server_peak_rss_bytes=window.server_peak_rss_bytes,
                 tcp_counters=window.tcp_counters, sockets=window.sockets, syscalls=window.syscalls,
-                signal_sampling_s=window.sampling_s, client_report=report, **common)
+                signal_sampling_s=window.sampling_s, client_report=report, workload_figures=figures, **common)
 
 
 def merge_reports(reports: list[dict[str, Any]]) -> dict[str, Any]:
@@ -481,8 +581,11 @@ class WindowWatcher:
     """
 
     def __init__(self, read_fd: int, server_pid: int, client_pids: list[int], port: int, settings: CellSettings,
-                 work_dir: Path, on_ready: Callable[[], None] | None = None) -> None:
+                 work_dir: Path, on_ready: Callable[[], None] | None = None,
+                 window_processes: int | None = None) -> None:
         self.server_pid = server_pid
+        # the processes whose window-start opens the sampled window (broadcast: only the sender measures one)
+        self.window_processes = window_processes or len(client_pids)
         self.on_ready = on_ready  # called on each client's READY_EVENT (the start barrier counts them)
         self.ready_at: list[float] = []  # when each event arrived, on the orchestrator's monotonic clock
         self.starts_at: list[float] = []
@@ -513,7 +616,7 @@ class WindowWatcher:
     @property
     def spread(self) -> dict[str, Any] | None:
         """With several client processes, how far apart their readies, window starts and window ends came."""
-        if len(self.client_pids) == 1:
+        if len(self.client_pids) == 1 or self.window_processes == 1:
             return None
         return window_spread(self.ready_at, self.starts_at, self.ends_at, len(self.client_pids))
 
@@ -563,7 +666,7 @@ class WindowWatcher:
             for event in iter(self._events.get, None):
                 if event == WINDOW_START_EVENT:
                     starts += 1
-                    if starts < len(self.client_pids):
+                    if starts < self.window_processes:
                         continue
                     # Inside the measured window, so kept cheap (sampling_s records how cheap): CPU and
                     # counters first, then each connection's TCP_NODELAY (forced first, if asked).

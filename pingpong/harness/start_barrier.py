@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import threading
+from typing import Callable
 
 from pingpong.contract import GO_LINE
 
@@ -17,7 +18,8 @@ from pingpong.contract import GO_LINE
 class StartBarrier:
     """The go pipes of `count` client processes; arrived() is called once per READY_EVENT (from any thread)."""
 
-    def __init__(self, count: int) -> None:
+    def __init__(self, count: int, before_go: "Callable[[], None] | None" = None) -> None:
+        self.before_go = before_go  # runs once all are ready, just before the go (e.g. sampling the server idle)
         pipes = [os.pipe() for _ in range(count)]
         self.read_fds = [read_fd for read_fd, _ in pipes]  # one per client: passed to it, then closed here
         self._write_fds = [write_fd for _, write_fd in pipes]
@@ -33,6 +35,11 @@ class StartBarrier:
             self.ready += 1
             if self.ready < self.count or self._closed:
                 return
+            if self.before_go is not None:
+                try:
+                    self.before_go()
+                except Exception:  # a sampling problem must not hold the clients back
+                    pass
             for write_fd in self._write_fds:
                 try:
                     os.write(write_fd, f"{GO_LINE}\n".encode())

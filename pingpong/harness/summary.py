@@ -11,10 +11,11 @@ import statistics
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from pingpong.harness import anomalies, histograms
+from pingpong.harness import anomalies, histograms, workload_figures
 from pingpong.contract import DEFAULT_PAYLOAD_SIZE
 from pingpong.harness.results import Cell, RunResult
 from pingpong.harness.stats import Summary, summarize
+from pingpong.harness.workload_figures import DEFAULT_SATURATION_P99_MS
 
 SATURATED_UTILIZATION = 0.8  # a side using >= 80% of one CPU over the window is treated as the bottleneck
 SIDES = ("server", "client")
@@ -82,6 +83,8 @@ class CellSummary:
     expected_roundtrips_per_s: float | None = None  # "expected_roundtrips_per_s": the matrix model's prediction
     rate_vs_expected: float | None = None  # "rate_vs_expected": observed median / expected
     flags: tuple[str, ...] | None = None  # "flags": one-line anomaly reasons; None (absent) until annotated
+    # "workload": the figures of broadcast, open loop or idle connections (workload_figures.summarize_workload)
+    workload: dict[str, Any] | None = None
 
     @property
     def measured(self) -> bool:
@@ -132,13 +135,15 @@ class CellSummary:
                         rate_vs_expected=self.rate_vs_expected)
         if self.flags is not None:
             data["flags"] = list(self.flags)
+        if self.workload is not None:
+            data["workload"] = self.workload
         return data
 
 
 Summaries = dict[tuple[str, str], CellSummary]
 
 
-def summarize_cell(cell: Cell) -> CellSummary:
+def summarize_cell(cell: Cell, saturation_p99_ms: float = DEFAULT_SATURATION_P99_MS) -> CellSummary:
     if cell.skipped:
         return CellSummary(status=cell.status, reason=cell.skipped)
     failures = tuple(f"repeat {a.repeat}: {a.status}: {a.reason}" for a in cell.attempts if not a.ok)
@@ -159,6 +164,7 @@ def summarize_cell(cell: Cell) -> CellSummary:
         bottleneck=bottleneck(cpu["server"].utilization, cpu["client"].utilization),
         server_peak_rss_bytes=max(peaks) if peaks else None,
         signal_sampling_ms=statistics.median(sampling) * 1e3 if sampling else None,
+        workload=workload_figures.summarize_workload(good, saturation_p99_ms),
         **{**observed, **tcp_signals(good), **sockets})
 
 
@@ -265,6 +271,14 @@ def observed_settings(attempt) -> dict[str, Any]:
 
 def summarize_run(run: RunResult) -> Summaries:
     """Every cell's summary, with the anomaly flags that need the whole matrix."""
-    summaries = {(cell.server, cell.client): summarize_cell(cell) for cell in run.cells}
+    threshold = run.configuration.get("saturation_p99_ms") or DEFAULT_SATURATION_P99_MS
+    summaries = {(cell.server, cell.client): summarize_cell(cell, threshold) for cell in run.cells}
     return anomalies.annotate(summaries, run.configuration.get("payload_size", DEFAULT_PAYLOAD_SIZE),
-                              run.configuration.get("workload", "pingpong"))
+                              workload_kind(run.configuration))
+
+
+def workload_kind(configuration: dict[str, Any]) -> str:
+    """pingpong, handshake, broadcast, or open-loop (the ping-pong at a --rate): what the anomaly rules and the
+    reports' units go by. Idle connections leave the pair's closed-loop ping-pong as it is."""
+    workload = configuration.get("workload", "pingpong")
+    return "open-loop" if workload == "pingpong" and configuration.get("rate") is not None else workload

@@ -7,23 +7,27 @@ from __future__ import annotations
 from dataclasses import asdict, fields
 from typing import Any
 
-from pingpong.harness.render import format_duration_ns, format_rate, format_ratio, usual_label
+from pingpong.harness.render import format_duration_ns, format_rate, format_ratio, unit_for_kind, usual_label
+from pingpong.harness import workload_report
 from pingpong.harness.stats import Ratio, paired_ratio
+from pingpong.harness.summary import workload_kind
 
 SWEEP_FORMAT_VERSION = 2  # 2: a cell's interval_low/high/coverage/kind (1: a bootstrap ci_low/ci_high)
-DIMENSIONS = ("loop", "compression", "tls", "payload_size", "payload_kind", "pairs")
+DIMENSIONS = ("loop", "compression", "tls", "payload_size", "payload_kind", "pairs", "receivers", "idle_connections",
+              "rate")
 
 
 def point_suffix(point: dict[str, Any], swept: list[str]) -> str:
     """The file-name suffix of a point's results, from the swept settings: -size1024-text-ascii, -loop-uvloop."""
     parts = {"loop": lambda v: f"loop-{v}", "compression": lambda v: f"compression-{v}",
              "tls": lambda v: "tls" if v else "plain", "payload_size": lambda v: f"size{v}",
-             "payload_kind": str, "pairs": lambda v: f"pairs{v}"}
+             "payload_kind": str, "pairs": lambda v: f"pairs{v}", "receivers": lambda v: f"receivers{v}",
+             "idle_connections": lambda v: f"idle{v}", "rate": lambda v: f"rate{v:g}"}
     return "".join(f"-{parts[dimension](point[dimension])}" for dimension in swept) or "-point"
 
 
 def swept_dimensions(points: list[dict[str, Any]]) -> list[str]:
-    return [dimension for dimension in DIMENSIONS if len({point[dimension] for point in points}) > 1]
+    return [dimension for dimension in DIMENSIONS if len({point.get(dimension) for point in points}) > 1]
 
 
 def sweep_index(members: list[tuple[dict[str, Any], Any, dict, str]]) -> dict[str, Any]:
@@ -58,10 +62,15 @@ def sweep_index(members: list[tuple[dict[str, Any], Any, dict, str]]) -> dict[st
                 "server_cpu_utilization": summary.server_cpu.utilization,
                 "status": summary.status,
                 "ratio_to_first_point": asdict(to_first) if to_first is not None else None,
+                "server_cpu_us_per_roundtrip": summary.server_cpu.us_per_roundtrip,
+                "workload": summary.workload,
+                "idle_memory_by_round": workload_report.idle_memory_by_round(run.cell(server, client)),
             })
     first = members[0][1] if members else None
     return {"format_version": SWEEP_FORMAT_VERSION, "kind": "sweep",
             "workload": first.configuration.get("workload", "pingpong") if first else "pingpong",
+            "workload_kind": workload_kind(first.configuration) if first else "pingpong",
+            "saturation_p99_ms": first.configuration.get("saturation_p99_ms") if first else None,
             "swept": swept_dimensions([point for point, *_ in members]),
             "points": points, "cells": cells,
             "interrupted": any(run.interrupted for _, run, _, _ in members)}
@@ -75,14 +84,18 @@ def point_label(entry: dict[str, Any], swept: list[str]) -> str:
                      f"{value} pair{'s' if value != 1 else ''}" if dimension == "pairs" else
                      ("TLS" if value else "plain") if dimension == "tls" else
                      f"loop {value}" if dimension == "loop" else
-                     f"compression {value}" if dimension == "compression" else str(value))
+                     f"compression {value}" if dimension == "compression" else
+                     f"{value} receiver{'s' if value != 1 else ''}" if dimension == "receivers" else
+                     f"{value:,} idle" if dimension == "idle_connections" else
+                     ("closed loop" if value is None else f"{value:g}/s offered") if dimension == "rate" else
+                     str(value))
     return ", ".join(parts) or "—"
 
 
 def render_sweep_markdown(index: dict[str, Any]) -> str:
     """Rows: cells; columns: the sweep's points; each value the median rate with its p99 latency."""
     swept = index["swept"] or ["payload_size"]
-    unit = "handshakes/s" if index["workload"] == "handshake" else "roundtrips/s"
+    unit = unit_for_kind(index.get("workload_kind", index["workload"]))
     labels = [point_label(point, swept) for point in index["points"]]
     lines = [f"# Sweep over {', '.join(d.replace('_', ' ') for d in swept)}: {unit} per cell", "",
              f"Each value: median {unit} over the rounds · p99 latency. A point's full matrix is in its own "
@@ -113,6 +126,7 @@ def render_sweep_markdown(index: dict[str, Any]) -> str:
             row.append("—" if server is None or client is None else f"{server:.2f} / {client:.2f}")
         lines.append(f"| {cell} | " + " | ".join(row) + " |")
     lines += ratio_table(index, swept, labels)
+    lines += workload_report.sweep_sections(index, swept, labels)
     if index.get("interrupted"):
         lines += ["", "The sweep was interrupted: later points are missing."]
     return "\n".join(lines) + "\n"

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 
 from pingpong.harness.costs import websocket_costs
 from pingpong.harness.render import (axes, axis_loops, fastest_cell, floors, format_duration_ns, format_rate,
-                                     is_floor, rate_unit, relative_to_fastest, rounds_text, usual_label, with_loop)
+                                     is_floor, rate_unit, relative_to_fastest, rounds_text, usual_label, with_loop,
+                                     workload_title)
 from pingpong.harness.results import RunResult
 from pingpong.harness.stats import NOISY_CV
 from pingpong.harness.summary import CellSummary, Summaries
@@ -77,8 +78,8 @@ def terminal_report(run: RunResult, summaries: Summaries, source: str | None = N
     unit = rate_unit(run)
     websocket_servers = [s for s in servers if not is_floor(run, s)]
     websocket_clients = [c for c in clients if _client_is_websocket(run, c)]
-    heading = [f"{'WebSocket handshakes' if config.get('workload') == 'handshake' else 'WebSocket ping-pong'}: "
-               f"median {unit}, server (rows) × client (columns)", *wrap(settings_line(run)), *wrap(machine_line(run))]
+    heading = [f"{workload_title(config)}: median {unit}, server (rows) × client (columns)",
+               *wrap(settings_line(run)), *wrap(machine_line(run))]
     tables = []
     if websocket_servers and websocket_clients:
         server_loops, client_loops = axis_loops(summaries)
