@@ -155,3 +155,96 @@ def test_handshake_cycles_wait_for_the_server_to_close(tmp_path, client):
     server_first, client_first = time_wait_sockets(attempt["port"])
     assert client_first == 0
     assert server_first >= attempt["client_report"]["handshakes"] > 5
+
+
+def attempts_of(result):
+    return {(cell["server"], cell["client"]): cell for cell in result["cells"]}
+
+
+@pytest.mark.timeout(400)
+def test_broadcast_delivers_every_message_to_every_receiver_across_client_processes(tmp_path):
+    """5 receivers over 2 client processes (3 with the sender, 2 acking on the pipe), Python and Node clients: every
+    receiver got exactly the sender's messages (else the attempt fails), deliveries = messages x 5; a floor, which
+    declares no broadcast, is shown as skipped with the reason."""
+    completed = run_bench("--servers", "aiohttp,node-ws,raw-tcp-python", "--clients", "websockets,node-ws,raw-tcp-python",
+                          *FAST, "--workload", "broadcast", "--receivers", "5", "--client-processes", "2",
+                          "--results-dir", str(tmp_path), "--format", "json", timeout=360)
+    assert completed.returncode == 0, completed.stderr
+    result = json.loads(completed.stdout)
+    cells = attempts_of(result)
+    assert "does not declare broadcast" in cells[("raw-tcp-python", "raw-tcp-python")]["skipped"]
+    for server in ("aiohttp", "node-ws"):
+        for client in ("websockets", "node-ws"):
+            attempt = cells[(server, client)]["attempts"][0]
+            assert attempt["status"] == "ok", attempt["reason"]
+            figures = attempt["workload_figures"]["broadcast"]
+            assert figures["receivers"] == 5 and figures["receivers_per_process"] == [3, 2]
+            assert figures["deliveries"] == figures["messages"] * 5 == attempt["roundtrips"] > 0
+            assert [part["role"] for part in attempt["client_report"]["per_process"]] == ["sender", "receivers"]
+            summary = cells[(server, client)]["summary"]["workload"]["broadcast"]
+            assert summary["latency_last"]["count"] == figures["messages"]
+            assert summary["latency_first"]["p50_ns"] <= summary["latency_last"]["p50_ns"]
+    markdown = next(tmp_path.glob("2*.md")).read_text()
+    assert "deliveries/s" in markdown and "first / last receiver" in markdown
+
+
+@pytest.mark.timeout(200)
+def test_broadcast_to_a_server_that_echoes_to_the_sender_fails_with_the_reason(tmp_path):
+    completed = run_bench(*TEST_MANIFESTS, "--servers", "echo-to-sender", "--clients", "websockets,node-ws", *FAST,
+                          "--workload", "broadcast", "--receivers", "3", "--results-dir", str(tmp_path),
+                          "--format", "json", timeout=180)
+    assert completed.returncode == 1, completed.stderr
+    for cell in json.loads(completed.stdout)["cells"]:
+        attempt = cell["attempts"][0]
+        assert attempt["status"] in ("client-failed", "verification-failed"), attempt
+        assert attempt["reason"]
+
+
+@pytest.mark.timeout(400)
+def test_idle_connections_are_held_and_seen_by_the_kernel_on_the_server_side(tmp_path):
+    """--idle-connections 0,60 over 2 client processes: the kernel lists N + 2 ESTABLISHED connections on the server's
+    port while the pair runs; the server's memory is sampled before and with them; the sweep fits bytes per
+    connection and says so in its Markdown; fresh servers are recorded."""
+    completed = run_bench("--servers", "websockets,node-ws", "--clients", "websockets,node-ws", *FAST,
+                          "--repeat", "2", "--idle-connections", "0,60", "--client-processes", "2",
+                          "--results-dir", str(tmp_path), timeout=360)
+    assert completed.returncode == 0, completed.stderr
+    index, path = sweep_files(tmp_path)
+    assert index["swept"] == ["idle_connections"]
+    for point in index["points"]:
+        result = json.loads((tmp_path / point["results"]).read_text())
+        assert result["configuration"]["rounds"]["fresh_server"] is True
+        for cell in result["cells"]:
+            for attempt in cell["attempts"]:
+                assert attempt["status"] == "ok", attempt["reason"]
+                idle = attempt["workload_figures"]["idle"]
+                assert idle["opened"] == point["idle_connections"]
+                assert idle["server_connections_established"] == point["idle_connections"] + 2
+                assert idle["server_memory_held"]["pss_bytes"] > 0
+    markdown = path.with_suffix(".md").read_text()
+    assert "Server memory per idle connection" in markdown
+    assert path.with_name(path.stem + "-memory.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.timeout(400)
+def test_open_loop_latency_grows_past_the_saturation_of_a_slow_server(tmp_path):
+    """A relay spending 2 ms per message serves ~250 roundtrips/s. Offered 40/s it keeps up; offered 600/s the queue
+    grows through the window, and latency from the intended send time shows it (no coordinated omission): p99 many
+    times higher, the rate flagged as saturating, the achieved rate below the offered one."""
+    completed = run_bench(*TEST_MANIFESTS, "--servers", "slow-relay", "--clients", "websockets,node-ws",
+                          "--duration", "1", "--warmup", "0.2", "--repeat", "1", "--rate", "40,600",
+                          "--saturation-p99", "50", "--results-dir", str(tmp_path), timeout=360)
+    assert completed.returncode == 0, completed.stderr
+    index, path = sweep_files(tmp_path)
+    assert index["swept"] == ["rate"] and index["workload_kind"] == "open-loop"
+    for cell, entries in index["cells"].items():
+        low, high = sorted((entry["workload"]["open_loop"] for entry in entries), key=lambda f: f["rate_per_pair"])
+        assert low["rate_per_pair"] == 40 and high["rate_per_pair"] == 600
+        assert not low["saturated"], (cell, low)
+        assert high["saturated"], (cell, high)
+        assert high["p99_ns"] > 5 * low["p99_ns"], (cell, low, high)
+        assert high["achieved_per_s"] < 0.95 * high["offered_per_s"]
+        assert 0.9 * 40 <= low["achieved_per_s"] <= 1.1 * 40
+    markdown = path.with_suffix(".md").read_text()
+    assert "| slow-relay × websockets | 40 | 600 |" in markdown
+    assert path.with_name(path.stem + "-latency-throughput.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
