@@ -209,3 +209,35 @@ def test_a_list_setting_is_a_dimension_interleaved_within_every_round(tmp_path):
     assert second["ratio_to_first_point"]["n"] == 2 and second["ratio_to_first_point"]["kind"] == "range"
     assert "Paired by round against the first point (compression default)" in \
         next(tmp_path.glob("*-sweep.md")).read_text()
+
+
+def test_kill_9_of_the_orchestrator_leaves_no_process_behind(tmp_path):
+    """SIGKILL reaches no handler, and every server and client runs in a session of its own; the guardian, told
+    each process group as it starts, ends them when the orchestrator's pipe closes. Sanic has worker processes:
+    the whole tree of the server being measured goes, and the clients with it."""
+    with open(tmp_path / "run_bench.stderr", "w") as stderr:
+        process = subprocess.Popen([sys.executable, "run_bench.py", "--servers", "sanic", "--clients",
+                                    "websockets,node-ws", "--repeat", "6", "--duration", "1", "--warmup", "0.2",
+                                    "--fresh-server", "--results-dir", str(tmp_path / "results")], cwd=ROOT,
+                                   stdout=subprocess.DEVNULL, stderr=stderr)
+    try:
+        deadline = time.monotonic() + 120
+        started = []
+        while time.monotonic() < deadline:  # a server with its workers and a client, all measuring
+            tree = psutil.Process(process.pid).children(recursive=True)
+            started = [p for p in tree if "pingpong.harness.guardian" not in " ".join(p.cmdline())]
+            names = " ".join(" ".join(p.cmdline()) for p in started)
+            if "servers.sanic_server" in names and "client" in names and len(started) >= 3:
+                break
+            time.sleep(0.05)
+        else:
+            raise AssertionError("no server and client running within 120 s")
+        pids = [p.pid for p in started]
+    finally:
+        process.kill()
+        process.wait(10)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(psutil.pid_exists(pid) and psutil.Process(pid).status()
+                                              != psutil.STATUS_ZOMBIE for pid in pids):
+        time.sleep(0.05)
+    assert_gone(pids)

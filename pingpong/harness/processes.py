@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from pingpong.harness import guardian
 from pingpong.harness.stop_signals import note_stop_request, stop_requested, stopping_signals
 
 STOP_GRACE_S = 5.0
@@ -80,6 +81,7 @@ def start(name: str, argv: list[str], cwd: Path, log_dir: Path, env: dict[str, s
     with open(stdout_path, "wb") as stdout, open(stderr_path, "wb") as stderr:
         popen = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr,
                                  start_new_session=True, pass_fds=pass_fds, preexec_fn=prepare_child)
+    guardian.started(popen.pid)  # its own session: the group's id is its PID
     process = ManagedProcess(name, popen, stdout_path, stderr_path)
     if stop_requested():  # a Ctrl-C during the fork: its KeyboardInterrupt was dropped in an at-fork hook
         with interrupts_deferred():
@@ -105,9 +107,12 @@ def stop(process: ManagedProcess, grace_s: float = STOP_GRACE_S) -> int | None:
             pass
     kill_group(popen.pid)
     try:
-        return popen.wait(grace_s)
+        code = popen.wait(grace_s)
     except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL cannot be ignored
         return None
+    if not group_members(popen.pid):
+        guardian.reaped(popen.pid)
+    return code
 
 
 @contextmanager
