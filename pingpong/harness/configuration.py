@@ -323,6 +323,7 @@ def build_configuration(options: argparse.Namespace, command_line: list[str], im
                             stall_timeout_s=options.stall_timeout, pin=not options.no_pin,
                             client_grace_s=options.client_grace, workload=options.workload,
                             saturation_p99_ms=getattr(options, "saturation_p99", DEFAULT_SATURATION_P99_MS),
+                            sample_server_memory=any(getattr(options, "idle_connections_list", [0])),
                             client_processes=options.client_processes,
                             server_cpus=tuple(sorted(server_cpus)) if server_cpus else None,
                             client_cpus=tuple(sorted(client_cpus)) if client_cpus else None)

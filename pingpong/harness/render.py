@@ -295,12 +295,13 @@ def render_markdown(run: RunResult, summaries: Summaries) -> str:
 
     lines += flagged_section(summaries)
 
+    per = "delivery" if workload_kind(config) == "broadcast" else "rt"
     lines += ["", "## Per cell", "",
               "CPU is user+system time of each side's process tree over the measured window; utilization is that "
               "CPU time over wall time (1.0 = one core busy). The bottleneck is the side at ≥ 80% of a core; "
               "'neither' means the pair waits rather than computes.", "",
-              "| server | client | roundtrips/s median [min–max] | n | precision | CV | p50 | p90 | p99 | p99.9 | max "
-              "| server µs/rt | client µs/rt | server util | client util | bottleneck | server peak RSS "
+              f"| server | client | {unit} median [min–max] | n | precision | CV | p50 | p90 | p99 | p99.9 | max "
+              f"| server µs/{per} | client µs/{per} | server util | client util | bottleneck | server peak RSS "
               "| loops (server/client) | compression | TCP_NODELAY (server/client) | TCP segments/message "
               "| delayed ACKs/rt |",
               "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---|---|---|---:|---:|"]

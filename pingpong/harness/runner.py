@@ -49,6 +49,9 @@ class CellSettings:
     receivers: int = 1  # broadcast: receivers in the sender's room, spread over the client processes
     idle_connections: int = 0  # extra connections held idle during the ping-pong, spread over the client processes
     rate: float | None = None  # open loop: messages/s each pair's A sends on a fixed schedule (None: closed loop)
+    # sample the server's memory and connections before the go even with no idle connection (the N = 0 point of a
+    # run over --idle-connections, which the fit of memory per connection needs)
+    sample_server_memory: bool = False
     saturation_p99_ms: float = 10.0  # open loop: the p99 beyond which an offered rate counts as saturating the pair
     # Switches for diagnose's A/B experiments; the defaults are what the matrix always runs with.
     client_host: str = "127.0.0.1"  # the host in the client's URL; the server always listens on 127.0.0.1
@@ -238,7 +241,8 @@ def _measure_client(server_under_test: ServerUnderTest, client: Implementation, 
     server_under_test.clients_started += 1
     number = server_under_test.clients_started
     shares = client_shares(settings)
-    held = HeldConnections(server_process.pid, server_under_test.port) if settings.idle_connections else None
+    held = (HeldConnections(server_process.pid, server_under_test.port)
+            if settings.idle_connections or settings.sample_server_memory else None)
     # Several client processes start their warmup together, released by a barrier once all are connected. With
     # idle connections, the barrier also holds the client while the server is sampled with all of them open.
     barrier = StartBarrier(len(shares), before_go=held.sample_held if held else None) \
