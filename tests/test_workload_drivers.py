@@ -12,6 +12,7 @@ import json
 import os
 import resource
 import select
+import socket
 import subprocess
 import threading
 import time
@@ -329,6 +330,17 @@ def test_idle_connections_raise_the_open_files_limit_and_report_a_shortfall(shar
     assert report["error"].startswith("idle connections: opened ")
     opened = int(report["error"].split()[3])
     assert 100 < opened < 200 and "Too many open files" in report["error"]
+
+
+def test_a_server_that_stops_accepting_stalls_the_idle_phase():
+    """Handshakes that never complete (a socket that listens but never answers) end the run as a stall of the
+    idle phase, saying how many opened, within the stall timeout instead of hanging."""
+    with socket.create_server(("127.0.0.1", 0), backlog=128) as listener:
+        url = f"ws://127.0.0.1:{listener.getsockname()[1]}/x"
+        started = time.monotonic()
+        code, report, _ = run_client("websockets", ["--url", url, "--idle-connections", "10", "--stall-timeout", "1"])
+    assert code == 1 and time.monotonic() - started < 10
+    assert report["error"] == "stall: no new connection opened for 1 s (phase idle-connecting, 0 of 10 opened)"
 
 
 # --- open loop ---
