@@ -9,8 +9,11 @@ holds their copies (node/driver.js, node/server_support.js, node/dependencies.js
 LOOPS = ("auto", "asyncio", "uvloop")
 # --compression: permessage-deflate as each library ships it ("default"), refused/not offered ("off"), or on.
 COMPRESSION_MODES = ("default", "off", "on")
-# --workload: roundtrips on open connections, or connections opened, one roundtrip, closed, in a loop.
+# --workload: roundtrips on open connections; connections opened, one roundtrip, closed, in a loop; or one sender
+# whose every message the server relays to many receivers (fan-out), which acknowledge it before the next.
 WORKLOADS = ("pingpong", "handshake", "broadcast")
+# --broadcast-role: the process holding the sender connection (and some receivers), or one holding receivers only.
+BROADCAST_ROLES = ("sender", "receivers")
 # What an implementation supports beyond one ping-pong pair in plain ws:// (listed in its manifest entry):
 # pairs = a client drives --pairs N at once; handshake = a client runs --workload handshake; tls = wss:// / TLS;
 # broadcast = --workload broadcast (a server: relays to many members of a room); idle-connections = a client holds
@@ -36,15 +39,18 @@ DEFAULT_PAIRS = 1
 # says which features it has) but never other ones.
 SERVER_FLAGS = ("--host", "--port", "--loop", "--compression", "--tls-cert", "--tls-key")
 CLIENT_FLAGS = ("--url", "--duration", "--warmup", "--loop", "--compression", "--payload-size", "--payload-kind",
-                "--workload", "--tls-ca", "--pairs", "--stall-timeout", "--no-latency", "--ab-windows")
+                "--workload", "--tls-ca", "--pairs", "--stall-timeout", "--no-latency", "--ab-windows", "--receivers",
+                "--broadcast-role", "--ack-processes", "--idle-connections", "--rate")
 
 # Environment variables the orchestrator sets for the processes it starts.
 EVENTS_FD_ENV = "PINGPONG_EVENTS_FD"  # a client writes its events (the lines below) to this fd
 GO_FD_ENV = "PINGPONG_GO_FD"  # the start barrier: a client reads GO_LINE here after READY_EVENT, then warms up
-ACK_FD_ENV = "PINGPONG_ACK_FD"  # broadcast: receivers processes ack each message on this pipe; the sender reads it
 INFO_FILE_ENV = "PINGPONG_INFO_FILE"  # a server writes its report (loop, versions, settings) to this file
 NODE_MODULES_ENV = "PINGPONG_NODE_MODULES"  # JavaScript programs load npm packages from here (--node-packages)
 NODE_EXTRA_CA_CERTS_ENV = "NODE_EXTRA_CA_CERTS"  # the WHATWG clients' only way to trust the run's --tls CA
+# --workload broadcast with several client processes: one pipe shared by all. A receivers process writes one byte
+# to its write end when all its receivers have a message; the sender reads --ack-processes bytes per message here.
+ACK_FD_ENV = "PINGPONG_ACK_FD"
 
 # The lines on those two fds, each ended by a newline. A client writes READY_EVENT once every connection is open
 # (then, if GO_FD_ENV is set, blocks until it reads GO_LINE there; end of file instead means: give up), and

@@ -17,7 +17,7 @@ NODE_SERVER_SUPPORT = ROOT / "node" / "server_support.js"
 NATIVE_CLIENT = ROOT / "native" / "raw_tcp_client.c"
 NATIVE_SERVER = ROOT / "native" / "raw_tcp_server.c"
 ENVIRONMENT_NAMES = {contract.EVENTS_FD_ENV, contract.GO_FD_ENV, contract.INFO_FILE_ENV, contract.NODE_MODULES_ENV,
-                     contract.NODE_EXTRA_CA_CERTS_ENV}
+                     contract.NODE_EXTRA_CA_CERTS_ENV, contract.ACK_FD_ENV}
 
 
 def node_exports(module: str) -> dict:
