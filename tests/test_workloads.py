@@ -166,7 +166,8 @@ def test_broadcast_delivers_every_message_to_every_receiver_across_client_proces
     """5 receivers over 2 client processes (3 with the sender, 2 acking on the pipe), Python and Node clients: every
     receiver got exactly the sender's messages (else the attempt fails), deliveries = messages x 5; a floor, which
     declares no broadcast, is shown as skipped with the reason."""
-    completed = run_bench("--servers", "aiohttp,node-ws,raw-tcp-python", "--clients", "websockets,node-ws,raw-tcp-python",
+    completed = run_bench("--servers", "aiohttp,node-ws,raw-tcp-python",
+                          "--clients", "websockets,node-ws,raw-tcp-python",
                           *FAST, "--workload", "broadcast", "--receivers", "5", "--client-processes", "2",
                           "--results-dir", str(tmp_path), "--format", "json", timeout=360)
     assert completed.returncode == 0, completed.stderr
