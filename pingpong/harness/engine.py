@@ -19,6 +19,7 @@ from pingpong.harness.configuration import RunConfiguration
 from pingpong.harness.manifest import Implementation
 from pingpong.harness.results import Attempt, Cell, RunResult
 from pingpong.harness.progress import Progress, plan_line
+from pingpong.harness.render import rate_unit
 from pingpong.harness.results_files import ResultPaths, save, save_record
 from pingpong.harness.rounds import (SERVER_DIMENSIONS, RoundPolicy, Unit, affordable, round_plan,
                                      units_wanting_more)
@@ -91,6 +92,7 @@ def measure_rounds(configuration: RunConfiguration, runs: list[RunResult], paths
                     window_s + FIRST_ATTEMPT_ESTIMATE_S + SERVER_START_ESTIMATE_S / max(1, len(configuration.clients))),
           file=sys.stderr, flush=True)
     progress = (progress_factory or Progress)(minimum, window_s + FIRST_ATTEMPT_ESTIMATE_S)
+    progress.unit = rate_unit(runs[0])
     state = EngineState(cells, by_name, settings_of, measurer, progress, timings, policy, clock)
     stopped_by = None
     try:

@@ -18,7 +18,7 @@ from matplotlib.colors import LogNorm  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 
 from pingpong.harness import histograms  # noqa: E402
-from pingpong.harness.render import axes, unit_for_kind  # noqa: E402
+from pingpong.harness.render import axes, rate_unit, unit_for_kind  # noqa: E402
 from pingpong.harness.results import RunResult  # noqa: E402
 from pingpong.harness.scales import MIN_SPAN, log_range  # noqa: E402
 from pingpong.harness.summary import Summaries  # noqa: E402
@@ -60,9 +60,10 @@ def figure_heatmap(run: RunResult, summaries: Summaries):
                 text = "—" if summary is None or summary.status == "skipped" else "failed"
             bright = not value or (norm and norm(value) > 0.6)  # empty cells are white: dark text there too
             axis.text(column, row, text, ha="center", va="center", fontsize=8, color="black" if bright else "white")
-    figure.colorbar(image, ax=axis, label=f"roundtrips/s (median, log scale spanning at least {MIN_SPAN:g}×)")
+    unit = rate_unit(run)
+    figure.colorbar(image, ax=axis, label=f"{unit} (median, log scale spanning at least {MIN_SPAN:g}×)")
     config = run.configuration
-    axis.set_title(f"Roundtrips/s, server × client — {config.get('payload_size')} B {config.get('payload_kind')}, "
+    axis.set_title(f"{unit[0].upper()}{unit[1:]}, server × client — {config.get('payload_size')} B {config.get('payload_kind')}, "
                    f"compression {config.get('compression')}; z = deflate negotiated, ! = flagged")
     figure.tight_layout()
     return figure

@@ -37,6 +37,7 @@ class Progress:
         self.done = 0
         self.started = time.monotonic()
         self.estimate_s = estimate_s  # per attempt, until real timings exist
+        self.unit = "roundtrips/s"  # the workload's (set by the engine: deliveries/s for broadcast, ...)
         self.bar = None
         if sys.stderr.isatty() and total:
             from rich.console import Console
@@ -65,7 +66,7 @@ class Progress:
 
     def after(self, cell: Cell, attempt) -> None:
         self.done += 1
-        outcome = (f"{attempt.roundtrips_per_s:,.0f} roundtrips/s" if attempt.ok
+        outcome = (f"{attempt.roundtrips_per_s:,.0f} {self.unit}" if attempt.ok
                    else f"{attempt.status}: {attempt.reason}")
         if self.bar is None:
             print(f"[{self.done}/{self.total}] {cell.server} server × {cell.client} client, round {attempt.repeat}: "
