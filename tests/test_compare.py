@@ -153,3 +153,18 @@ def test_compare_command_reads_two_files_and_rejects_a_bad_one(tmp_path):
     bad = compare_command(paths[0], str(tmp_path / "bad.json"))
     assert bad.returncode == 2 and "is not a results file of this suite" in bad.stderr
     assert bad.stderr.count("\n") == 1
+
+
+def test_runs_of_two_workloads_are_not_compared(tmp_path):
+    """Deliveries/s against roundtrips/s would be a ratio of two different things: one line, exit 2."""
+    completed = compare_command("results/reference/2026-11-22-default-matrix.json",
+                                "results/reference/2026-11-22-broadcast-receivers10.json")
+    assert completed.returncode == 2 and completed.stderr.count("\n") == 1
+    assert "deliveries/s (broadcast)" in completed.stderr and "compare runs of the same workload" in completed.stderr
+
+
+def test_two_broadcast_runs_compare_in_deliveries(tmp_path):
+    completed = compare_command("results/reference/2026-11-22-broadcast-receivers10.json",
+                                "results/reference/2026-11-22-broadcast-receivers100.json")
+    assert completed.returncode == 0, completed.stderr
+    assert "median deliveries/s of B over A's" in completed.stdout and "receivers 10 → 100" in completed.stdout

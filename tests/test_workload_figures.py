@@ -63,9 +63,9 @@ def test_saturation_rule(p99_ns, share, saturated):
 
 
 def test_open_loop_figures_sum_over_processes_and_weigh_the_mean_lag_by_messages_sent():
-    reports = [{"open_loop": {"offered_per_s": 100, "achieved_per_s": 99, "sent": 100, "answered": 100,
+    reports = [{"roundtrips_per_s": 99, "open_loop": {"offered_per_s": 100, "achieved_per_s": 99, "sent": 100, "answered": 100,
                               "answered_in_window": 98, "send_lag_max_ns": 50, "send_lag_mean_ns": 10}},
-               {"open_loop": {"offered_per_s": 100, "achieved_per_s": 97, "sent": 300, "answered": 300,
+               {"roundtrips_per_s": 97, "open_loop": {"offered_per_s": 100, "achieved_per_s": 97, "sent": 300, "answered": 300,
                               "answered_in_window": 290, "send_lag_max_ns": 80, "send_lag_mean_ns": 30}}]
     figures = workload_figures.open_loop(reports, rate_per_pair=50)
     assert figures["offered_per_s"] == 200 and figures["achieved_per_s"] == 196 and figures["sent"] == 400

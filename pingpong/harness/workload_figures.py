@@ -86,7 +86,11 @@ def broadcast(reports: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, 
 
 
 def open_loop(reports: list[dict[str, Any]], rate_per_pair: float) -> dict[str, Any]:
-    """Offered and achieved rates summed over the client processes; the client's worst and mean send lag."""
+    """Offered and achieved rates summed over the client processes; the client's worst and mean send lag.
+
+    The achieved rate is each process's window messages answered over the time from the window's start to the last
+    answer (its roundtrips_per_s): under saturation the answers trail the window, and counting only those that came
+    within it would understate what the server delivered."""
     parts = [report.get("open_loop") or {} for report in reports]
     sent = sum(int(part.get("sent", 0)) for part in parts)
 
@@ -96,7 +100,8 @@ def open_loop(reports: list[dict[str, Any]], rate_per_pair: float) -> dict[str, 
     lag_mean = (sum(float(part.get("send_lag_mean_ns") or 0) * int(part.get("sent", 0)) for part in parts) / sent
                 if sent else None)
     return {"rate_per_pair": rate_per_pair, "offered_per_s": total("offered_per_s"),
-            "achieved_per_s": total("achieved_per_s"), "sent": sent, "answered": int(total("answered")),
+            "achieved_per_s": sum(float(report.get("roundtrips_per_s") or 0) for report in reports),
+            "answered_in_window_per_s": total("achieved_per_s"), "sent": sent, "answered": int(total("answered")),
             "answered_in_window": int(total("answered_in_window")),
             "send_lag_max_ns": max((int(part.get("send_lag_max_ns") or 0) for part in parts), default=None),
             "send_lag_mean_ns": lag_mean}
@@ -169,7 +174,7 @@ def saturation(p99_ns: float | None, achieved_share: float | None, saturation_p9
     """Whether one offered rate saturated the pair, and why (the rule in docs/workloads.md)."""
     reasons = []
     if p99_ns is not None and p99_ns > saturation_p99_ms * 1e6:
-        reasons.append(f"p99 {p99_ns / 1e6:.3g} ms > {saturation_p99_ms:g} ms")
+        reasons.append(f"p99 {p99_ns / 1e6:,.1f} ms > {saturation_p99_ms:g} ms")
     if achieved_share is not None and achieved_share < ACHIEVED_SHARE_FLOOR:
         reasons.append(f"achieved {achieved_share:.0%} of the offered rate")
     return {"saturated": bool(reasons), "saturated_because": "; ".join(reasons) or None}

@@ -10,7 +10,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from pingpong.harness.render import format_duration_ns, format_rate
 from pingpong.harness.stats import Ratio, median_with_interval
@@ -135,25 +135,18 @@ def _memory_section(index: dict[str, Any]) -> list[str]:
 
 def _open_loop_section(index: dict[str, Any], swept: list[str], labels: list[str]) -> list[str]:
     threshold = index.get("saturation_p99_ms")
+
+    def text(entry: dict[str, Any]) -> str:
+        figures = (entry.get("workload") or {}).get("open_loop")
+        if not figures:
+            return "—"
+        return (f"{figures.get('achieved_share'):.0%} · {format_duration_ns(figures.get('p50_ns'))} · "
+                f"{format_duration_ns(figures.get('p99_ns'))}" + (" ⚠" if figures["saturated"] else ""))
+
     lines = ["", "Open loop: each pair's A sends on a fixed schedule whatever the replies; latency runs from each "
              "message's intended send time (no coordinated omission). Each value: achieved/offered · p50 · p99. "
              f"A rate saturates a pair when its p99 exceeds {threshold:g} ms or it answers less than 95% of the "
-             "offered rate (⚠).", "",
-             "| cell | " + " | ".join(labels) + " |", "|---|" + "---:|" * len(labels)]
-    from pingpong.harness.sweep import point_label
-
-    for cell, entries in index["cells"].items():
-        by_label = {point_label(entry, swept): entry for entry in entries}
-        row = []
-        for label in labels:
-            figures = ((by_label.get(label) or {}).get("workload") or {}).get("open_loop")
-            if not figures:
-                row.append("—")
-                continue
-            share = figures.get("achieved_share")
-            row.append(f"{share:.0%} · {format_duration_ns(figures.get('p50_ns'))} · "
-                       f"{format_duration_ns(figures.get('p99_ns'))}" + (" ⚠" if figures["saturated"] else ""))
-        lines.append(f"| {cell} | " + " | ".join(row) + " |")
+             "offered rate (⚠).", "", *_point_table(index, swept, labels, text)]
     lines += ["", "Where each pair saturates (messages/s offered per pair):", "",
               "| cell | sustained | saturates at | because |", "|---|---:|---:|---|"]
     for cell, entries in index["cells"].items():
@@ -169,20 +162,24 @@ def _open_loop_section(index: dict[str, Any], swept: list[str], labels: list[str
 
 
 def _broadcast_section(index: dict[str, Any], swept: list[str], labels: list[str]) -> list[str]:
+    def text(entry: dict[str, Any]) -> str:
+        figures = (entry.get("workload") or {}).get("broadcast")
+        return broadcast_text(figures, entry.get("server_cpu_us_per_roundtrip")) if figures else "—"
+
+    return ["", "Broadcast: the sender sends the next message once every receiver has the last one. Each value: "
+            "latency to the first receiver p50 / p99 · to the last receiver p50 / p99 · server CPU µs per "
+            "delivered message.", "", *_point_table(index, swept, labels, text)]
+
+
+def _point_table(index: dict[str, Any], swept: list[str], labels: list[str],
+                 text: Callable[[dict[str, Any]], str]) -> list[str]:
+    """A Markdown table: a row per cell, a column per point, each value text(the cell's entry at that point)."""
     from pingpong.harness.sweep import point_label
 
-    lines = ["", "Broadcast: the sender sends the next message once every receiver has the last one. Each value: "
-             "latency to the first receiver p50 / p99 · to the last receiver p50 / p99 · server CPU µs per "
-             "delivered message.", "",
-             "| cell | " + " | ".join(labels) + " |", "|---|" + "---:|" * len(labels)]
+    lines = ["| cell | " + " | ".join(labels) + " |", "|---|" + "---:|" * len(labels)]
     for cell, entries in index["cells"].items():
         by_label = {point_label(entry, swept): entry for entry in entries}
-        row = []
-        for label in labels:
-            entry = by_label.get(label) or {}
-            figures = (entry.get("workload") or {}).get("broadcast")
-            row.append(broadcast_text(figures, entry.get("server_cpu_us_per_roundtrip")) if figures else "—")
-        lines.append(f"| {cell} | " + " | ".join(row) + " |")
+        lines.append(f"| {cell} | " + " | ".join(text(by_label.get(label) or {}) for label in labels) + " |")
     return lines
 
 
