@@ -93,7 +93,12 @@ function parseDriverArgs(argv, supported = {}) {
     usageError('--duration and --stall-timeout must be > 0, --warmup >= 0');
   }
   if (!Number.isInteger(args.abWindows) || args.abWindows < 0) usageError('--ab-windows must be an integer >= 0');
-  if (!Number.isInteger(args.pairs) || args.pairs < 1) usageError('--pairs must be an integer >= 1');
+  if (!Number.isInteger(args.pairs) || args.pairs < 0 || (args.pairs === 0 && !(args.idleConnections > 0))) {
+    usageError('--pairs must be an integer >= 1 (0 only with --idle-connections: a process that holds them)');
+  }
+  if (args.pairs === 0 && (args.workload !== 'pingpong' || args.rate !== null || args.abWindows > 0)) {
+    usageError('--pairs 0 holds idle connections only: no --workload other than pingpong, --rate or --ab-windows');
+  }
   if (!WORKLOADS.includes(args.workload)) usageError(`--workload must be one of ${WORKLOADS.join(', ')}`);
   if (args.workload === 'handshake' && (args.pairs > 1 || args.abWindows > 0)) {
     usageError('--workload handshake runs one connection at a time; no --pairs or --ab-windows');
@@ -213,6 +218,7 @@ async function main({ implementation, libraries, openConnection, settings, suppo
   };
   try {
     let measurement = args.rate === null ? measure : measureOpenLoop;
+    if (args.pairs === 0) measurement = holdIdleConnections;
     if (args.workload === 'handshake') measurement = measureHandshakes;
     if (args.workload === 'broadcast') measurement = measureBroadcast;
     finish(await measurement(openConnection, args, (opened) => { connections = opened; }));
@@ -605,6 +611,37 @@ async function openIdleConnections(openConnection, args, fail, progress) {
   // Node cannot read RLIMIT_NOFILE (the harness raises it before starting the client).
   const report = { requested, opened: connections.length, open_s: Number(clock() - started) / 1e9, nofile_limit: null };
   return { connections, report };
+}
+
+// A holder keeps its idle connections this long beyond warmup + duration, so they stay open through the window of
+// the process measuring the pair (released by the same go).
+const HOLD_MARGIN_S = 1;
+
+/**
+ * --pairs 0 --idle-connections N: a holder. It opens the idle connections, says ready, waits for the go, holds them
+ * through warmup + duration (+ HOLD_MARGIN_S), and reports them with zero roundtrips: the pair measured beside it,
+ * in another process, then pays nothing in its own process for the connections the server holds.
+ */
+async function holdIdleConnections(openConnection, args) {
+  let opened = 0;
+  let failure = null;
+  const watchdog = watchForStalls(args.stallTimeout, () => `${opened}`, () => { failure = idleStall(args, opened); });
+  let idle;
+  try {
+    idle = await openIdleConnections(openConnection, args, (message) => { failure = message; },
+      (count) => { opened = count; });
+  } finally {
+    clearInterval(watchdog);
+  }
+  if (failure !== null) throw new Error(failure);
+  readyThenWaitForGo(windowEvents());
+  const started = clock();
+  await new Promise((resolve) => setTimeout(resolve, (args.warmup + args.duration + HOLD_MARGIN_S) * 1000));
+  if (failure !== null) throw new Error(failure);
+  return {
+    roundtrips: 0, elapsed_s: Number(clock() - started) / 1e9, roundtrips_per_s: 0, pairs: 0, role: 'holder',
+    latency: { unit: 'ns', recorded: false, hdr_histogram: null }, connections: [], idle_connections: idle.report,
+  };
 }
 
 function idleStall(args, opened) {

@@ -402,6 +402,8 @@ def test_open_loop_verifies_payloads(shared_servers):
     ["--rate", "nan"],
     ["--idle-connections", "5", "--workload", "handshake"],
     ["--idle-connections", "-1"],
+    ["--pairs", "0"],
+    ["--pairs", "0", "--idle-connections", "5", "--rate", "10"],
 ], ids=" ".join)
 def test_workload_flags_that_do_not_fit_are_usage_errors(arguments):
     completed = subprocess.run(resolve_command(by_name("client", "websockets"), ROOT)

@@ -358,6 +358,8 @@ REFUSED = [
     (["--idle-connections", "5", "--workload", "handshake"], "--idle-connections"),
     (["--idle-connections=-1"], "--idle-connections"),
     (["--ack-processes=-1", "--workload", "broadcast"], "--ack-processes"),
+    (["--pairs", "0"], "--pairs"),
+    (["--pairs", "0", "--idle-connections", "5", "--rate", "10"], "--pairs 0"),
 ]
 
 

@@ -107,8 +107,11 @@ def test_client_shares_spread_receivers_and_idle_connections():
     assert [(s.role, s.receivers, s.ack_processes) for s in broadcast] == [("sender", 4, 2), ("receivers", 3, 0),
                                                                           ("receivers", 3, 0)]
     assert len(client_shares(replace(BASE, workload="broadcast", receivers=2, client_processes=5))) == 2
+    # idle connections go to holders of their own, after the pairs' processes: the ones left over, at least one
     idle = client_shares(replace(BASE, idle_connections=1001, client_processes=2, pairs=2))
-    assert [(s.pairs, s.idle_connections) for s in idle] == [(1, 501), (1, 500)]
+    assert [(s.pairs, s.idle_connections) for s in idle] == [(1, 0), (1, 0), (0, 1001)]
+    idle = client_shares(replace(BASE, idle_connections=1001, client_processes=3))
+    assert [(s.pairs, s.idle_connections) for s in idle] == [(1, 0), (0, 501), (0, 500)]
 
 
 def test_client_command_carries_the_workload_flags(tmp_path):

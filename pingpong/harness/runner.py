@@ -276,7 +276,8 @@ def _measure_client(server_under_test: ServerUnderTest, client: Implementation, 
         if barrier:
             barrier.close_read_ends()
     common = dict(client_pid=clients[0].pid, ready_after_s=server_under_test.ready_after_s, server_info=server_info)
-    window_processes = 1 if settings.workload == "broadcast" else len(clients)  # only the sender has a window
+    # the processes that measure a window: the broadcast's sender, or those with pairs (not the idle holders)
+    window_processes = 1 if settings.workload == "broadcast" else sum(share.pairs > 0 for share in shares)
     window = WindowWatcher(read_fd, server_process.pid, [c.pid for c in clients], server_under_test.port, settings,
                            work_dir, on_ready=barrier.arrived if barrier else None,
                            window_processes=window_processes)
@@ -342,16 +343,20 @@ class ClientShare:
 
 def client_shares(settings: CellSettings) -> list[ClientShare]:
     """How a cell's work is spread over its client processes: pairs (or broadcast receivers) as evenly as possible,
-    none without any; idle connections split over the same processes."""
+    none without any. Idle connections are held by processes of their own (holders, --pairs 0) after the pairs'
+    ones: the --client-processes the pairs leave over, at least one, so that the process measuring the pair pays
+    nothing itself for the connections the server holds."""
     if settings.workload == "broadcast":
         receivers = pairs_per_process(settings.receivers, settings.client_processes)
         return [ClientShare(receivers=count, role="sender" if index == 0 else "receivers",
                             ack_processes=len(receivers) - 1 if index == 0 else 0)
                 for index, count in enumerate(receivers)]
-    pairs = pairs_per_process(settings.pairs, settings.client_processes)
-    idle = [settings.idle_connections // len(pairs) + (1 if index < settings.idle_connections % len(pairs) else 0)
-            for index in range(len(pairs))]
-    return [ClientShare(pairs=count, idle_connections=held) for count, held in zip(pairs, idle)]
+    pairs = [ClientShare(pairs=count) for count in pairs_per_process(settings.pairs, settings.client_processes)]
+    if not settings.idle_connections:
+        return pairs
+    holders = max(1, min(settings.client_processes - len(pairs), settings.idle_connections))
+    return pairs + [ClientShare(pairs=0, idle_connections=count)
+                    for count in pairs_per_process(settings.idle_connections, holders)]
 
 
 def _wait_at_barrier(barrier: StartBarrier, server_process: processes.ManagedProcess,
@@ -472,9 +477,10 @@ def _judge(server_process: processes.ManagedProcess, clients: list[processes.Man
             return dict(status="client-failed", reason=str(exc), client_exit_code=max(codes),
                         client_report=workload_figures.without_timestamps(reports[0]), **common)
     else:
-        report = reports[0] if len(reports) == 1 else merge_reports(reports)
+        measuring = [report for report in reports if report.get("role") != "holder"]
+        report = measuring[0] if len(measuring) == 1 else merge_reports(measuring)
         if settings.rate is not None:
-            figures = {"open_loop": workload_figures.open_loop(reports, settings.rate)}
+            figures = {"open_loop": workload_figures.open_loop(measuring, settings.rate)}
         if held is not None:
             figures = (figures or {}) | {"idle": workload_figures.idle(reports, settings.idle_connections,
                                                                        held.memory_before, held.memory_held,
@@ -540,7 +546,7 @@ def _judge_one(server_process: processes.ManagedProcess, client_process: process
             reason = f"server exited with code {server_process.popen.returncode} during the run; client: {reason}"
         return dict(status="client-failed" if server_alive else "server-crashed", reason=reason,
                     client_exit_code=client_code, client_report=report, client_stderr_tail=client_tail, **common)
-    if not report.get("roundtrips"):
+    if not report.get("roundtrips") and report.get("role") != "holder":
         return dict(status="client-failed", reason="client reported zero roundtrips", client_exit_code=client_code,
                     client_report=report, client_stderr_tail=client_tail, **common)
     return None
@@ -622,7 +628,7 @@ class WindowWatcher:
         """With several client processes, how far apart their readies, window starts and window ends came."""
         if len(self.client_pids) == 1 or self.window_processes == 1:
             return None
-        return window_spread(self.ready_at, self.starts_at, self.ends_at, len(self.client_pids))
+        return window_spread(self.ready_at, self.starts_at, self.ends_at, self.window_processes)
 
     def _read(self, read_fd: int) -> None:
         """Time each event as it arrives (sampling happens in the other thread) and count the readies."""

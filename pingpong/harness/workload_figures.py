@@ -150,6 +150,9 @@ def summarize_workload(good: list, saturation_p99_ms: float) -> dict[str, Any] |
             "send_lag_max_ns": max(part.get("send_lag_max_ns") or 0 for part in parts),
             **saturation(latency.get("p99_ns"), achieved / offered if offered else None, saturation_p99_ms),
         }
+        lag_ms = summary["open_loop"]["send_lag_max_ns"] / 1e6
+        if summary["open_loop"]["saturated"] and lag_ms > saturation_p99_ms:  # the client's own limit, not the pair's
+            summary["open_loop"]["saturated_because"] += f"; the client itself sent up to {lag_ms:,.1f} ms late"
     if all("idle" in figure for figure in figures):
         parts = [figure["idle"] for figure in figures]
         growth = [part["server_memory_growth"] for part in parts if part.get("server_memory_growth")]

@@ -117,8 +117,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--rate", type=float, metavar="R",
                         help="pingpong open loop: R pings/s per pair on a fixed schedule, not waiting for replies")
     args = parser.parse_args(argv)
-    if args.duration <= 0 or args.warmup < 0 or args.payload_size < 1 or args.stall_timeout <= 0 or args.pairs < 1:
+    if args.duration <= 0 or args.warmup < 0 or args.payload_size < 1 or args.stall_timeout <= 0 or args.pairs < 0:
         parser.error("--duration and --stall-timeout must be > 0, --warmup >= 0, --payload-size and --pairs >= 1")
+    if args.pairs == 0 and (args.idle_connections < 1 or args.workload != "pingpong" or args.rate is not None
+                            or args.ab_windows):
+        parser.error("--pairs 0 holds idle connections only: it needs --idle-connections, and no --workload other "
+                     "than pingpong, --rate or --ab-windows")
     if args.pairs > 1 and args.ab_windows:
         parser.error("--ab-windows measures one pair; it cannot be combined with --pairs")
     if args.workload == "handshake" and (args.pairs > 1 or args.ab_windows):
@@ -312,7 +316,31 @@ class Progress:
         self.connecting_target = 0
 
 
+HOLD_MARGIN_S = 1.0  # a holder keeps its connections this long beyond warmup + duration (through the pair's window)
+
+
+async def hold_idle_connections(open_connection: OpenConnection, args: argparse.Namespace) -> dict[str, Any]:
+    """--pairs 0 --idle-connections N: a holder. It opens the idle connections, says ready, waits for the go,
+    holds them through warmup + duration (+ HOLD_MARGIN_S) and reports them with zero roundtrips: the pair measured
+    beside it, in another process, then pays nothing in its own process for the connections the server holds."""
+    progress = Progress()
+    async with _watched(progress, args.stall_timeout) as opened:
+        idle = await _open_idle_connections(open_connection, args, opened, progress)
+        WindowEvents().ready_then_wait_for_go()
+        progress.phase = "holding"
+        started = time.monotonic()
+        deadline = started + args.warmup + args.duration + HOLD_MARGIN_S
+        while time.monotonic() < deadline:  # in steps, each one progress for the stall watchdog
+            await asyncio.sleep(min(0.25, deadline - time.monotonic()))
+            progress.warmup_roundtrips += 1
+    return {"roundtrips": 0, "elapsed_s": time.monotonic() - started, "roundtrips_per_s": 0, "pairs": 0,
+            "role": "holder", "latency": {"unit": "ns", "recorded": False, "hdr_histogram": None},
+            "connections": [], "idle_connections": idle, "loop": running_loop_name()}
+
+
 async def measure(open_connection: OpenConnection, args: argparse.Namespace) -> dict[str, Any]:
+    if args.pairs == 0:
+        return await hold_idle_connections(open_connection, args)
     ping = make_payload(args.payload_kind, args.payload_size, PING)
     pong = make_payload(args.payload_kind, args.payload_size, PONG)
     progress = Progress()

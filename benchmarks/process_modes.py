@@ -1,0 +1,101 @@
+"""Is a client process fast or slow for its whole life, and is that set by its hash seed or its address layout?
+
+The default matrix's widest cells are bimodal: their rounds fall in a fast or a slow mode, and it is one side's
+CPU per roundtrip that moves (by 1.6-1.8x for the aiohttp client) while the other side's stays. This runs many
+fresh client processes of one Python client against one long-lived server (a JavaScript one by default, so that
+only the client is Python), interleaved in shuffled order, under three conditions:
+- "seed S": PYTHONHASHSEED=S, each seed several times: if the mode follows the seed, repeats of a seed agree;
+- "random": PYTHONHASHSEED unset, address-space layout randomized (what the matrix does);
+- "no-aslr": PYTHONHASHSEED unset and the client started under `setarch -R` (address randomization off).
+Per condition it prints the rates and the client's CPU per roundtrip; for the seeds, how much of the spread lies
+between seeds (between-seed variance over the total): near 1, the seed decides the mode; near 0, it does not.
+
+Prints one JSON object on stdout; a summary on stderr.
+Usage: python -m benchmarks.process_modes [--server node-ws] [--client aiohttp] [--seeds 6] [--repeats 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import random
+import statistics
+import sys
+import tempfile
+from dataclasses import replace
+from pathlib import Path
+
+from pingpong.harness import processes
+from pingpong.harness.runner import cpus_for, run_attempt_on, start_server
+from pingpong.harness.stop_signals import stop_signals_raise_interrupt
+from benchmarks.rounds_setup import ROOT, implementations_by_role, matrix_settings
+
+
+def between_share(groups: dict[str, list[float]]) -> float | None:
+    """Between-group variance over total variance (pure): 1 when groups differ and repeats agree, ~0 when not."""
+    values = [value for group in groups.values() for value in group]
+    if len(values) < 3 or len(groups) < 2:
+        return None
+    mean = statistics.fmean(values)
+    total = sum((value - mean) ** 2 for value in values)
+    between = sum(len(group) * (statistics.fmean(group) - mean) ** 2 for group in groups.values())
+    return between / total if total else None
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--server", default="node-ws")
+    parser.add_argument("--client", default="aiohttp")
+    parser.add_argument("--seeds", type=int, default=6)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--order-seed", type=int, default=1)
+    args = parser.parse_args()
+    implementations = implementations_by_role()
+    server = implementations[("server", args.server)]
+    client = implementations[("client", args.client)]
+    no_aslr = replace(client, command=("setarch", platform.machine(), "-R", *client.command))
+    settings = matrix_settings()
+    server_cpus, _ = cpus_for(settings)
+    jobs = [(f"seed {seed}", str(seed), client) for seed in range(1, args.seeds + 1) for _ in range(args.repeats)]
+    jobs += [("random", None, client)] * args.repeats * 2 + [("no-aslr", None, no_aslr)] * args.repeats * 2
+    random.Random(args.order_seed).shuffle(jobs)
+    results: dict[str, list[dict[str, float]]] = {}
+    with stop_signals_raise_interrupt(), tempfile.TemporaryDirectory(prefix="pingpong-process-modes-") as work:
+        started = start_server(server, settings, ROOT, Path(work), server_cpus)
+        try:
+            for number, (condition, hash_seed, implementation) in enumerate(jobs, 1):
+                if hash_seed is None:
+                    os.environ.pop("PYTHONHASHSEED", None)
+                else:
+                    os.environ["PYTHONHASHSEED"] = hash_seed
+                attempt = run_attempt_on(started, implementation, settings, number, ROOT)
+                if not attempt.ok:
+                    print(f"{condition}: {attempt.status}: {attempt.reason}", file=sys.stderr)
+                    continue
+                results.setdefault(condition, []).append({
+                    "rate": attempt.roundtrips_per_s,
+                    "client_us_per_roundtrip": attempt.client_cpu_s / attempt.roundtrips * 1e6,
+                    "server_us_per_roundtrip": attempt.server_cpu_s / attempt.roundtrips * 1e6})
+        finally:
+            os.environ.pop("PYTHONHASHSEED", None)
+            with processes.interrupts_deferred():
+                processes.stop(started.process)
+    seeds = {name: [r["client_us_per_roundtrip"] for r in runs] for name, runs in results.items()
+             if name.startswith("seed")}
+    report = {"server": args.server, "client": args.client, "settings": {"duration_s": settings.duration_s,
+                                                                         "warmup_s": settings.warmup_s},
+              "conditions": results, "between_seed_share_of_client_cpu_variance": between_share(seeds)}
+    for name, runs in sorted(results.items()):
+        cpu = sorted(round(r["client_us_per_roundtrip"], 1) for r in runs)
+        rates = sorted(round(r["rate"]) for r in runs)
+        print(f"{name}: client µs/roundtrip {cpu}; rates {rates}", file=sys.stderr)
+    print(f"between-seed share of the client CPU's variance: {report['between_seed_share_of_client_cpu_variance']}",
+          file=sys.stderr)
+    print(json.dumps(report, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
