@@ -78,7 +78,7 @@ def terminal_report(run: RunResult, summaries: Summaries, source: str | None = N
     unit = rate_unit(run)
     websocket_servers = [s for s in servers if not is_floor(run, s)]
     websocket_clients = [c for c in clients if _client_is_websocket(run, c)]
-    heading = [f"{workload_title(config)}: median {unit}, server (rows) × client (columns)",
+    heading = [*wrap(f"{workload_title(config)}: median {unit}, server (rows) × client (columns)"),
                *wrap(settings_line(run)), *wrap(machine_line(run))]
     tables = []
     if websocket_servers and websocket_clients:
