@@ -222,6 +222,10 @@ def test_idle_connections_are_held_and_seen_by_the_kernel_on_the_server_side(tmp
                 assert idle["opened"] == point["idle_connections"]
                 assert idle["server_connections_established"] == point["idle_connections"] + 2
                 assert idle["server_memory_held"]["pss_bytes"] > 0
+                # in the window, only the measuring pair's sockets are read (not the holders' or the server's)
+                assert attempt["sockets"]["client"]["sockets"] == 2
+                assert "not read" in attempt["sockets"]["server"]["error"]
+                assert attempt["client_report"].get("role") is None  # the pair's report, not a holder's
     markdown = path.with_suffix(".md").read_text()
     assert "Server memory per idle connection" in markdown
     assert path.with_name(path.stem + "-memory.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
