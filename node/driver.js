@@ -639,7 +639,7 @@ async function holdIdleConnections(openConnection, args) {
   await new Promise((resolve) => setTimeout(resolve, (args.warmup + args.duration + HOLD_MARGIN_S) * 1000));
   if (failure !== null) throw new Error(failure);
   return {
-    roundtrips: 0, elapsed_s: Number(clock() - started) / 1e9, roundtrips_per_s: 0, pairs: 0, role: 'holder',
+    roundtrips: 0, elapsed_s: Number(clock() - started) / 1e9, roundtrips_per_s: 0, pairs: 0, holder: true,
     latency: { unit: 'ns', recorded: false, hdr_histogram: null }, connections: [], idle_connections: idle.report,
   };
 }

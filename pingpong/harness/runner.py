@@ -477,7 +477,7 @@ def _judge(server_process: processes.ManagedProcess, clients: list[processes.Man
             return dict(status="client-failed", reason=str(exc), client_exit_code=max(codes),
                         client_report=workload_figures.without_timestamps(reports[0]), **common)
     else:
-        measuring = [report for report in reports if report.get("role") != "holder"]
+        measuring = [report for report in reports if not report.get("holder")]
         report = measuring[0] if len(measuring) == 1 else merge_reports(measuring)
         if settings.rate is not None:
             figures = {"open_loop": workload_figures.open_loop(measuring, settings.rate)}
@@ -546,7 +546,7 @@ def _judge_one(server_process: processes.ManagedProcess, client_process: process
             reason = f"server exited with code {server_process.popen.returncode} during the run; client: {reason}"
         return dict(status="client-failed" if server_alive else "server-crashed", reason=reason,
                     client_exit_code=client_code, client_report=report, client_stderr_tail=client_tail, **common)
-    if not report.get("roundtrips") and report.get("role") != "holder":
+    if not report.get("roundtrips") and not report.get("holder"):
         return dict(status="client-failed", reason="client reported zero roundtrips", client_exit_code=client_code,
                     client_report=report, client_stderr_tail=client_tail, **common)
     return None

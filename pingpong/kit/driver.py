@@ -334,7 +334,7 @@ async def hold_idle_connections(open_connection: OpenConnection, args: argparse.
             await asyncio.sleep(min(0.25, deadline - time.monotonic()))
             progress.warmup_roundtrips += 1
     return {"roundtrips": 0, "elapsed_s": time.monotonic() - started, "roundtrips_per_s": 0, "pairs": 0,
-            "role": "holder", "latency": {"unit": "ns", "recorded": False, "hdr_histogram": None},
+            "holder": True, "latency": {"unit": "ns", "recorded": False, "hdr_histogram": None},
             "connections": [], "idle_connections": idle, "loop": running_loop_name()}
 
 
