@@ -121,14 +121,17 @@ def write_figures(run: RunResult, summaries: Summaries, stem: Path) -> list[Path
                           ("latency-cdf", lambda: figure_latency_cdfs(run))):
         if not any(s.measured for s in summaries.values()):
             break
-        figure = build()
-        path = stem.with_name(f"{stem.name}-{suffix}.png")
-        temporary = path.with_name(f".{path.name}.tmp.png")
-        figure.savefig(temporary, dpi=DPI)
-        plt.close(figure)
-        temporary.replace(path)
-        written.append(path)
+        written.append(save_png(build(), stem.with_name(f"{stem.name}-{suffix}.png")))
     return written
+
+
+def save_png(figure, path: Path) -> Path:
+    """Write the figure to path through a temporary file (a reader never sees half a PNG), and close it."""
+    temporary = path.with_name(f".{path.name}.tmp.png")
+    figure.savefig(temporary, dpi=DPI)
+    plt.close(figure)
+    temporary.replace(path)
+    return path
 
 
 SWEEP_SIZE_IN = (14.0, 6.0)
@@ -206,15 +209,7 @@ def write_sweep_figure(index: dict[str, Any], stem: Path) -> list[Path]:
         builds.append((stem.with_name(f"{stem.name}-latency-throughput.png"), lambda: figure_latency_throughput(index)))
     if "idle_connections" in index["swept"]:
         builds.append((stem.with_name(f"{stem.name}-memory.png"), lambda: figure_idle_memory(index)))
-    written = []
-    for path, build in builds:
-        figure = build()
-        temporary = path.with_name(f".{path.name}.tmp.png")
-        figure.savefig(temporary, dpi=DPI)
-        plt.close(figure)
-        temporary.replace(path)
-        written.append(path)
-    return written
+    return [save_png(build(), path) for path, build in builds]
 
 
 def figure_latency_throughput(index: dict[str, Any]):
