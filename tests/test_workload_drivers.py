@@ -239,13 +239,10 @@ def test_broadcast_sender_fails_when_the_ack_pipe_closes(shared_servers):
     assert time.monotonic() - started < 4  # well before the 5 s stall timeout
 
 
-@pytest.mark.parametrize("client", PYTHON_CLIENTS)
-def test_broadcast_receiver_rejects_a_foreign_message(client, shared_servers):
-    """A message that is neither the ping nor the end marker fails a receivers process, naming the receiver."""
-    url = room_url(shared_servers)
+def run_with_an_intruder(client: str, url: str, arguments: list[str]) -> tuple[int, dict]:
+    """Run the client in url's room; once it is ready, a foreign connection sends "zzzz" there. (exit code, report)"""
     events = Events()
-    process = start_client(client, ["--url", url, "--workload", "broadcast", "--broadcast-role", "receivers",
-                                    "--receivers", "3", *SHORT], env=events.env, pass_fds=(events.write_fd,))
+    process = start_client(client, ["--url", url, *arguments], env=events.env, pass_fds=(events.write_fd,))
     try:
         events.started()
         events.wait_for(READY_EVENT)
@@ -254,6 +251,15 @@ def test_broadcast_receiver_rejects_a_foreign_message(client, shared_servers):
     finally:
         events.close()
         code, report, _ = finish(process)
+    return code, report
+
+
+@pytest.mark.parametrize("client", PYTHON_CLIENTS)
+def test_broadcast_receiver_rejects_a_foreign_message(client, shared_servers):
+    """A message that is neither the ping nor the end marker fails a receivers process, naming the receiver."""
+    url = room_url(shared_servers)
+    code, report = run_with_an_intruder(client, url, ["--workload", "broadcast", "--broadcast-role", "receivers",
+                                                      "--receivers", "3", *SHORT])
     assert code == 1
     assert report["error"].startswith("payload mismatch: connection R")
     assert report["error"].endswith("expected text of 4 bytes 'abcd', received text of 4 bytes 'zzzz'")
@@ -370,17 +376,7 @@ def test_open_loop_achieves_a_low_offered_rate(client, server, shared_servers):
 def test_open_loop_verifies_payloads(shared_servers):
     """A foreign message in the pair's room fails the open-loop run as a payload mismatch (B checks pings)."""
     url = room_url(shared_servers)
-    events = Events()
-    process = start_client("picows", ["--url", url, "--rate", "100", "--duration", "3", "--warmup", "0.1"],
-                           env=events.env, pass_fds=(events.write_fd,))
-    try:
-        events.started()
-        events.wait_for(READY_EVENT)
-        with connect(url) as intruder:
-            intruder.send("zzzz")
-    finally:
-        events.close()
-        code, report, _ = finish(process)
+    code, report = run_with_an_intruder("picows", url, ["--rate", "100", "--duration", "3", "--warmup", "0.1"])
     assert code == 1
     assert report["error"].startswith("payload mismatch: connection ")
     assert report["error"].endswith("received text of 4 bytes 'zzzz'")
