@@ -22,7 +22,7 @@ from pingpong.harness.results_files import DEFAULT_RESULTS_DIR, prepare_results_
 from pingpong.harness.usage import OneLineArgumentParser, UsageError
 
 EXIT_OK, EXIT_USAGE = 0, 2
-COMMANDS = ("run", "list", "report", "diagnose", "compare", "abuse")
+COMMANDS = ("run", "list", "report", "diagnose", "compare", "abuse", "cluster-certs")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -57,6 +57,11 @@ def run(argv: list[str] | None) -> int:
         return abuse.run(options)
     if options.command == "report":
         return report.run(options)
+    if options.command == "cluster-certs":
+        from pingpong.harness.cluster import make_certificates
+        written = make_certificates(options.folder)
+        print("\n".join(str(path) for path in written))
+        return EXIT_OK
     if options.command == "run":
         check_options(options)
     options.manifest = options.manifest or [DEFAULT_MANIFEST]
@@ -78,10 +83,31 @@ def measure_matrix(options: argparse.Namespace, command_line: list[str], impleme
         raise UsageError(problem)
     prepare_results_dir(options.results_dir)
     configuration = with_package_environments(configuration)
+    if options.cluster:
+        return measure_on_cluster(options, configuration, implementations)
     with tempfile.TemporaryDirectory(prefix="pingpong-tls-") as tls_folder:
         if configuration.tls:
             configuration = with_tls_files(configuration, Path(tls_folder))
         return matrix.run_points(configuration)
+
+
+def measure_on_cluster(options: argparse.Namespace, configuration, implementations) -> int:
+    """--cluster: check the cluster (one line and exit 2 if it cannot be used), then the same rounds on its hosts."""
+    from pingpong.harness import cluster
+
+    cluster.refuse_unsupported(configuration)
+    connected = cluster.Cluster(options.cluster, options.cluster_tls, options.insecure, options.cluster_timeout)
+    try:
+        measurer = cluster.ClusterMeasurer(connected)
+        topology = connected.topology()
+        topology["floor"] = cluster.measure_floor(measurer, implementations,
+                                                  configuration.settings_at(configuration.points[0]))
+        measurer.topology = topology
+        cluster.log(f"{len(topology['hosts'])} hosts, link {topology['link']}, raw-TCP floor across it: "
+                    f"{topology['floor'].get('p50_us', topology['floor'].get('error'))} µs p50")
+        return matrix.run_points(configuration, measurer)
+    finally:
+        connected.close()
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -111,6 +137,11 @@ def build_parser() -> argparse.ArgumentParser:
                                               description=compare.DESCRIPTION))
     abuse.add_arguments(commands.add_parser("abuse", help="rogue clients against every server: does a pair go on?",
                                             description=abuse.DESCRIPTION))
+    certificates = commands.add_parser(
+        "cluster-certs", help="make a CA and mutual-TLS certificates for a --cluster's scheduler, workers and you",
+        description="Make a CA for a cluster and a certificate with key for each role (scheduler, worker, client), "
+                    "all signed by it: the files --cluster-tls and the dask commands take (docs/cluster.md).")
+    certificates.add_argument("folder", type=Path, help="where to write them (created if missing)")
     return parser
 
 
@@ -126,6 +157,17 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     add_measuring_options(parser, duration=DEFAULT_MATRIX_DURATION_S, warmup=DEFAULT_MATRIX_WARMUP_S, repeat=None)
     add_round_options(parser)
     add_package_options(parser)
+    cluster = parser.add_argument_group("across machines (docs/cluster.md)")
+    cluster.add_argument("--cluster", metavar="tls://HOST:PORT",
+                         help="place servers and clients on the workers of this Dask scheduler (resources server=1 "
+                              "and client=1); without it everything runs here and no Dask process starts")
+    cluster.add_argument("--cluster-tls", type=Path, metavar="DIR",
+                         help="the cluster's ca.pem, client.pem and client-key.pem (run_bench.py cluster-certs)")
+    cluster.add_argument("--cluster-timeout", type=float, default=10.0, metavar="S",
+                         help="give up connecting to the scheduler after this many seconds (default 10)")
+    cluster.add_argument("--insecure", action="store_true",
+                         help="accept a plain tcp:// scheduler on a network address (anyone who reaches it can run "
+                              "code on every worker)")
     output = parser.add_argument_group("output")
     output.add_argument("--format", choices=report.FORMATS, default="terminal",
                         help="what to print on stdout (default terminal: tables that fit 120 columns; "

@@ -31,6 +31,8 @@ def run_points(configuration: RunConfiguration, measurer: "Measurer | None" = No
     for point in points:
         run = new_run(configuration, configuration.settings_at(point))
         run.environment["package_environments"] = configuration.package_environments
+        if getattr(measurer, "topology", None):  # --cluster: the hosts, the link and the floor across it
+            run.environment["cluster"] = measurer.topology
         runs.append(run)
         paths.append(ResultPaths.for_run(configuration.results_dir, runs[0].started_at,
                                          sweep.point_suffix(point, swept) if len(points) > 1 else ""))

@@ -232,6 +232,20 @@ def rate_unit(run: RunResult) -> str:
     return unit_for_kind(workload_kind(run.configuration))
 
 
+def topology_line(cluster: dict) -> str:
+    """Where a --cluster run's sides ran, the link between them, and the raw-TCP floor's round trip across it."""
+    hosts = cluster.get("hosts") or []
+
+    def named(role: str) -> str:
+        return ", ".join(f"{host['address']} ({host.get('hostname')})" for host in hosts if host["role"] == role)
+    floor = cluster.get("floor") or {}
+    floor_text = (f"raw-TCP floor across it {floor['p50_us']:g} µs p50 round trip "
+                  f"({floor['roundtrips_per_s']:,.0f} roundtrips/s)" if "p50_us" in floor
+                  else f"raw-TCP floor not measured ({floor.get('error')})")
+    return (f"Cluster {cluster.get('scheduler')}: servers on {named('server')}; clients on {named('client')}; "
+            f"link {cluster.get('link')}; {floor_text}.")
+
+
 def render_markdown(run: RunResult, summaries: Summaries) -> str:
     servers, clients = axes(run)
     config = run.configuration
@@ -247,7 +261,8 @@ def render_markdown(run: RunResult, summaries: Summaries) -> str:
         + (" (interrupted)" if run.interrupted else "") + ".",
         f"Machine: {env.get('cpu_model')}, {env.get('cpu_count')} CPUs, Linux {env.get('kernel')}; "
         f"Python {env.get('python', {}).get('version')}, Node.js {env.get('node')}; "
-        f"suite {str(env.get('suite_commit'))[:10]}{' (modified)' if env.get('suite_dirty') else ''}.",
+        f"suite {str(env.get('suite_commit'))[:10]}{' (modified)' if env.get('suite_dirty') else ''}."
+        + (f" {topology_line(env['cluster'])}" if env.get("cluster") else ""),
         f"Settings: {rounds_text(config)}; each attempt {config['duration_s']:g} s after {config['warmup_s']:g} s "
         "warmup; "
         f"loop {config['loop']}; compression {config['compression']}; payload {config['payload_size']} bytes "

@@ -58,6 +58,9 @@ class Attempt:
     # The workload's own figures (workload_figures.py): "broadcast" (deliveries, latency to the first and the last
     # receiver), "open_loop" (offered and achieved rates, send lag), "idle" (connections held, server memory)
     workload_figures: dict[str, Any] | None = None
+    # --cluster: where each side ran (hosts, whether they share a network), the hosts' clock offsets, the window's
+    # edges on the orchestrator's clock, and each side's kernel TCP counters from its own host
+    placement: dict[str, Any] | None = None
 
     @property
     def ok(self) -> bool:

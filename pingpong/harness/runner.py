@@ -194,24 +194,34 @@ def start_server(server: Implementation, settings: CellSettings, project_root: P
     Once this returns, the caller owns the process and stops it (processes.stop) in every case; if this raises
     (an interruption during the probe, an OS error), it has stopped the process itself.
     """
-    port = free_port_checked()
+    started = launch_server(server, settings, project_root, work_dir, server_cpus)
+    try:
+        started.problem = _check_server(started, settings)
+    except BaseException:
+        with processes.interrupts_deferred():
+            processes.stop(started.process)
+        raise
+    return started
+
+
+def launch_server(server: Implementation, settings: CellSettings, project_root: Path, work_dir: Path,
+                  server_cpus: set[int] | None, host: str = "127.0.0.1") -> ServerUnderTest:
+    """Start a server listening on host (only there) at a free port; not yet probed. The caller stops it."""
+    port = free_port_checked(host)
     info_path = work_dir / "server-info.json"
     server_argv = resolve_command(server, project_root, settings.python_executable) + [
-        "--host", "127.0.0.1", "--port", str(port),
+        "--host", host, "--port", str(port),
         "--loop", loop_for(server, settings.loop), "--compression", settings.compression]
     if settings.tls_cert:
         server_argv += ["--tls-cert", settings.tls_cert, "--tls-key", settings.tls_key]
     process = processes.start("server", server_argv, project_root, work_dir,
                               env=process_environment(settings, **{INFO_FILE_ENV: str(info_path)}), cpus=server_cpus)
-    scheme = "tcp" if server.protocol == "raw-tcp" else "wss" if settings.tls_ca else "ws"
-    started = ServerUnderTest(process, f"{scheme}://127.0.0.1:{port}", port, info_path, work_dir, server_cpus)
-    try:
-        started.problem = _check_server(started, settings)
-    except BaseException:
-        with processes.interrupts_deferred():
-            processes.stop(process)
-        raise
-    return started
+    return ServerUnderTest(process, f"{server_scheme(server, settings)}://{host}:{port}", port, info_path, work_dir,
+                           server_cpus)
+
+
+def server_scheme(server: Implementation, settings: CellSettings) -> str:
+    return "tcp" if server.protocol == "raw-tcp" else "wss" if settings.tls_ca else "ws"
 
 
 def _check_server(started: ServerUnderTest, settings: CellSettings) -> dict[str, Any] | None:
@@ -436,11 +446,11 @@ def client_command(client: Implementation, settings: CellSettings, url: str, pai
     return argv
 
 
-def free_port_checked(attempts: int = 5) -> int:
+def free_port_checked(host: str = "127.0.0.1", attempts: int = 5) -> int:
     """A free port, re-checked so a port another process grabbed in between is not handed to the server."""
     for _ in range(attempts):
-        port = processes.free_port()
-        if processes.port_is_free(port):
+        port = processes.free_port(host)
+        if processes.port_is_free(port, host):
             return port
     return port
 
@@ -590,7 +600,8 @@ class WindowWatcher:
     measured.
     """
 
-    def __init__(self, read_fd: int, server_pid: int, client_pids: list[int], port: int, settings: CellSettings,
+    def __init__(self, read_fd: int, server_pid: int | None, client_pids: list[int], port: int,
+                 settings: CellSettings,
                  work_dir: Path, on_ready: Callable[[], None] | None = None,
                  window_processes: int | None = None) -> None:
         self.server_pid = server_pid
@@ -613,6 +624,9 @@ class WindowWatcher:
         self.sockets: dict[str, Any] | None = None
         self.syscalls: dict[str, Any] | None = None
         self.sampling_s: float | None = None  # CPU time this thread spent sampling inside the window (at its start)
+        # the window's edges on this host's wall clock (ns): a cluster run forwards them to the server's host
+        self.start_wall_ns: int | None = None
+        self.end_wall_ns: int | None = None
         self._events: queue.SimpleQueue = queue.SimpleQueue()
         self._reader = threading.Thread(target=self._read, args=(read_fd,), daemon=True)
         self._thread = threading.Thread(target=self._watch, daemon=True)
@@ -649,12 +663,14 @@ class WindowWatcher:
 
     def _trees(self) -> tuple[list[int], list[list[int]]]:
         """The server's tree and each client's tree of pids, from one pass over /proc."""
-        trees = listeners.process_trees([self.server_pid, *self.client_pids])
-        return trees[self.server_pid], [trees[pid] for pid in self.client_pids]
+        trees = listeners.process_trees([pid for pid in (self.server_pid, *self.client_pids) if pid is not None])
+        return trees.get(self.server_pid, []), [trees[pid] for pid in self.client_pids]
 
     def _inspect_sockets(self, server_tree: list[int], client_trees: list[list[int]], force: bool) -> None:
-        self.sockets = {"server": kernel_signals.inspect_sockets(server_tree, self.port, force),
-                        "client": self._client_sockets(client_trees, force)}
+        # a server on another host (server_pid None): its own host reads its sockets
+        server = ({"server": kernel_signals.inspect_sockets(server_tree, self.port, force)}
+                  if self.server_pid is not None else {})
+        self.sockets = server | {"client": self._client_sockets(client_trees, force)}
 
     def _inspect_pair_sockets_only(self, client_trees: list[list[int]]) -> None:
         """With idle connections held, only the measuring clients' sockets: borrowing the server's thousands (and
@@ -689,6 +705,7 @@ class WindowWatcher:
                     # Inside the measured window, so kept cheap (sampling_s records how cheap): CPU and
                     # counters first, then each connection's TCP_NODELAY (forced first, if asked).
                     sampling_began = time.thread_time()
+                    self.start_wall_ns = time.time_ns()
                     server_tree, client_trees = self._trees()
                     start = (time.monotonic(), cpu.sample(server_tree, self.cpu_source),
                              cpu.sample([pid for tree in client_trees for pid in tree], self.cpu_source),
@@ -711,13 +728,16 @@ class WindowWatcher:
                     client_end = cpu.sample([pid for tree in client_trees for pid in tree], self.cpu_source)
                     counters_end = kernel_signals.read_tcp_counters()
                     self.wall_s = time.monotonic() - start[0]
-                    self.server_cpu_s = cpu.cpu_delta(start[1], server_end)
+                    self.end_wall_ns = time.time_ns()
+                    if self.server_pid is not None:
+                        self.server_cpu_s = cpu.cpu_delta(start[1], server_end)
                     self.client_cpu_s = cpu.cpu_delta(start[2], client_end)
                     self.tcp_counters = kernel_signals.counter_deltas(start[3], counters_end)
                     if tracers:
                         self._stop_tracers(tracers, time.monotonic() - traced_from)
                     tracers = {}
-                    self.server_peak_rss_bytes = cpu.peak_rss_bytes(self.server_pid)
+                    if self.server_pid is not None:
+                        self.server_peak_rss_bytes = cpu.peak_rss_bytes(self.server_pid)
         finally:
             if tracers:
                 self._stop_tracers(tracers, None)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pingpong.harness.costs import websocket_costs
 from pingpong.harness.render import (axes, axis_loops, fastest_cell, floors, format_duration_ns, format_rate,
                                      is_floor, rate_unit, relative_to_fastest, rounds_text, usual_label, with_loop,
-                                     workload_title)
+                                     topology_line, workload_title)
 from pingpong.harness.results import RunResult
 from pingpong.harness.stats import NOISY_CV
 from pingpong.harness.summary import CellSummary, Summaries
@@ -183,7 +183,8 @@ def machine_line(run: RunResult) -> str:
     env = run.environment
     return (f"Machine: {env.get('cpu_model')}, {env.get('cpu_count')} CPUs, Linux {env.get('kernel')}; "
             f"Python {(env.get('python') or {}).get('version')}, Node.js {env.get('node')}; suite "
-            f"{str(env.get('suite_commit'))[:10]}{' (modified)' if env.get('suite_dirty') else ''}.")
+            f"{str(env.get('suite_commit'))[:10]}{' (modified)' if env.get('suite_dirty') else ''}."
+            + (f" {topology_line(env['cluster'])}" if env.get("cluster") else ""))
 
 
 def wrap(text: str) -> list[str]:
