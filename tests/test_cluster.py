@@ -1,0 +1,330 @@
+"""--cluster: the pure rules, the refusals, and real hosts on this machine (network namespaces joined by veth links
+to a bridge, a Dask scheduler with mutual TLS and one worker per host), as docs/cluster.md runs them."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import psutil
+import pytest
+
+from pingpong.harness import cluster_figures, netns_lab
+from pingpong.harness.cluster import make_certificates, spread_shares
+from pingpong.harness.runner import ClientShare
+from tests.conftest import TEST_TOKEN_ENV, processes_carrying
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run_bench(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "run_bench.py", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+# -- pure rules
+
+def test_only_tls_or_loopback_tcp_schedulers_are_accepted_without_insecure():
+    assert cluster_figures.address_problem("tls://10.0.0.5:8786", insecure=False) is None
+    assert cluster_figures.address_problem("tcp://127.0.0.1:8786", insecure=False) is None
+    refused = cluster_figures.address_problem("tcp://10.0.0.5:8786", insecure=False)
+    assert refused and "--insecure" in refused and "tls://" in refused
+    assert cluster_figures.address_problem("tcp://10.0.0.5:8786", insecure=True) is None
+    assert "expected tls://HOST:PORT" in cluster_figures.address_problem("http://10.0.0.5:8786", insecure=True)
+    assert "expected tls://HOST:PORT" in cluster_figures.address_problem("tls://10.0.0.5", insecure=False)
+
+
+def test_fingerprint_mismatches_name_each_difference():
+    here = {"commit": "abc", "local_changes": None, "python": "3.11.7", "node": "v20.20.2",
+            "python_packages": {"websockets": "17.4", "sanic": "25.12.1"}, "npm_packages": {"ws": "8.18.0"}}
+    assert cluster_figures.fingerprint_mismatches(here, dict(here)) == []
+    other = dict(here, commit="def", python_packages={"websockets": "16.0", "sanic": "25.12.1"},
+                 npm_packages={})
+    assert cluster_figures.fingerprint_mismatches(here, other) == [
+        "commit def (here abc)", "websockets 16.0 (here 17.4)", "ws None (here 8.18.0)"]
+
+
+def test_clock_offset_takes_the_exchange_with_the_shortest_round_trip():
+    # remote clock 1000 ns ahead; the second exchange is the tightest
+    exchanges = [(0, 1600, 400), (10_000, 11_050, 10_100), (20_000, 21_900, 21_000)]
+    assert cluster_figures.clock_offset(*exchanges[1]) == (1000, 50)
+    assert cluster_figures.best_offset(exchanges) == {"offset_ns": 1000, "uncertainty_ns": 50, "exchanges": 3}
+    assert cluster_figures.translate(5_000, from_offset_ns=1000, to_offset_ns=-200) == 3_800
+
+
+def test_server_window_interpolates_cpu_and_counters_at_the_window_edges():
+    samples = [(0, 0.0, {"Tcp.OutSegs": 0}), (100, 1.0, {"Tcp.OutSegs": 1000}), (200, 3.0, {"Tcp.OutSegs": 1400})]
+    window = cluster_figures.server_window(samples, 50, 150)
+    assert window["cpu_s"] == pytest.approx(1.5)  # 0.5 at 50, 2.0 at 150
+    assert window["tcp_counters"] == {"Tcp.OutSegs": 700}  # 500 at 50, 1200 at 150
+    assert window["covered"] is True
+    clipped = cluster_figures.server_window(samples, 150, 400)
+    assert clipped["covered"] is False and clipped["cpu_s"] == pytest.approx(1.0)
+    assert cluster_figures.server_window(samples[:1], 0, 10)["cpu_s"] is None
+
+
+def test_counters_of_several_hosts_add_up_and_shares_spread_round_robin():
+    assert cluster_figures.summed_counters({"a": 1, "b": 2}, None, {"a": 10, "b": 20}) == {"a": 11, "b": 22}
+    assert cluster_figures.summed_counters(None, None) is None
+    shares = [ClientShare(pairs=1) for _ in range(5)]
+    assert spread_shares(shares, 2, "pingpong") == [[0, 2, 4], [1, 3]]
+    assert spread_shares(shares, 2, "broadcast") == [[0, 1, 2, 3, 4], []]
+
+
+# -- refusals in one line, before anything runs
+
+def one_error_line(done: subprocess.CompletedProcess) -> str:
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert done.returncode == 2, done.stderr
+    assert len(lines) == 1 and lines[0].startswith("run_bench.py: error: "), done.stderr
+    return lines[0]
+
+
+def test_a_plain_tcp_scheduler_on_a_network_address_is_refused(tmp_path):
+    line = one_error_line(run_bench("--cluster", "tcp://10.231.99.1:8786", "--results-dir", str(tmp_path)))
+    assert "--insecure" in line
+
+
+def test_an_unreachable_scheduler_is_refused_within_the_timeout(tmp_path):
+    make_certificates(tmp_path / "tls")
+    began = time.monotonic()
+    line = one_error_line(run_bench("--cluster", "tls://127.0.0.1:9", "--cluster-tls", str(tmp_path / "tls"),
+                                    "--cluster-timeout", "3", "--results-dir", str(tmp_path)))
+    assert "cannot connect within 3 s" in line
+    assert time.monotonic() - began < 30
+
+
+def test_missing_tls_files_are_named(tmp_path):
+    line = one_error_line(run_bench("--cluster", "tls://127.0.0.1:9", "--results-dir", str(tmp_path)))
+    assert "--cluster-tls" in line
+    line = one_error_line(run_bench("--cluster", "tls://127.0.0.1:9", "--cluster-tls", str(tmp_path),
+                                    "--results-dir", str(tmp_path)))
+    assert "missing" in line and "ca.pem" in line
+
+
+def test_the_local_mode_imports_no_dask():
+    code = ("import sys\nfrom pingpong.harness import cli, engine, matrix, runner\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('dask', 'distributed')))")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+
+
+# -- real hosts: namespaces, veth links, a TLS scheduler and one worker per host
+
+UNAVAILABLE = netns_lab.available()
+needs_namespaces = pytest.mark.skipif(UNAVAILABLE is not None, reason=f"no network namespaces here: {UNAVAILABLE}")
+
+
+class ClusterLab:
+    """h0 (the orchestrator and the scheduler), a server host and a client host."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.tls = folder / "tls"
+        make_certificates(self.tls)
+        self.token = uuid.uuid4().hex  # carried by every process the lab starts, and by whatever they start
+        self.env = {"PYTHONPATH": str(ROOT), TEST_TOKEN_ENV: self.token}
+        self.lab = netns_lab.Lab()
+        for host in ("h0", "server", "client"):
+            self.lab.add_host(host)
+        self.scheduler = f"tls://{self.lab.hosts['h0'].address}:{netns_lab.SCHEDULER_PORT}"
+        self.lab.run("h0", netns_lab.scheduler_command(self.tls, self.lab.hosts["h0"].address),
+                     folder / "scheduler.log", self.env)
+        self.workers = {role: self.start_worker(role, role, f"{role}-host") for role in ("server", "client")}
+        netns_lab.wait_for_workers(self.lab, "h0", self.tls, self.scheduler, 2)
+
+    def start_worker(self, host: str, resource: str, name: str, checkout: Path = ROOT) -> subprocess.Popen:
+        return self.lab.run(host, netns_lab.worker_command(self.tls, self.scheduler, resource, name),
+                            self.folder / f"{name}.log", dict(self.env, PYTHONPATH=str(checkout)), cwd=checkout)
+
+    def bench(self, *args: str) -> list[str]:
+        """run_bench.py on h0, against the cluster."""
+        return ["ip", "netns", "exec", self.lab.hosts["h0"].netns, sys.executable, "run_bench.py",
+                "--cluster", self.scheduler, "--cluster-tls", str(self.tls), *args]
+
+    def cluster_pids(self) -> dict[str, set[int]]:
+        return {host: self.lab.pids(host) for host in ("server", "client")}
+
+    def worker_process(self, role: str) -> psutil.Process:
+        """The worker process its nanny spawned (what a lost host looks like: that process dies)."""
+        nanny = psutil.Process(self.workers[role].pid)
+        return next(p for p in nanny.children() if "spawn_main" in " ".join(p.cmdline()))
+
+    def close(self) -> None:
+        self.lab.close()
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    if UNAVAILABLE is not None:
+        pytest.skip(f"no network namespaces here: {UNAVAILABLE}")
+    lab = ClusterLab(tmp_path_factory.mktemp("cluster"))
+    try:
+        yield lab
+    finally:
+        lab.close()
+        assert netns_lab.wait_until(lambda: not processes_carrying(lab.token), 10), \
+            [p.cmdline() for p in processes_carrying(lab.token)]
+
+
+def load(results: Path) -> dict:
+    return json.loads((results / "latest.json").read_text())
+
+
+def settled(cluster: ClusterLab, baseline: dict[str, set[int]], timeout_s: float) -> dict[str, set[int]]:
+    """Wait until every host's processes are the cluster's own again; what is left beyond them."""
+    def extra() -> dict[str, set[int]]:
+        return {host: pids - baseline[host] for host, pids in cluster.cluster_pids().items() if pids - baseline[host]}
+    netns_lab.wait_until(lambda: not extra(), timeout_s, 0.2)
+    return extra()
+
+
+def described(pids: dict[str, set[int]]) -> list:
+    found = []
+    for pid in (p for group in pids.values() for p in group):
+        try:
+            found.append(psutil.Process(pid).cmdline())
+        except psutil.Error:
+            pass
+    return found
+
+
+@needs_namespaces
+def test_a_two_by_two_matrix_runs_across_hosts_with_each_side_counted_on_its_own_host(cluster, tmp_path):
+    baseline = cluster.cluster_pids()
+    done = subprocess.run(cluster.bench("--servers", "sanic,node-ws", "--clients", "websockets,node-ws",
+                                        "--repeat", "2", "--duration", "0.5", "--warmup", "0.2",
+                                        "--results-dir", str(tmp_path), "--format", "json"),
+                          cwd=ROOT, capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr[-3000:]
+    run = load(tmp_path)
+    topology = run["environment"]["cluster"]
+    assert topology["scheduler"] == cluster.scheduler
+    assert {host["role"] for host in topology["hosts"]} == {"server", "client"}
+    link = topology["links"][0]
+    assert link["interface"] == "eth0" and link["mtu"] == 1500 and link["loopback"] is False
+    assert link["same_network"] is False
+    assert topology["floor"]["p50_us"] > 0 and topology["floor"]["roundtrips_per_s"] > 0
+    cells = [cell for cell in run["cells"] if not cell["skipped"]]
+    assert len(cells) == 4
+    server_address = cluster.lab.hosts["server"].address
+    for cell in cells:
+        assert [a["status"] for a in cell["attempts"]] == ["ok", "ok"], cell["attempts"][0]["reason"]
+        for attempt in cell["attempts"]:
+            placement = attempt["placement"]
+            assert placement["server_host"].startswith(f"tls://{server_address}:")
+            assert placement["client_hosts"][0].startswith(f"tls://{cluster.lab.hosts['client'].address}:")
+            assert placement["same_network"] is False and placement["server_window_covered"] is True
+            roundtrips = attempt["roundtrips"]
+            # each host's own counters: the server sends two messages per roundtrip (to B, then to A), and so do
+            # the two clients together; one shared host would count both sides (about four per roundtrip)
+            for side in ("server", "client"):
+                segments = placement["tcp_counters"][side]["Tcp.OutSegs"]
+                assert 1.8 * roundtrips <= segments <= 3.0 * roundtrips + 20, (side, segments, roundtrips)
+            assert attempt["tcp_counters"]["Tcp.OutSegs"] == sum(
+                placement["tcp_counters"][side]["Tcp.OutSegs"] for side in ("server", "client"))
+            assert attempt["server_cpu_s"] > 0 and attempt["client_cpu_s"] > 0
+            assert attempt["sockets"]["server"]["sockets"] == 2 and attempt["sockets"]["client"]["sockets"] == 2
+            # the payloads came back verified by the driver (a wrong byte fails the attempt)
+            assert attempt["client_report"]["roundtrips"] == roundtrips
+    assert not settled(cluster, baseline, 15)
+
+
+@needs_namespaces
+def test_a_worker_lost_mid_run_fails_its_attempt_and_the_run_completes(cluster, tmp_path):
+    baseline = cluster.cluster_pids()
+    worker_before = cluster.worker_process("client").pid
+    run = subprocess.Popen(cluster.bench("--servers", "node-ws", "--clients", "websockets,node-ws", "--repeat", "3",
+                                         "--duration", "1", "--warmup", "0.2", "--results-dir", str(tmp_path),
+                                         "--format", "json"),
+                           cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        # a client process of a cell (not the floor's) is running on the client host: lose its worker then
+        drivers = lambda: [p for p in cluster.lab.pids("client") - baseline["client"]  # noqa: E731
+                           if is_websocket_client(safe_cmdline(p))]
+        assert netns_lab.wait_until(lambda: bool(drivers()), 60, 0.05)
+        os.kill(worker_before, signal.SIGKILL)
+        _, stderr = run.communicate(timeout=240)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+    assert run.returncode == 1, stderr[-3000:]  # a cell failed; the run finished and saved
+    attempts = [a for cell in load(tmp_path)["cells"] for a in cell["attempts"]]
+    assert len(attempts) == 6
+    lost = [a for a in attempts if a["status"] != "ok"]
+    assert lost and all(a["reason"].startswith("cluster: ") for a in lost[:1]), [a["reason"] for a in lost]
+    assert sum(a["status"] == "ok" for a in attempts) >= 3  # later rounds ran on the restarted worker
+    netns_lab.wait_for_workers(cluster.lab, "h0", cluster.tls, cluster.scheduler, 2)
+    # nothing the run started is left: only the cluster's own processes (the worker came back under its nanny)
+    left = {host: pids - baseline[host] for host, pids in cluster.cluster_pids().items()}
+    new_worker = cluster.worker_process("client").pid
+    left["client"] -= {new_worker, *(p.pid for p in psutil.Process(new_worker).children(recursive=True))}
+    assert not any(left.values()), described(left)
+
+
+def is_websocket_client(cmdline: list[str]) -> bool:
+    """A WebSocket client driver (a measured cell's), not the raw-TCP floor's."""
+    return any(part.startswith("clients.") or part.endswith("ws_client.js") for part in cmdline)
+
+
+def safe_cmdline(pid: int) -> list[str]:
+    try:
+        return psutil.Process(pid).cmdline()
+    except psutil.Error:
+        return []
+
+
+@needs_namespaces
+def test_kill_9_of_the_orchestrator_leaves_no_process_on_any_host(cluster, tmp_path):
+    netns_lab.wait_for_workers(cluster.lab, "h0", cluster.tls, cluster.scheduler, 2)
+    baseline = cluster.cluster_pids()
+    run = subprocess.Popen(cluster.bench("--servers", "sanic", "--clients", "websockets", "--repeat", "5",
+                                         "--duration", "2", "--results-dir", str(tmp_path)),
+                           cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        started = lambda: {host: pids - baseline[host] for host, pids in cluster.cluster_pids().items()}  # noqa
+        # a sanic server (with its worker processes) on the server host and a client on the client host
+        assert netns_lab.wait_until(lambda: all(started().values()) and any(
+            is_websocket_client(safe_cmdline(p)) for p in started()["client"]), 60, 0.05)
+        assert len(started()["server"]) >= 2
+    finally:
+        run.send_signal(signal.SIGKILL)
+        run.wait()
+    left = settled(cluster, baseline, 30)  # the agents' lease (10 s) runs out and they end what they started
+    assert not left, described(left)
+
+
+@needs_namespaces
+def test_a_mismatched_worker_and_a_stranger_certificate_are_refused(cluster, tmp_path):
+    stranger = tmp_path / "stranger-tls"
+    make_certificates(stranger)
+    done = subprocess.run(["ip", "netns", "exec", cluster.lab.hosts["h0"].netns, sys.executable, "run_bench.py",
+                           "--cluster", cluster.scheduler, "--cluster-tls", str(stranger), "--cluster-timeout", "5",
+                           "--results-dir", str(tmp_path)], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert "cannot connect within 5 s" in one_error_line(done)
+    # a worker from a checkout of another commit joins the cluster: the run is refused, naming it
+    if not (ROOT / ".git").exists():
+        pytest.skip("no git checkout to make another commit from")
+    other = tmp_path / "other-checkout"
+    subprocess.run(["git", "clone", "--quiet", "--shared", str(ROOT), str(other)], check=True)
+    subprocess.run(["git", "-C", str(other), "-c", "user.name=test", "-c", "user.email=test@localhost", "commit",
+                    "--quiet", "--allow-empty", "-m", "another commit"], check=True)
+    stray = cluster.start_worker("client", "client", "stray-host", checkout=other)
+    try:
+        netns_lab.wait_for_workers(cluster.lab, "h0", cluster.tls, cluster.scheduler, 3)
+        done = subprocess.run(cluster.bench("--servers", "node-ws", "--clients", "node-ws", "--repeat", "1",
+                                            "--results-dir", str(tmp_path)),
+                              cwd=ROOT, capture_output=True, text=True, timeout=120)
+        line = one_error_line(done)
+        assert "differs from this checkout" in line and "commit" in line
+    finally:
+        cluster.lab.stop(stray)
+        cluster.lab.processes.remove(stray)
