@@ -350,10 +350,21 @@ def spread_shares(shares: list[ClientShare], hosts: int, workload: str) -> list[
 class ClusterMeasurer:
     """The engine's Measurer, with every process on the cluster's hosts."""
 
-    def __init__(self, cluster: Cluster) -> None:
+    def __init__(self, cluster: Cluster, clients_on: str = "any") -> None:
         self.cluster = cluster
+        # which client hosts take the clients: "any"; or, for comparing links in one run, only those sharing the
+        # server's network ("same-host": over loopback) or only the others ("other-host")
+        self.clients_on = clients_on
+        self.topology: dict[str, Any] | None = None
         self._stale = False
         self._next_server = 0
+
+    def client_hosts(self, server_host: Host | None = None) -> list[Host]:
+        hosts = self.cluster.of_role("client")
+        if self.clients_on == "any" or server_host is None:
+            return hosts
+        wanted = self.clients_on == "same-host"
+        return [host for host in hosts if same_host(server_host.identity, host.identity) == wanted]
 
     def _ensure_agents(self) -> None:
         if self._stale:
@@ -383,7 +394,7 @@ class ClusterMeasurer:
 
     def _check(self, started: RemoteServer, settings: CellSettings) -> dict[str, Any] | None:
         """Readiness and verification from a client host, over the real path; the port's owner on the server's."""
-        prober = self.cluster.of_role("client")[0]
+        prober = self.client_hosts(started.process.host)[0]
         began = time.monotonic()
         last = "no attempt made"
         while True:
@@ -433,13 +444,12 @@ class ClusterMeasurer:
     def attempt_on(self, started: RemoteServer, client: Implementation, settings: CellSettings,
                    round_number: int) -> Attempt:
         started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
-        client_hosts = self.cluster.of_role("client")
-        client_cpus = None
         try:
             if started.problem:
                 outcome = started.problem
             else:
-                outcome = self._measure(started, client, settings, round_number, client_hosts)
+                outcome = self._measure(started, client, settings, round_number,
+                                        self.client_hosts(started.process.host))
         except Exception as exc:  # a lost worker, a timed-out call: this attempt fails, the run goes on
             self._stale = True
             outcome = dict(status="error", reason=cluster_reason(exc))
