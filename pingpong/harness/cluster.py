@@ -30,7 +30,7 @@ from pingpong.harness.runner import (CellSettings, ClientShare, _judge, client_s
                                      parse_client_report)
 from pingpong.harness.usage import UsageError
 
-RENEW_EVERY_S = 2.0  # lease renewals (the agents end their processes after host_agent.LEASE_S without one)
+RENEW_EVERY_S = 1.0  # lease renewals (the agents end their processes after host_agent.LEASE_S without one)
 CALL_TIMEOUT_S = 60.0  # a call to an agent that takes longer than this fails the attempt
 CLOCK_EXCHANGES = 5  # per host and attempt, to estimate its clock's offset
 READY_PROBE_INTERVAL_S = 0.05
@@ -133,9 +133,12 @@ class Cluster:
         info = self.client.scheduler_info(n_workers=-1)["workers"]
         return {address: worker.get("resources") or {} for address, worker in info.items()}
 
-    def attach(self, wait_s: float = 0.0) -> None:
-        """Check every worker and place an agent on each that offers server or client (wait_s: for a worker that
-        is coming back after a loss)."""
+    def attach(self, wait_s: float = 0.0, keep: list[Host] | None = None) -> None:
+        """Check every worker and place an agent on each that offers server or client and has none yet (keep: the
+        hosts whose agents still answer). wait_s: how long to wait for a role that has no worker (one coming back
+        after a loss). At the start (keep None) any worker that cannot run the suite refuses the run; later, a
+        worker that is going away is skipped."""
+        kept = {host.address: host for host in keep or []}
         deadline = time.monotonic() + wait_s
         while True:
             workers = self.workers()
@@ -148,10 +151,16 @@ class Cluster:
             known = ", ".join(f"{address} {resources or '{}'}" for address, resources in workers.items()) or "none"
             raise ClusterError(f"--cluster {self.address}: no worker offers resource {' or '.join(missing)}=1 "
                                f"(workers: {known}); start one with 'dask worker ... --resources {missing[0]}=1'")
-        described = self.client.run(host_agent.describe_host, on_error="return",
-                                    workers=[a for a, r in roles.items() if r])
-        for address, answer in described.items():
+        candidates = [address for address, role in roles.items() if role and address not in kept]
+        described = (self.client.run(host_agent.describe_host, on_error="return", workers=candidates)
+                     if candidates else {})
+        hosts = list(kept.values())
+        for address in sorted(described):
+            answer = described[address]
             if isinstance(answer, BaseException):
+                if keep is not None:  # a worker on its way out (or in): the next refresh sees it again
+                    log(f"worker {address} skipped: {type(answer).__name__}: {answer}")
+                    continue
                 raise ClusterError(f"worker {address} cannot run the suite ({type(answer).__name__}: {answer}); "
                                    f"start it from a checkout of this commit with PYTHONPATH set to it "
                                    f"(docs/cluster.md)")
@@ -159,13 +168,10 @@ class Cluster:
             if mismatches:
                 raise ClusterError(f"worker {address} ({answer.get('hostname')}) differs from this checkout: "
                                    f"{'; '.join(mismatches[:4])}{' ...' if len(mismatches) > 4 else ''}")
-        hosts = []
-        for address, role in sorted(roles.items()):
-            if not role:
-                continue
             future = self.client.submit(host_agent.HostAgent, host_agent.LEASE_S, actor=True, workers=[address],
                                         allow_other_workers=False, pure=False, key=f"pingpong-agent-{uuid.uuid4()}")
-            hosts.append(Host(address, role, future.result(timeout=CALL_TIMEOUT_S), described[address], future))
+            hosts.append(Host(address, roles[address], future.result(timeout=CALL_TIMEOUT_S), answer, future))
+        hosts.sort(key=lambda host: host.address)
         with self._lock:
             self.hosts = hosts
 
@@ -174,23 +180,32 @@ class Cluster:
             return [host for host in self.hosts if host.role == role]
 
     def refresh(self) -> None:
-        """After a lost worker: agents again on whatever workers there are now (a restarted one comes back)."""
-        with self._lock:
-            old, self.hosts = self.hosts, []
-        for host in old:
+        """After a failed call: keep the agents that still answer (and the servers they run), and place agents on
+        the workers that have none (a worker restarted by its nanny comes back with a new address)."""
+        alive = []
+        for host in self.of_role("server") + self.of_role("client"):
             try:
-                host.call("close", timeout=10)
+                host.call("clock", timeout=5)
+                alive.append(host)
             except Exception:
-                pass
-        self.attach(wait_s=30.0)
+                log(f"worker {host.address} ({host.role}) is gone")
+        self.attach(wait_s=30.0, keep=alive)
 
     def _renew(self) -> None:
+        """Renew every agent's lease, each in a thread of its own: a lost worker's call (which may take its time
+        to fail) never delays the others'."""
+        def renew(host: Host) -> None:
+            try:
+                host.call("renew", timeout=host_agent.LEASE_S)
+            except Exception:  # a lost worker: the attempt on it fails and refresh() replaces its agent
+                pass
+        pending: dict[str, threading.Thread] = {}
         while not self._closed.wait(RENEW_EVERY_S):
             for host in self.of_role("server") + self.of_role("client"):
-                try:
-                    host.call("renew", timeout=RENEW_EVERY_S * 2)
-                except Exception:  # a lost worker: the attempt on it fails and refresh() replaces its agent
-                    pass
+                if host.address in pending and pending[host.address].is_alive():
+                    continue
+                pending[host.address] = threading.Thread(target=renew, args=(host,), daemon=True)
+                pending[host.address].start()
 
     def clock_offsets(self, hosts: list[Host]) -> dict[str, dict[str, int]]:
         """Each host's wall clock minus this one's, from the best of a few exchanges."""
@@ -445,6 +460,7 @@ class ClusterMeasurer:
                    round_number: int) -> Attempt:
         started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
         try:
+            self._ensure_agents()  # a client host lost in the previous attempt: its replacement, or the others
             if started.problem:
                 outcome = started.problem
             else:

@@ -26,9 +26,11 @@ import platform
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 import threading
 import time
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +41,11 @@ from pingpong.harness.manifest import Implementation
 from pingpong.harness.runner import (STDERR_TAIL_LINES, CellSettings, ClientShare, WindowWatcher, client_command,
                                      launch_server, process_environment)
 from pingpong.harness.start_barrier import StartBarrier
+
+# One worker process may hold several agents (one per orchestrator that came by). They share the process's guardian,
+# so an agent stops it only when no other agent has processes running, and never while one is starting a process.
+_AGENTS: "weakref.WeakSet[HostAgent]" = weakref.WeakSet()
+_STARTING = threading.Lock()
 
 LEASE_S = 10.0  # the agent ends its processes when the orchestrator has not renewed for this long
 SAMPLE_INTERVAL_S = 0.02  # the server side's CPU and counters, while an attempt's clients run
@@ -253,17 +260,22 @@ class HostAgent:
         self.samplers: dict[int, _ServerSampler] = {}
         self.client_runs: dict[str, _ClientRun] = {}
         self.ended_by_lease = False
+        self.closed = False
         self._lock = threading.Lock()
         self._serial = 0
         self._watchdog = threading.Thread(target=self._watch_lease, daemon=True)
         self._watchdog.start()
+        _AGENTS.add(self)
 
     # -- the lease
     def _watch_lease(self) -> None:
-        while not self.ended_by_lease:
+        while not self.ended_by_lease and not self.closed:
             time.sleep(min(1.0, self.lease_s / 4))
             if time.monotonic() - self.renewed_at > self.lease_s:
                 self.ended_by_lease = True
+                print(f"pingpong agent {os.getpid()}: no renewal for {self.lease_s:g} s; ending "
+                      f"{len(self.servers)} server(s) and {len(self.client_runs)} client run(s)", file=sys.stderr,
+                      flush=True)
                 self._end_everything()
 
     async def renew(self) -> int:
@@ -278,6 +290,7 @@ class HostAgent:
         return await asyncio.to_thread(route_to, address)
 
     async def close(self) -> None:
+        self.closed = True
         await asyncio.to_thread(self._end_everything)
 
     def _end_everything(self) -> None:
@@ -288,7 +301,9 @@ class HostAgent:
             run.stop()
         for server in servers:
             processes.stop(server)
-        guardian.stop_guardian()  # nothing left to guard: the guardian ends too (started again when needed)
+        with _STARTING:  # nothing left to guard in this worker: the guardian ends too (started again when needed)
+            if not any(agent.servers or agent.client_runs for agent in list(_AGENTS) if agent is not self):
+                guardian.stop_guardian()
         shutil.rmtree(self.work_dir, ignore_errors=True)
         self.work_dir.mkdir(parents=True, exist_ok=True)
 
@@ -301,9 +316,11 @@ class HostAgent:
         work_dir = self.work_dir / f"server-{self._serial}"
         work_dir.mkdir(parents=True)
         cpus = sorted(os.sched_getaffinity(0))
-        started = launch_server(server, settings, PROJECT_ROOT, work_dir, {cpus[0]} if settings.pin else None, host)
-        with self._lock:
-            self.servers[started.process.pid] = started.process
+        with _STARTING:
+            started = launch_server(server, settings, PROJECT_ROOT, work_dir, {cpus[0]} if settings.pin else None,
+                                    host)
+            with self._lock:
+                self.servers[started.process.pid] = started.process
         return {"pid": started.process.pid, "port": started.port, "base_url": started.base_url,
                 "cpus": sorted(started.cpus) if started.cpus else None}
 
@@ -383,9 +400,10 @@ class HostAgent:
             pinned = {cpus[1 % len(cpus)]} if settings.pin else None
             work_dir = self.work_dir / attempt_id
             work_dir.mkdir(parents=True, exist_ok=True)
-            run = _ClientRun(client, settings, url, rooms, shares, names, work_dir, pinned)
-            with self._lock:
-                self.client_runs[attempt_id] = run
+            with _STARTING:
+                run = _ClientRun(client, settings, url, rooms, shares, names, work_dir, pinned)
+                with self._lock:
+                    self.client_runs[attempt_id] = run
             return run.wait_ready(settings.start_barrier_timeout_s)
         return await asyncio.to_thread(start)
 
