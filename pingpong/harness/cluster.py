@@ -22,7 +22,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from pingpong.harness import cluster_figures, host_agent
+from pingpong.harness import cluster_figures, host_agent, kernel_signals
 from pingpong.harness.catalog import PROJECT_ROOT
 from pingpong.harness.manifest import Implementation
 from pingpong.harness.results import Attempt
@@ -612,7 +612,9 @@ def join_windows(windows: list[dict[str, Any]], hosts: list[Host], sampled: dict
     shared = all(same_host(server_host.identity, h.identity) for h in hosts)
     client_cpu = [w["client_cpu_s"] for w in windows]
     client_sockets = [w["sockets"] for w in windows if w["sockets"]]
-    sockets = {"server": server_sockets, "client": merge_sockets(client_sockets)}
+    sockets = {"server": server_sockets,
+               "client": kernel_signals.merge_socket_readings(client_sockets,
+                                                              any(r.get("forced") for r in client_sockets))}
     joined = JoinedWindow(
         server_cpu_s=figures["cpu_s"],
         client_cpu_s=sum(client_cpu) if None not in client_cpu else None,
@@ -632,20 +634,6 @@ def join_windows(windows: list[dict[str, Any]], hosts: list[Host], sampled: dict
                  "tcp_counters": {"server": figures["tcp_counters"],
                                   "client": cluster_figures.summed_counters(*client_counters)}}
     return joined, placement
-
-
-def merge_sockets(readings: list[dict[str, Any]]) -> dict[str, Any] | None:
-    if not readings:
-        return None
-    if len(readings) == 1:
-        return readings[0]
-    errors = [r["error"] for r in readings if "error" in r]
-    if errors:
-        return {"sockets": sum(r["sockets"] for r in readings), "error": errors[0]}
-    return {"sockets": sum(r["sockets"] for r in readings),
-            "tcp_nodelay": [value for r in readings for value in r["tcp_nodelay"]],
-            "forced": any(r.get("forced") for r in readings),
-            "families": sorted({family for r in readings for family in r["families"]})}
 
 
 def cluster_reason(exc: BaseException) -> str:

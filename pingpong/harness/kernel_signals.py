@@ -131,3 +131,18 @@ def _connected_on(sock: socket.socket, port: int) -> bool:
     except OSError:  # listening or not connected
         return False
     return port in (sock.getsockname()[1], peer[1])
+
+
+def merge_socket_readings(readings: list[dict], forced: bool) -> dict | None:
+    """One side's TCP_NODELAY readings from several processes (or hosts) as one: counts added, flags listed."""
+    if not readings:
+        return None
+    if len(readings) == 1:
+        return readings[0]
+    errors = [r["error"] for r in readings if "error" in r]
+    if errors:
+        return {"sockets": sum(r["sockets"] for r in readings), "error": errors[0]}
+    return {"sockets": sum(r["sockets"] for r in readings),
+            "tcp_nodelay": [value for r in readings for value in r["tcp_nodelay"]],
+            "forced": forced,
+            "families": sorted({family for r in readings for family in r["families"]})}

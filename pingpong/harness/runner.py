@@ -681,16 +681,8 @@ class WindowWatcher:
                         "client": self._client_sockets(client_trees[:self.window_processes], False)}
 
     def _client_sockets(self, client_trees: list[list[int]], force: bool) -> dict[str, Any]:
-        readings = [kernel_signals.inspect_sockets(tree, self.port, force) for tree in client_trees]
-        if len(readings) == 1:
-            return readings[0]
-        errors = [r["error"] for r in readings if "error" in r]
-        if errors:
-            return {"sockets": sum(r["sockets"] for r in readings), "error": errors[0]}
-        return {"sockets": sum(r["sockets"] for r in readings),
-                "tcp_nodelay": [value for r in readings for value in r["tcp_nodelay"]],
-                "forced": force,
-                "families": sorted({family for r in readings for family in r["families"]})}
+        return kernel_signals.merge_socket_readings(
+            [kernel_signals.inspect_sockets(tree, self.port, force) for tree in client_trees], force)
 
     def _watch(self) -> None:
         start = None
