@@ -78,7 +78,8 @@ def measure_in_h0(arguments: argparse.Namespace, scheduler: str, tls: Path) -> d
                         for link in topology["links"]}, "cells": []}
     for server, client in cells:
         for size in payloads:
-            loop, veth = rates.get((server, client, size, "loopback"), {}), rates.get((server, client, size, "veth"), {})
+            loop = rates.get((server, client, size, "loopback"), {})
+            veth = rates.get((server, client, size, "veth"), {})
             entry = {"server": server, "client": client, "payload_size": size, "loopback": loop, "veth": veth}
             if loop and veth and loop.keys() & veth.keys():
                 entry["veth_over_loopback"] = asdict(paired_ratio(veth, loop))
@@ -137,7 +138,8 @@ def main() -> int:
         ratio = cell.get("veth_over_loopback")
         text = (f"{ratio['value']:.3f} [{ratio['low']:.3f}–{ratio['high']:.3f}] ({ratio['kind']}, "
                 f"{ratio['coverage']:.0%})" if ratio and ratio.get("low") is not None else "n/a")
-        medians = {link: f"{statistics.median(cell[link].values()):,.0f}/s" if cell[link] else "n/a" for link in LINKS}
+        medians = {link: f"{statistics.median(cell[link].values()):,.0f}/s" if cell[link] else "n/a"
+                   for link in LINKS}
         print(f"{cell['server']} × {cell['client']} {cell['payload_size']} B: loopback {medians['loopback']}, "
               f"veth {medians['veth']}; veth / loopback = {text}; "
               f"segments per message loopback {cell['segments_per_message_loopback']}, "

@@ -26,8 +26,8 @@ from pingpong.harness import cluster_figures, host_agent, kernel_signals
 from pingpong.harness.catalog import PROJECT_ROOT
 from pingpong.harness.manifest import Implementation
 from pingpong.harness.results import Attempt
-from pingpong.harness.runner import (CellSettings, ClientShare, _judge, client_shares, connecting_allowance_s,
-                                     parse_client_report)
+from pingpong.harness.runner import (CellSettings, ClientShare, client_shares, connecting_allowance_s,
+                                     judge_outcome, parse_client_report)
 from pingpong.harness.usage import UsageError
 
 RENEW_EVERY_S = 1.0  # lease renewals (the agents end their processes after host_agent.LEASE_S without one)
@@ -552,21 +552,23 @@ class ClusterMeasurer:
         timed_out = [(host, answer) for (host, _), answer in zip(used, finished) if answer["timed_out"] is not None]
         if timed_out:
             host, answer = timed_out[0]
+            limit_s = settings.warmup_s + settings.duration_s + settings.client_grace_s
             return dict(status="timeout", reason=f"a client process on {host.address} did not finish within "
-                                                 f"{settings.warmup_s + settings.duration_s + settings.client_grace_s:g}"
-                                                 f" s", **common)
+                                                 f"{limit_s:g} s", **common)
         # the processes in share order, as a local run lists them
         ordered: dict[int, dict[str, Any]] = {}
         for (host, indexes), answer in zip(used, finished):
             for index, process in zip(indexes, answer["processes"]):
                 ordered[index] = process
-        clients = [ReportedClient(p["pid"], p["code"], p["stdout"], p["stderr_tail"]) for _, p in sorted(ordered.items())]
+        clients = [ReportedClient(p["pid"], p["code"], p["stdout"], p["stderr_tail"])
+                   for _, p in sorted(ordered.items())]
         codes = [client.code if client.code is not None else -9 for client in clients]
         windows = [answer["window"] for answer in finished]
         joined, placement = join_windows(windows, [host for host, _ in used], sampled, offsets, server_host,
                                          server_sockets)
         placement["go_wall_ns"] = go_at
-        outcome = _judge(started.process, clients, codes, joined, dict(common, client_pid=clients[0].pid), settings)
+        outcome = judge_outcome(started.process, clients, codes, joined, dict(common, client_pid=clients[0].pid),
+                                settings)
         outcome["placement"] = placement
         outcome["client_cpus"] = None
         return outcome

@@ -318,7 +318,7 @@ def _measure_client(server_under_test: ServerUnderTest, client: Implementation, 
                         client_exit_code=client_process.popen.returncode,
                         client_stderr_tail=client_process.stderr_tail(STDERR_TAIL_LINES), **common)
     window.join()
-    return _judge(server_process, clients, codes, window, common, settings, held)
+    return judge_outcome(server_process, clients, codes, window, common, settings, held)
 
 
 @dataclass
@@ -468,9 +468,11 @@ def diagnose_port(port: int, server_process: processes.ManagedProcess) -> str:
     return ""
 
 
-def _judge(server_process: processes.ManagedProcess, clients: list[processes.ManagedProcess], codes: list[int],
-           window: "WindowWatcher", common: dict[str, Any], settings: CellSettings,
-           held: HeldConnections | None = None) -> dict[str, Any]:
+def judge_outcome(server_process: processes.ManagedProcess, clients: list[processes.ManagedProcess],
+                  codes: list[int], window: "WindowWatcher", common: dict[str, Any], settings: CellSettings,
+                  held: HeldConnections | None = None) -> dict[str, Any]:
+    """An attempt's outcome from its clients' exit codes and reports and the window's samples (status ok with every
+    figure, or the first failure with its reason)."""
     reports = []
     for index, (client_process, client_code) in enumerate(zip(clients, codes)):
         outcome = _judge_one(server_process, client_process, client_code, common)
