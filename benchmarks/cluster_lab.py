@@ -14,12 +14,9 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import tempfile
-from pathlib import Path
 
 from benchmarks.rounds_setup import ROOT
 from pingpong.harness import netns_lab
-from pingpong.harness.cluster import make_certificates
 
 
 def main() -> int:
@@ -33,27 +30,13 @@ def main() -> int:
     if problem:
         print(f"cluster_lab: {problem}", file=sys.stderr)
         return 2
-    with tempfile.TemporaryDirectory(prefix="pingpong-cluster-lab-") as folder:
-        tls = Path(folder) / "tls"
-        make_certificates(tls)
-        lab = netns_lab.Lab()
-        try:
-            for host in ("h0", "server", "client"):
-                lab.add_host(host)
-            scheduler = f"tls://{lab.hosts['h0'].address}:{netns_lab.SCHEDULER_PORT}"
-            env = {"PYTHONPATH": str(ROOT)}
-            lab.run("h0", netns_lab.scheduler_command(tls, lab.hosts["h0"].address), Path(folder) / "s.log", env)
-            for role in ("server", "client"):
-                lab.run(role, netns_lab.worker_command(tls, scheduler, role, f"{role}-host"),
-                        Path(folder) / f"{role}.log", env)
-            netns_lab.wait_for_workers(lab, "h0", tls, scheduler, 2)
-            print(f"cluster_lab: scheduler {scheduler}; server host {lab.hosts['server'].address}, client host "
-                  f"{lab.hosts['client'].address}", file=sys.stderr, flush=True)
-            done = subprocess.run(["ip", "netns", "exec", lab.hosts["h0"].netns, sys.executable, "run_bench.py",
-                                   "--cluster", scheduler, "--cluster-tls", str(tls), *arguments],
-                                  cwd=ROOT, env={**os.environ, **env})
-        finally:
-            lab.close()
+    with netns_lab.dask_cluster([("server", "server", "server-host"), ("client", "client", "client-host")]) as (
+            lab, scheduler, tls):
+        print(f"cluster_lab: scheduler {scheduler}; server host {lab.hosts['server'].address}, client host "
+              f"{lab.hosts['client'].address}", file=sys.stderr, flush=True)
+        done = subprocess.run(["ip", "netns", "exec", lab.hosts["h0"].netns, sys.executable, "run_bench.py",
+                               "--cluster", scheduler, "--cluster-tls", str(tls), *arguments],
+                              cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
     return done.returncode
 
 

@@ -16,16 +16,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import statistics
-import subprocess
 import sys
-import tempfile
 from dataclasses import asdict, replace
 from pathlib import Path
 
-from benchmarks.rounds_setup import ROOT, implementations_by_role, matrix_settings
+from benchmarks.rounds_setup import implementations_by_role, matrix_settings
 from pingpong.harness import netns_lab
 from pingpong.harness.stats import paired_ratio
 
@@ -107,30 +104,11 @@ def main() -> int:
     if problem:
         print(f"link_compare: {problem}", file=sys.stderr)
         return 2
-    from pingpong.harness.cluster import make_certificates
-    with tempfile.TemporaryDirectory(prefix="pingpong-link-") as folder:
-        tls = Path(folder) / "tls"
-        make_certificates(tls)
-        lab = netns_lab.Lab()
-        try:
-            for host in ("h0", "server", "client"):
-                lab.add_host(host)
-            scheduler = f"tls://{lab.hosts['h0'].address}:{netns_lab.SCHEDULER_PORT}"
-            env = {"PYTHONPATH": str(ROOT)}
-            lab.run("h0", netns_lab.scheduler_command(tls, lab.hosts["h0"].address), Path(folder) / "s.log", env)
-            lab.run("server", netns_lab.worker_command(tls, scheduler, "server", "server-host"),
-                    Path(folder) / "ws.log", env)
-            lab.run("server", netns_lab.worker_command(tls, scheduler, "client", "client-beside-server"),
-                    Path(folder) / "wl.log", env)
-            lab.run("client", netns_lab.worker_command(tls, scheduler, "client", "client-host"),
-                    Path(folder) / "wc.log", env)
-            netns_lab.wait_for_workers(lab, "h0", tls, scheduler, 3)
-            inner = [a for a in sys.argv[1:]]
-            done = subprocess.run(["ip", "netns", "exec", lab.hosts["h0"].netns, sys.executable, "-m",
-                                   "benchmarks.link_compare", *inner, "--inside", scheduler, str(tls)],
-                                  cwd=ROOT, stdout=subprocess.PIPE, text=True, env={**os.environ, **env})
-        finally:
-            lab.close()
+    workers = [("server", "server", "server-host"), ("server", "client", "client-beside-server"),
+               ("client", "client", "client-host")]
+    with netns_lab.dask_cluster(workers) as (lab, scheduler, tls):
+        done = netns_lab.run_in(lab, "h0", [sys.executable, "-m", "benchmarks.link_compare", *sys.argv[1:],
+                                            "--inside", scheduler, str(tls)])
     if done.returncode != 0:
         return done.returncode
     report = json.loads(done.stdout)

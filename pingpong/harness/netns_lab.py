@@ -15,9 +15,12 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Iterator
 
 from pingpong.harness.catalog import PROJECT_ROOT
 
@@ -160,3 +163,33 @@ def wait_until(condition, timeout_s: float, interval_s: float = 0.1) -> bool:
             return True
         time.sleep(interval_s)
     return condition()
+
+
+@contextmanager
+def dask_cluster(workers: list[tuple[str, str, str]]) -> Iterator[tuple[Lab, str, Path]]:
+    """A lab with h0 (the scheduler, and the place to run the orchestrator) and one Dask worker per (host,
+    resource, name), made with the cluster's certificates and started from this checkout; yields the lab, the
+    scheduler's address and the TLS folder. Everything is removed afterwards."""
+    from pingpong.harness.cluster import make_certificates
+    with tempfile.TemporaryDirectory(prefix="pingpong-lab-") as folder:
+        tls = Path(folder) / "tls"
+        make_certificates(tls)
+        lab = Lab()
+        try:
+            for host in dict.fromkeys(["h0", *(host for host, _, _ in workers)]):
+                lab.add_host(host)
+            scheduler = f"tls://{lab.hosts['h0'].address}:{SCHEDULER_PORT}"
+            env = {"PYTHONPATH": str(PROJECT_ROOT)}
+            lab.run("h0", scheduler_command(tls, lab.hosts["h0"].address), Path(folder) / "scheduler.log", env)
+            for host, resource, name in workers:
+                lab.run(host, worker_command(tls, scheduler, resource, name), Path(folder) / f"{name}.log", env)
+            wait_for_workers(lab, "h0", tls, scheduler, len(workers))
+            yield lab, scheduler, tls
+        finally:
+            lab.close()
+
+
+def run_in(lab: Lab, host: str, argv: list[str]) -> subprocess.CompletedProcess:
+    """argv in host's namespace from this checkout (stdout captured; stderr passes through), to its end."""
+    return subprocess.run(["ip", "netns", "exec", lab.hosts[host].netns, *argv], cwd=PROJECT_ROOT,
+                          stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(PROJECT_ROOT)})
