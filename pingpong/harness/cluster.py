@@ -17,7 +17,7 @@ import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -417,7 +417,7 @@ class ClusterMeasurer:
             if code is not None:
                 return dict(status="not-ready", reason=f"server exited with code {code} before accepting a "
                                                        f"connection from {prober.address}")
-            last = prober.call("probe_once", started.base_url, None)
+            last = prober.call("handshake", started.base_url, "/__readiness_probe__", 2.0)
             if last is None:
                 break
             if time.monotonic() - began >= settings.ready_timeout_s:
@@ -453,7 +453,6 @@ class ClusterMeasurer:
             attempt = self.attempt_on(started, client, settings, round_number)
         finally:
             code = self.stop(started)
-        from dataclasses import replace
         return replace(attempt, server_exit_code=code)
 
     def attempt_on(self, started: RemoteServer, client: Implementation, settings: CellSettings,
@@ -479,7 +478,7 @@ class ClusterMeasurer:
         if started.process.poll() is not None:
             return dict(status="server-crashed", reason=f"the server exited with code {started.process.returncode} "
                                                         f"before this attempt")
-        problem = prober.call("room_probe", started.base_url, f"/__room_probe_{started.clients_started}",
+        problem = prober.call("handshake", started.base_url, f"/__room_probe_{started.clients_started}",
                               ROOM_PROBE_TIMEOUT_S)
         if problem:
             return dict(status="not-ready", reason=f"room probe before the client (from {prober.address}): {problem}")
@@ -580,7 +579,6 @@ FLOOR = "raw-tcp-c"  # the raw-TCP floor whose round trip across the link the to
 def measure_floor(measurer: ClusterMeasurer, implementations: list[Implementation],
                   settings: CellSettings) -> dict[str, Any]:
     """One short attempt of the C raw-TCP floor across the link: its rate and round-trip percentiles."""
-    from dataclasses import replace
     from pingpong.harness import histograms
     by_name = {(i.role, i.name): i for i in implementations}
     server, client = by_name.get(("server", FLOOR)), by_name.get(("client", FLOOR))

@@ -340,11 +340,13 @@ class HostAgent:
             return None
 
     async def port_check(self, pid: int, port: int) -> str | None:
-        """None when this server's tree holds its port; else who does."""
-        owner = listeners.port_owner(port)
-        if owner is not None and owner not in listeners.process_tree(pid):
-            return f"port {port} answered, but it is held by another process (pid {owner}), not by the server"
-        return None
+        """None when this server's tree holds its port; else who does (read from /proc, in a thread)."""
+        def check() -> str | None:
+            owner = listeners.port_owner(port)
+            if owner is not None and owner not in listeners.process_tree(pid):
+                return f"port {port} answered, but it is held by another process (pid {owner}), not by the server"
+            return None
+        return await asyncio.to_thread(check)
 
     async def begin_sampling(self, pid: int) -> None:
         sampler = await asyncio.to_thread(_ServerSampler, pid)
@@ -369,17 +371,8 @@ class HostAgent:
         return {"exit_code": code, "stderr_tail": server.stderr_tail(STDERR_TAIL_LINES)}
 
     # -- probes, from this host over the real path
-    async def probe_once(self, base_url: str, tls_ca: str | None = None) -> str | None:
-        """None when one handshake completes now; else the error."""
-        def attempt() -> str | None:
-            try:
-                with probe.open_connection(base_url, "/__readiness_probe__", 2.0, tls_ca):
-                    return None
-            except Exception as exc:
-                return f"{type(exc).__name__}: {exc}"
-        return await asyncio.to_thread(attempt)
-
-    async def room_probe(self, base_url: str, path: str, timeout_s: float) -> str | None:
+    async def handshake(self, base_url: str, path: str, timeout_s: float) -> str | None:
+        """None when one handshake on path completes now (readiness, the room probe); else the error."""
         def attempt() -> str | None:
             try:
                 with probe.open_connection(base_url, path, timeout_s, None):
