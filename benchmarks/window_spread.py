@@ -8,6 +8,8 @@ larger: more rounds fit in the same time.
 
 Prints one JSON object on stdout; a table on stderr.
 Usage: python -m benchmarks.window_spread [--rounds 8] [--cells websockets:websockets,node-ws:node-ws,...]
+                                          [--settings 0.2:0.25,0.1:0.5,...]  (warmup:window pairs, seconds)
+                                          [--server-warmup S]
 """
 
 from __future__ import annotations
@@ -29,14 +31,23 @@ from benchmarks.rounds_setup import ROOT, implementations_by_role, matrix_settin
 
 DEFAULT_CELLS = ("websockets:websockets,node-ws:node-ws,aiohttp:node-ws,sanic:picows,bun:bun,raw-tcp-c:raw-tcp-c,"
                  "blacksheep:aiohttp")
-SETTINGS = ((0.2, 0.25), (0.1, 0.5), (0.2, 0.5), (0.5, 0.5), (0.2, 1.0), (0.2, 2.0))  # (warmup, window) seconds
+DEFAULT_SETTINGS = "0.2:0.25,0.1:0.5,0.2:0.5,0.5:0.5,0.2:1,0.2:2"  # warmup:window, seconds
+
+
+def setting_options(parser) -> None:
+    parser.add_argument("--settings", default=DEFAULT_SETTINGS, help="warmup:window pairs in seconds, comma-separated")
+    parser.add_argument("--server-warmup", type=float, default=None,
+                        help="seconds the first client of each server process warms up longer (default: the matrix's)")
 
 
 def main() -> int:
-    args = parse_arguments(__doc__.splitlines()[0], DEFAULT_CELLS)
+    args = parse_arguments(__doc__.splitlines()[0], DEFAULT_CELLS, setting_options)
+    settings_measured = [tuple(float(part) for part in pair.split(":")) for pair in args.settings.split(",")]
     implementations = implementations_by_role()
     cells = args.cell_pairs
     base = matrix_settings()
+    if args.server_warmup is not None:
+        base = replace(base, server_warmup_s=args.server_warmup)
     server_cpus, _ = cpus_for(base)
     rates: dict[tuple[str, str, float, float], list[float]] = {}
     costs: dict[tuple[str, str, float, float], list[float]] = {}
@@ -47,7 +58,7 @@ def main() -> int:
             generator.shuffle(servers)
             for server_name in servers:
                 jobs = [(client, warmup, window) for server, client in cells if server == server_name
-                        for warmup, window in SETTINGS]
+                        for warmup, window in settings_measured]
                 generator.shuffle(jobs)
                 with tempfile.TemporaryDirectory(prefix="pingpong-spread-") as work:
                     started = start_server(implementations[("server", server_name)], base, ROOT, Path(work),
@@ -71,7 +82,8 @@ def main() -> int:
                         with processes.interrupts_deferred():
                             processes.stop(started.process)
             print(f"round {round_number}/{args.rounds} done", file=sys.stderr, flush=True)
-    report = {"rounds": args.rounds, "seed": args.seed, "settings": [list(s) for s in SETTINGS], "cells": []}
+    report = {"rounds": args.rounds, "seed": args.seed, "settings": [list(s) for s in settings_measured],
+              "server_warmup_s": base.server_warmup_s, "cells": []}
     for (server, client, warmup, window), values in sorted(rates.items()):
         summary = summarize(values)
         cost = statistics.median(costs[(server, client, warmup, window)])
@@ -79,7 +91,7 @@ def main() -> int:
                                 "rates": values, "median": summary.median, "cv": summary.cv,
                                 "precision": summary.precision,
                                 "attempt_wall_s": cost, "overhead_s": cost - warmup - window})
-    report["by_setting"] = by_setting(report["cells"])
+    report["by_setting"] = by_setting(report["cells"], settings_measured)
     print(f"{'warmup':>6} {'window':>6} {'median CV':>9} {'max CV':>7} {'within ±3%':>10} {'attempt':>8} "
           f"{'overhead':>8}", file=sys.stderr)
     for row in report["by_setting"]:
@@ -90,10 +102,10 @@ def main() -> int:
     return 0
 
 
-def by_setting(cells: list[dict]) -> list[dict]:
+def by_setting(cells: list[dict], settings_measured: list[tuple[float, ...]]) -> list[dict]:
     """Per (warmup, window): the median and largest between-round CV over the cells, and the attempt's cost."""
     rows = []
-    for warmup, window in SETTINGS:
+    for warmup, window in settings_measured:
         members = [c for c in cells if c["warmup_s"] == warmup and c["window_s"] == window and c["cv"] is not None]
         if not members:
             continue

@@ -51,6 +51,11 @@ NODE_EXTRA_CA_CERTS_ENV = "NODE_EXTRA_CA_CERTS"  # the WHATWG clients' only way 
 # --workload broadcast with several client processes: one pipe shared by all. A receivers process writes one byte
 # to its write end when all its receivers have a message; the sender reads --ack-processes bytes per message here.
 ACK_FD_ENV = "PINGPONG_ACK_FD"
+# glibc malloc's state in the Python programs (pingpong/kit/allocator.py): "settled" (the default) raises its dynamic
+# mmap threshold past asyncio's 256 KiB reads before anything is measured; "as-is" leaves it as the process finds it.
+MALLOC_ENV = "PINGPONG_MALLOC"
+MALLOC_MODES = ("settled", "as-is")
+DEFAULT_MALLOC = "settled"
 
 # The lines on those two fds, each ended by a newline. A client writes READY_EVENT once every connection is open
 # (then, if GO_FD_ENV is set, blocks until it reads GO_LINE there; end of file instead means: give up), and
@@ -74,6 +79,7 @@ COMPRESSION_SETTING = "compression"  # the --compression it was asked for
 TLS_SETTING = "tls"  # whether it speaks wss:// / TLS
 COMPRESSION_OFFERED_SETTING = "compression_offered"  # client: whether it offers permessage-deflate
 COMPRESSION_EFFECTIVE_SETTING = "compression_effective"  # server: what it passes its library for permessage-deflate
+MALLOC_SETTING = "malloc"  # Python programs: the MALLOC_MODES value they ran with (pingpong/kit/allocator.py)
 # Names that reports written before the vocabulary was settled used for COMPRESSION_OFFERED_SETTING.
 FORMER_SETTING_NAMES = {"per_message_deflate_offered": COMPRESSION_OFFERED_SETTING,
                         "permessage_deflate": COMPRESSION_OFFERED_SETTING}

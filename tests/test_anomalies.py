@@ -59,13 +59,16 @@ def test_a_cell_alone_in_its_row_is_not_judged():
 
 HEALTHY = {"segments_per_message": 1.0, "delayed_acks_per_roundtrip": 0.0, "retransmits_per_roundtrip": 0.0,
            "compression_negotiated": None, "server_tcp_nodelay": True, "client_tcp_nodelay": True,
-           "server_cpu_utilization": 0.9, "client_cpu_utilization": 0.6}
+           "server_cpu_utilization": 0.9, "client_cpu_utilization": 0.6,
+           "server_minor_faults_per_roundtrip": 0.01, "client_minor_faults_per_roundtrip": 0.0}
 
 
 def signals(status="ok", rate=None, **figures) -> CellSummary:
     """A cell summary with these figures, named as in the results file (e.g. "server_cpu_utilization")."""
-    server_cpu = SideCpu(utilization=figures.pop("server_cpu_utilization", None))
-    client_cpu = SideCpu(utilization=figures.pop("client_cpu_utilization", None))
+    server_cpu, client_cpu = (SideCpu(utilization=figures.pop(f"{side}_cpu_utilization", None),
+                                      minor_faults_per_roundtrip=figures.pop(f"{side}_minor_faults_per_roundtrip",
+                                                                             None))
+                              for side in ("server", "client"))
     return CellSummary(status=status, roundtrips_per_s=summarize([rate]) if rate is not None else None,
                        server_cpu=server_cpu, client_cpu=client_cpu, **figures)
 
@@ -81,6 +84,7 @@ def test_healthy_signals_raise_no_flag():
     ({"compression_negotiated": "permessage-deflate"}, "permessage-deflate negotiated for 4-byte messages"),
     ({"server_tcp_nodelay": False}, "TCP_NODELAY off on the server's sockets"),
     ({"server_cpu_utilization": 0.02, "client_cpu_utilization": 0.03}, "both sides mostly wait"),
+    ({"client_minor_faults_per_roundtrip": 4.0}, "4.0 page faults per roundtrip on the client side"),
 ])
 def test_each_rule_fires_on_its_signal_alone(change, words):
     flags = rule_flags(signals(**{**HEALTHY, **change}), payload_size=4)

@@ -161,6 +161,7 @@ def test_a_reader_that_leaves_early_gets_no_traceback():
     (["--rate", "fast"], "--rate takes numbers"),
     (["--idle-connections", "-1"], "--idle-connections values must be at least 0"),
     (["--saturation-p99", "0"], "--saturation-p99 must be > 0"),
+    (["--malloc", "warm"], "--malloc 'warm': choose from settled, as-is"),
 ])
 def test_workload_options_that_do_not_fit_get_one_line(tmp_path, args, fragment):
     completed = run_bench(*args, "--results-dir", str(tmp_path / "new"))
@@ -177,3 +178,21 @@ def test_idle_connections_choose_fresh_servers_and_say_why():
     assert configuration.rounds.fresh_server and "memory" in configuration.rounds.fresh_server_reason
     assert [point["idle_connections"] for point in configuration.points] == [0, 100]
     assert configuration.recorded(configuration.settings_at(configuration.points[1]))["idle_connections"] == 100
+
+
+def test_malloc_modes_are_a_dimension_that_needs_a_server_process_each():
+    """--malloc settled,as-is: two points; each point's processes get its mode (PINGPONG_MALLOC), recorded."""
+    from pingpong.contract import MALLOC_ENV
+    from pingpong.harness.configuration import build_configuration
+    from pingpong.harness.rounds import SERVER_DIMENSIONS
+    from pingpong.harness.runner import process_environment
+
+    options = options_for("--malloc", "settled,as-is", "--repeat", "2")
+    options.manifest = options.manifest or []
+    configuration = build_configuration(options, ["run_bench.py"], [], [], [])
+    assert [point["malloc"] for point in configuration.points] == ["settled", "as-is"]
+    settings = configuration.settings_at(configuration.points[1])
+    assert process_environment(settings)[MALLOC_ENV] == "as-is"
+    assert configuration.recorded(settings)["malloc"] == "as-is"
+    assert "malloc" in SERVER_DIMENSIONS
+    assert process_environment(configuration.settings_at(configuration.points[0]))[MALLOC_ENV] == "settled"

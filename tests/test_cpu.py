@@ -64,3 +64,26 @@ def test_every_source_sees_a_busy_thread_and_only_schedstat_loses_it_when_it_exi
     assert cpu.cpu_delta(before[cpu.SCHEDSTAT], cpu.sample([pid], cpu.SCHEDSTAT)) < 0.1
     assert cpu.cpu_source() == cpu.PROCESS_CLOCK  # on Linux; the fallbacks are for kernels without it
     assert cpu.sample([2**22 + 12345]) == {}  # no such process: nothing, no error
+
+
+def test_minor_faults_are_field_10_after_the_name():
+    """minflt (900 in STAT) is counted after the name's last ')', like the ticks."""
+    assert cpu.parse_minor_faults(STAT) == 900
+
+
+def test_fault_deltas_count_processes_in_both_samples_only():
+    assert cpu.faults_delta({1: 10, 2: 5}, {1: 14, 3: 99}) == 4
+    assert cpu.faults_delta({1: 10}, {2: 3}) is None
+
+
+def test_touching_fresh_pages_shows_as_minor_faults_of_this_process():
+    """1,000 newly mapped pages, each written once, are at least 1,000 minor faults in /proc/self/stat."""
+    import mmap
+
+    before = cpu.minor_faults([os.getpid()])
+    region = mmap.mmap(-1, 1000 * mmap.PAGESIZE)
+    for page in range(1000):
+        region[page * mmap.PAGESIZE] = 1
+    after = cpu.minor_faults([os.getpid()])
+    region.close()
+    assert cpu.faults_delta(before, after) >= 1000

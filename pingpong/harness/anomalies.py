@@ -7,7 +7,7 @@ Two kinds of flag:
   Outliers are removed one at a time, worst first, each judged against a fit that leaves it out, so one or two
   bad cells cannot drag their row's and column's factors down and hide themselves or each other.
 - rules over the signals recorded per cell: TCP segments and delayed ACKs per roundtrip, negotiated compression
-  on small messages, sockets without TCP_NODELAY, and sides that mostly wait.
+  on small messages, sockets without TCP_NODELAY, page faults per roundtrip, and sides that mostly wait.
 """
 
 from __future__ import annotations
@@ -22,6 +22,10 @@ MODEL_THRESHOLD = 1 / 3
 SEGMENTS_PER_MESSAGE_LIMIT = 1.1
 DELAYED_ACKS_PER_ROUNDTRIP_LIMIT = 0.01
 RETRANSMITS_PER_ROUNDTRIP_LIMIT = 0.01
+# Minor page faults per roundtrip on one side: a side that maps fresh memory for each message it reads shows one or
+# more per message (a Python side with --malloc as-is: glibc's mmap per asyncio read); a garbage collector's few
+# stay far below.
+FAULTS_PER_ROUNDTRIP_LIMIT = 0.5
 SMALL_MESSAGE_BYTES = 1024  # below this, deflate cannot save bytes worth its CPU, and a message fits one segment
 WAITING_UTILIZATION = 0.3  # CPU time / wall time below this on both sides: the pair waits, it does not compute
 ENVELOPE_TOLERANCE = 2.0  # an expectation may exceed the best rate seen in its row or column by this much at most
@@ -152,6 +156,11 @@ def rule_flags(summary, payload_size: int, workload: str = "pingpong") -> list[s
     if off:
         flags.append(f"TCP_NODELAY off on the {' and '.join(off)}'s sockets: Nagle's algorithm may hold small "
                      f"writes back")
+    for side in ("server", "client"):
+        faults = summary.cpu(side).minor_faults_per_roundtrip
+        if faults is not None and faults > FAULTS_PER_ROUNDTRIP_LIMIT:
+            flags.append(f"{faults:.1f} page faults per roundtrip on the {side} side: it maps fresh memory for "
+                         f"messages (a Python side with --malloc as-is: an mmap per asyncio read)")
     server_utilization = summary.server_cpu.utilization
     client_utilization = summary.client_cpu.utilization
     if (workload != "open-loop" and server_utilization is not None and client_utilization is not None

@@ -27,7 +27,7 @@ from pingpong.harness.catalog import PROJECT_ROOT
 from pingpong.harness.manifest import Implementation
 from pingpong.harness.results import Attempt
 from pingpong.harness.runner import (CellSettings, ClientShare, client_shares, connecting_allowance_s,
-                                     judge_outcome, parse_client_report)
+                                     judge_outcome, parse_client_report, with_server_warmup)
 from pingpong.harness.usage import UsageError
 
 RENEW_EVERY_S = 1.0  # lease renewals (the agents end their processes after host_agent.LEASE_S without one)
@@ -347,6 +347,8 @@ class JoinedWindow:
     sockets: dict[str, Any] | None
     syscalls: None = None
     sampling_s: float | None = None
+    client_minor_faults: int | None = None
+    server_minor_faults: None = None  # the server host's sampler does not read them
 
 
 @dataclass(frozen=True)
@@ -484,6 +486,7 @@ class ClusterMeasurer:
             return dict(status="not-ready", reason=f"room probe before the client (from {prober.address}): {problem}")
         started.clients_started += 1
         number = started.clients_started
+        settings = with_server_warmup(settings, number)
         shares = client_shares(settings)
         placement = spread_shares(shares, len(client_hosts), settings.workload)
         used = [(host, indexes) for host, indexes in zip(client_hosts, placement) if indexes]
@@ -626,7 +629,9 @@ def join_windows(windows: list[dict[str, Any]], hosts: list[Host], sampled: dict
         tcp_counters=client_counters[0] if shared else cluster_figures.summed_counters(figures["tcp_counters"],
                                                                                       *client_counters),
         sockets=sockets,
-        sampling_s=max((w["sampling_s"] or 0) for w in windows))
+        sampling_s=max((w["sampling_s"] or 0) for w in windows),
+        client_minor_faults=(None if any(w.get("client_minor_faults") is None for w in windows)
+                             else sum(w["client_minor_faults"] for w in windows)))
     placement = {"server_host": server_host.address, "client_hosts": [h.address for h in hosts],
                  "same_network": shared, "clock_offsets": {a: offsets[a] for a in offsets},
                  "window_wall_ns": {"start": max(starts) if starts else None, "end": min(ends) if ends else None},

@@ -9,8 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from pingpong.contract import (COMPRESSION_MODES, DEFAULT_COMPRESSION, DEFAULT_DURATION_S, DEFAULT_LOOP,
-                               DEFAULT_PAIRS, DEFAULT_PAYLOAD_KIND, DEFAULT_PAYLOAD_SIZE, DEFAULT_STALL_TIMEOUT_S,
-                               DEFAULT_WARMUP_S, DEFAULT_WORKLOAD, LOOPS, PAYLOAD_KINDS, WORKLOADS)
+                               DEFAULT_MALLOC, DEFAULT_PAIRS, DEFAULT_PAYLOAD_KIND, DEFAULT_PAYLOAD_SIZE,
+                               DEFAULT_STALL_TIMEOUT_S, DEFAULT_WARMUP_S, DEFAULT_WORKLOAD, LOOPS, MALLOC_MODES,
+                               PAYLOAD_KINDS, WORKLOADS)
 from pingpong.harness import package_envs
 from pingpong.harness.catalog import PROJECT_ROOT
 from pingpong.harness.manifest import Implementation
@@ -22,8 +23,11 @@ from pingpong.harness.workload_figures import DEFAULT_SATURATION_P99_MS
 QUICK = {"duration": 0.5, "warmup": 0.2, "repeat": 1}  # a smoke run: one round
 # Rounds until precise (benchmarks/window_spread.py measured these on a 2-CPU machine; docs/methodology.md):
 # the spread between rounds did not shrink with longer windows (0.25 to 2 s), so the shortest, cheapest one.
-DEFAULT_MATRIX_DURATION_S = 0.25
+DEFAULT_MATRIX_DURATION_S = 0.2
 DEFAULT_MATRIX_WARMUP_S = 0.2
+# A new server process is cold (V8 still compiling, heaps growing): its first client warms up this much longer
+# (benchmarks/window_spread.py --server-warmup measured it; docs/methodology.md).
+DEFAULT_SERVER_WARMUP_S = 0.5
 DEFAULT_MIN_ROUNDS = 6  # the smallest n whose min-max interval of the median covers >= 95% (1 - 2 * 0.5**6)
 DEFAULT_MAX_ROUNDS = 20
 DEFAULT_PRECISION = 0.03  # a cell gets more rounds while its median's 95% interval is wider than +-3%
@@ -44,6 +48,9 @@ def add_measuring_options(parser: argparse.ArgumentParser, duration: float = DEF
     measuring = parser.add_argument_group("how to measure")
     measuring.add_argument("--duration", type=float, help=f"measured seconds per attempt (default {duration:g})")
     measuring.add_argument("--warmup", type=float, help=f"unmeasured seconds first (default {warmup:g})")
+    measuring.add_argument("--server-warmup", type=float, default=DEFAULT_SERVER_WARMUP_S, metavar="S",
+                           help="the first client of each server process warms up S seconds longer, while the new "
+                                "server warms up too (default %(default)g)")
     measuring.add_argument("--repeat", "--rounds", type=int, dest="repeat", metavar="N",
                            help=f"exactly N rounds, no rounds until precise (default: {repeat} for diagnose; the "
                                 "matrix runs rounds until precise, see --precision)")
@@ -57,6 +64,11 @@ def add_measuring_options(parser: argparse.ArgumentParser, duration: float = DEF
     measuring.add_argument("--compression", default=DEFAULT_COMPRESSION, metavar="MODE[,MODE...]",
                            help=f"permessage-deflate: {' | '.join(COMPRESSION_MODES)} (each library's "
                                 "out-of-the-box behaviour, off, on); a list is a dimension, e.g. default,off")
+    measuring.add_argument("--malloc", default=DEFAULT_MALLOC, metavar="MODE[,MODE...]",
+                           help=f"glibc malloc in the Python programs: {' | '.join(MALLOC_MODES)} (settled: its mmap "
+                                "threshold raised past asyncio's 256 KiB reads before measuring, as a long-running "
+                                "process has it; as-is: left as each process finds it, fast or slow by chance); a "
+                                "list is a dimension")
     measuring.add_argument("--payload-size", default=str(DEFAULT_PAYLOAD_SIZE), metavar="BYTES[,BYTES...]",
                            help=f"bytes per message (default {DEFAULT_PAYLOAD_SIZE}); a list sweeps, e.g. 16,1024,65536")
     measuring.add_argument("--payload-kind", default=DEFAULT_PAYLOAD_KIND, metavar="KIND[,KIND...]",
@@ -198,6 +210,8 @@ def check_options(options: argparse.Namespace) -> argparse.Namespace:
         problems.append(f"--duration must be > 0 seconds, got {options.duration:g}")
     if not options.warmup >= 0:
         problems.append(f"--warmup must be >= 0 seconds, got {options.warmup:g}")
+    if not options.server_warmup >= 0:
+        problems.append(f"--server-warmup must be >= 0 seconds, got {options.server_warmup:g}")
     if options.repeat is not None and options.repeat < 1:
         problems.append(f"--repeat must be at least 1, got {options.repeat}")
     options.payload_sizes = _integer_list("--payload-size", options.payload_size, minimum=1, problems=problems)
@@ -205,6 +219,7 @@ def check_options(options: argparse.Namespace) -> argparse.Namespace:
     options.payload_kinds = _choice_list("--payload-kind", options.payload_kind, PAYLOAD_KINDS, problems)
     options.loops = _choice_list("--loop", options.loop, LOOPS, problems)
     options.compressions = _choice_list("--compression", options.compression, COMPRESSION_MODES, problems)
+    options.mallocs = _choice_list("--malloc", options.malloc, MALLOC_MODES, problems)
     options.tls_modes = [mode == "on" for mode in _choice_list("--tls", options.tls, ("off", "on"), problems)]
     if options.client_processes < 1:
         problems.append(f"--client-processes must be at least 1, got {options.client_processes}")
@@ -301,9 +316,10 @@ def _integer_list(option: str, text: str, minimum: int, problems: list[str]) -> 
 
 def sweep_points(options: argparse.Namespace) -> list[dict[str, Any]]:
     """Every combination of the listed settings: the run's points, each a matrix measured in every round."""
-    return [{"loop": loop, "compression": compression, "tls": tls, "payload_size": size, "payload_kind": kind,
-             "pairs": pairs, "receivers": receivers, "idle_connections": idle, "rate": rate}
+    return [{"loop": loop, "compression": compression, "tls": tls, "malloc": malloc, "payload_size": size,
+             "payload_kind": kind, "pairs": pairs, "receivers": receivers, "idle_connections": idle, "rate": rate}
             for loop in options.loops for compression in options.compressions for tls in options.tls_modes
+            for malloc in options.mallocs
             for size in options.payload_sizes for kind in options.payload_kinds for pairs in options.pairs_list
             for receivers in options.receivers_list for idle in options.idle_connections_list
             for rate in options.rates]
@@ -318,7 +334,9 @@ def build_configuration(options: argparse.Namespace, command_line: list[str], im
     """
     server_cpus, client_cpus = plan_cpus(not options.no_pin)
     settings = CellSettings(duration_s=options.duration, warmup_s=options.warmup, loop=options.loops[0],
-                            compression=options.compressions[0], payload_size=DEFAULT_PAYLOAD_SIZE,
+                            server_warmup_s=options.server_warmup,
+                            compression=options.compressions[0], malloc=options.mallocs[0],
+                            payload_size=DEFAULT_PAYLOAD_SIZE,
                             payload_kind=DEFAULT_PAYLOAD_KIND, ready_timeout_s=options.ready_timeout,
                             stall_timeout_s=options.stall_timeout, pin=not options.no_pin,
                             client_grace_s=options.client_grace, workload=options.workload,

@@ -1,4 +1,4 @@
-"""CPU time and peak memory of process trees, read from the kernel at the window's edges.
+"""CPU time, page faults and peak memory of process trees, read from the kernel at the window's edges.
 
 CPU time comes from the most precise source this kernel offers, chosen once per run (cpu_source()):
 - "process-clock": the process's CPU-time clock, clock_gettime() on the clock id of its pid (Linux
@@ -122,6 +122,29 @@ def cpu_delta(before: Sample, after: Sample) -> float:
         elif key[1] != 0:
             total += ns
     return total / 1e9
+
+
+def parse_minor_faults(text: bytes) -> int:
+    """minflt, the minor page faults a process has taken, from /proc/PID/stat (field 10, counted after the name's
+    last ')' like parse_stat_ticks)."""
+    return int(text.rsplit(b")", 1)[1].split()[7])
+
+
+def minor_faults(pids: list[int]) -> dict[int, int]:
+    """Minor page faults so far of each given process still alive (about 19 µs per process)."""
+    result = {}
+    for pid in pids:
+        try:
+            result[pid] = parse_minor_faults(_read(f"/proc/{pid}/stat"))
+        except (OSError, ValueError, IndexError):
+            continue
+    return result
+
+
+def faults_delta(before: dict[int, int], after: dict[int, int]) -> int | None:
+    """Page faults taken between two samples by the processes in both; None when no process is in both."""
+    common = before.keys() & after.keys()
+    return sum(after[pid] - before[pid] for pid in common) if common else None
 
 
 def peak_rss_bytes(pid: int) -> int | None:

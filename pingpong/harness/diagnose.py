@@ -158,6 +158,12 @@ def plan_switches(server: Implementation, client: Implementation, baseline: Cell
             if loop != baseline.loop:
                 switches.append(Switch(f"loop-{loop}", f"every Python side on {loop}",
                                        replace(baseline, loop=loop), mechanism=False))
+    if any(side.runtime == "python" for side in (server, client)):
+        other = "as-is" if baseline.malloc == "settled" else "settled"
+        switches.append(Switch(f"malloc-{other}", "glibc malloc left as each Python process finds it (by chance, "
+                               "an mmap and munmap per asyncio read)" if other == "as-is" else
+                               "glibc malloc's mmap threshold raised in every Python process before measuring",
+                               replace(baseline, malloc=other), mechanism=True))
     switches.append(Switch("localhost", "the client connects to 'localhost' instead of the literal 127.0.0.1",
                            replace(baseline, client_host="localhost"), mechanism=True))
     switches.append(Switch("unpinned" if baseline.pin else "pinned",

@@ -21,8 +21,8 @@ from pingpong.harness.results import Attempt, Cell, RunResult
 from pingpong.harness.progress import Progress, plan_line
 from pingpong.harness.render import rate_unit
 from pingpong.harness.results_files import ResultPaths, save, save_record
-from pingpong.harness.rounds import (SERVER_DIMENSIONS, RoundPolicy, Unit, affordable, round_plan,
-                                     units_wanting_more)
+from pingpong.harness.rounds import (SERVER_DIMENSIONS, RoundPolicy, Unit, estimated_round_s, plan_extra_rounds,
+                                     round_plan, units_wanting_more)
 from pingpong.harness.runner import (STDERR_TAIL_LINES, CellSettings, ServerUnderTest, cpus_for, run_attempt,
                                      run_attempt_on, start_server)
 from pingpong.harness.stats import summarize
@@ -82,7 +82,7 @@ def measure_rounds(configuration: RunConfiguration, runs: list[RunResult], paths
     units = list(cells)
 
     def server_key(unit: Unit) -> tuple:
-        return tuple(points[unit.point][name] for name in SERVER_DIMENSIONS)
+        return tuple(points[unit.point].get(name) for name in SERVER_DIMENSIONS)
 
     began = clock()
     timings = Timings()
@@ -95,6 +95,7 @@ def measure_rounds(configuration: RunConfiguration, runs: list[RunResult], paths
     progress.unit = rate_unit(runs[0])
     state = EngineState(cells, by_name, settings_of, measurer, progress, timings, policy, clock)
     stopped_by = None
+    targets: dict[Unit, int] = {}  # beyond min_rounds: the round count each unit given more rounds is taken to
     try:
         round_number = 1
         while round_number <= policy.max_rounds:
@@ -102,22 +103,34 @@ def measure_rounds(configuration: RunConfiguration, runs: list[RunResult], paths
             if round_number <= policy.min_rounds:
                 due = [unit for unit in units if not has_round(cells[unit], round_number)]
             else:
-                wanting = units_wanting_more({unit: reached_precision(cells[unit]) for unit in units},
-                                             {unit: rounds_done(cells[unit]) for unit in units}, policy)
-                if not wanting:
-                    stopped_by = "precise"
-                    break
-                # nearest the target first: when the budget cannot take them all, it buys the most precise cells
-                wanting.sort(key=lambda unit: reached_precision(cells[unit]) or 0)
+                # units taken to a step of their interval keep their rounds until they reach it (planned, paid for)
+                due = [unit for unit, target in targets.items() if rounds_done(cells[unit]) < target]
                 remaining = None if policy.budget_s is None else policy.budget_s - (clock() - began)
-                due = wanting if remaining is None else affordable(
-                    wanting, {u: timings.attempt_s.get(u, window_s + FIRST_ATTEMPT_ESTIMATE_S) for u in wanting},
-                    timings.server_start_estimate(), server_key, policy.fresh_server,
-                    window_s + FIRST_ATTEMPT_ESTIMATE_S, remaining)
-                if not due:
-                    stopped_by = "budget"
+                if due and remaining is not None and estimated_round_s(
+                        due, {u: timings.attempt_s.get(u, window_s + FIRST_ATTEMPT_ESTIMATE_S) for u in due},
+                        timings.server_start_estimate(), server_key, policy.fresh_server,
+                        window_s + FIRST_ATTEMPT_ESTIMATE_S) > remaining:
+                    stopped_by = "budget"  # the plan's estimate was short: no round may end after the budget
                     break
-                progress.extend(len(due))
+                if not due:
+                    wanting = units_wanting_more({unit: reached_precision(cells[unit]) for unit in units},
+                                                 {unit: rounds_done(cells[unit]) for unit in units}, policy)
+                    if not wanting:
+                        stopped_by = "precise"
+                        break
+                    planned = plan_extra_rounds(
+                        {unit: cells[unit].rates() for unit in wanting},
+                        {u: timings.attempt_s.get(u, window_s + FIRST_ATTEMPT_ESTIMATE_S) for u in wanting},
+                        timings.server_start_estimate(), server_key, policy, window_s + FIRST_ATTEMPT_ESTIMATE_S,
+                        remaining)
+                    if not planned:
+                        stopped_by = "budget"
+                        break
+                    # planned counts good values; a unit with failed attempts has had more rounds than values
+                    targets = {unit: rounds_done(cells[unit]) + count - len(cells[unit].rates())
+                               for unit, count in planned.items()}
+                    due = list(targets)
+                    progress.extend(sum(target - rounds_done(cells[unit]) for unit, target in targets.items()))
             if due:
                 state.measure_round(round_number, round_plan(due, server_key, policy.seed, round_number))
                 for run, path in zip(runs, paths):

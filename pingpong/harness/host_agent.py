@@ -235,6 +235,7 @@ class _ClientRun:
                            "start_wall_ns": window.start_wall_ns, "end_wall_ns": window.end_wall_ns,
                            "tcp_counters": window.tcp_counters, "sockets": (window.sockets or {}).get("client"),
                            "spread": window.spread, "sampling_s": window.sampling_s,
+                           "client_minor_faults": window.client_minor_faults,
                            "cpu_source": window.cpu_source.name}}
 
     def _process_result(self, index: int) -> dict[str, Any]:

@@ -13,9 +13,9 @@ import re
 from typing import Any
 
 from pingpong.harness.costs import CostSplit, websocket_costs
-from pingpong.harness.render import (axes, axis_loops, fastest_cell, format_duration_ns, format_rate, format_ratio,
-                                     interval_legend, is_floor, percentiles, rate_unit, relative_to_fastest,
-                                     rounds_text, short_extensions, workload_title)
+from pingpong.harness.render import (axes, axis_loops, faults_text, fastest_cell, format_duration_ns, format_rate,
+                                     format_ratio, interval_legend, is_floor, percentiles, rate_unit,
+                                     relative_to_fastest, rounds_text, short_extensions, workload_title)
 from pingpong.harness.results import RunResult
 from pingpong.harness.scales import MIN_SPAN, log_range, position, viridis_hex
 from pingpong.harness.stats import Ratio
@@ -307,6 +307,7 @@ def cell_details(run: RunResult, key: tuple[str, str], summary: CellSummary, rat
             ("client µs/roundtrip", _number(summary.client_cpu.us_per_roundtrip, "{:.1f}")),
             ("server utilization", _number(summary.server_cpu.utilization, "{:.2f}")),
             ("client utilization", _number(summary.client_cpu.utilization, "{:.2f}")),
+            ("page faults/roundtrip server/client", faults_text(summary)),
             ("bottleneck", summary.bottleneck or "–"),
             ("server peak RSS", _number(summary.server_peak_rss_bytes and summary.server_peak_rss_bytes / 2**20,
                                         "{:.0f} MiB"))]))

@@ -179,7 +179,8 @@ def figure_sweep(index: dict[str, Any]):
     unit = unit_for_kind(index.get("workload_kind", index["workload"]))
     x_label = {"payload_size": "payload size (bytes)", "pairs": "pairs (each its own room)",
                "payload_kind": "payload kind", "loop": "event loop of the Python implementations",
-               "compression": "--compression", "tls": "TLS", "receivers": "receivers of each message",
+               "compression": "--compression", "tls": "TLS", "malloc": "--malloc (Python programs)",
+               "receivers": "receivers of each message",
                "idle_connections": "idle connections held", "rate": "offered messages/s per pair"}[x_dimension]
     for axis, y_label in ((rate_axis, f"median {unit}"), (latency_axis, "p99 latency (µs)")):
         axis.set_yscale("log")

@@ -311,6 +311,9 @@ def render_markdown(run: RunResult, summaries: Summaries) -> str:
     lines += flagged_section(summaries)
 
     per = "delivery" if workload_kind(config) == "broadcast" else "rt"
+    # runs saved before page faults were sampled render as they always did, without the column
+    faults = any(summary.cpu(side).minor_faults_per_roundtrip is not None
+                 for summary in summaries.values() for side in ("server", "client"))
     lines += ["", "## Per cell", "",
               "CPU is user+system time of each side's process tree over the measured window; utilization is that "
               "CPU time over wall time (1.0 = one core busy). The bottleneck is the side at ≥ 80% of a core; "
@@ -318,8 +321,9 @@ def render_markdown(run: RunResult, summaries: Summaries) -> str:
               f"| server | client | {unit} median [min–max] | n | precision | CV | p50 | p90 | p99 | p99.9 | max "
               f"| server µs/{per} | client µs/{per} | server util | client util | bottleneck | server peak RSS "
               "| loops (server/client) | compression | TCP_NODELAY (server/client) | TCP segments/message "
-              "| delayed ACKs/rt |",
-              "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---|---|---|---:|---:|"]
+              "| delayed ACKs/rt |" + (" page faults/rt (server/client) |" if faults else ""),
+              "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---|---|---|---:|"
+              "---:|" + ("---:|" if faults else "")]
     for (server, client), summary in summaries.items():
         if not summary.measured:
             continue
@@ -342,6 +346,7 @@ def render_markdown(run: RunResult, summaries: Summaries) -> str:
             f"{NODELAY_TEXT[summary.server_tcp_nodelay]}/{NODELAY_TEXT[summary.client_tcp_nodelay]}",
             _number(summary.segments_per_message, "{:.2f}"),
             _number(summary.delayed_acks_per_roundtrip, "{:.3f}"),
+            *([faults_text(summary)] if faults else []),
         ]) + " |")
 
     problems = [(key, s) for key, s in summaries.items() if s.status in ("skipped", "failed", "partial")]
@@ -356,6 +361,12 @@ def render_markdown(run: RunResult, summaries: Summaries) -> str:
 
 
 NODELAY_TEXT = {True: "on", False: "OFF", None: "?"}
+
+
+def faults_text(summary) -> str:
+    """Minor page faults per roundtrip, server/client ('?' for a side not sampled)."""
+    values = (summary.cpu(side).minor_faults_per_roundtrip for side in ("server", "client"))
+    return "/".join("?" if value is None else f"{value:.2f}" for value in values)
 
 
 def percentiles(latency) -> tuple[int | None, ...]:
@@ -397,7 +408,8 @@ CSV_COLUMNS = ["server", "client", "status", "n", "roundtrips_per_s_median", "ro
                "roundtrips_per_s_max", "roundtrips_per_s_cv", "interval_low", "interval_high", "interval_coverage",
                "interval_kind", "precision", "noisy", "p50_ns", "p90_ns", "p99_ns", "p99.9_ns", "max_ns",
                "server_cpu_us_per_roundtrip", "client_cpu_us_per_roundtrip", "server_cpu_utilization",
-               "client_cpu_utilization", "bottleneck", "server_peak_rss_bytes", "server_loop", "client_loop",
+               "client_cpu_utilization", "server_minor_faults_per_roundtrip", "client_minor_faults_per_roundtrip",
+               "bottleneck", "server_peak_rss_bytes", "server_loop", "client_loop",
                "compression_negotiated", "server_tcp_nodelay", "client_tcp_nodelay", "segments_per_message",
                "delayed_acks_per_roundtrip", "retransmits_per_roundtrip", "expected_roundtrips_per_s", "flags",
                "reason"]
@@ -421,6 +433,8 @@ def render_csv(run: RunResult, summaries: Summaries) -> str:
             "client_cpu_us_per_roundtrip": summary.client_cpu.us_per_roundtrip,
             "server_cpu_utilization": summary.server_cpu.utilization,
             "client_cpu_utilization": summary.client_cpu.utilization,
+            "server_minor_faults_per_roundtrip": summary.server_cpu.minor_faults_per_roundtrip,
+            "client_minor_faults_per_roundtrip": summary.client_cpu.minor_faults_per_roundtrip,
             "bottleneck": summary.bottleneck, "server_peak_rss_bytes": summary.server_peak_rss_bytes,
             "server_loop": summary.server_loop, "client_loop": summary.client_loop,
             "compression_negotiated": summary.compression_negotiated,

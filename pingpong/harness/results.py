@@ -40,6 +40,10 @@ class Attempt:
     server_cpu_s: float | None = None  # CPU time (user+system) of the server's process tree over the window
     client_cpu_s: float | None = None  # the same for the client's process tree
     cpu_source: str | None = None  # where both came from: process-clock or schedstat (ns), stat-ticks (10 ms)
+    # minor page faults of each side's process tree over the window (/proc/PID/stat minflt): a side that maps and
+    # unmaps memory for every message shows about one per message (docs/methodology.md, "The allocator's state")
+    server_minor_faults: int | None = None
+    client_minor_faults: int | None = None
     window_wall_s: float | None = None  # wall time between the orchestrator's two CPU samples
     # Several client processes (released together by the start barrier): processes, and the spread in s of their
     # ready, window-start and window-end events as they reached the orchestrator (start_barrier.window_spread).

@@ -7,19 +7,25 @@ new process in a room of its own (or, with fresh_server, a new server process pe
 within a group, are shuffled every round by a generator seeded from the run's seed and the round's number: random,
 so no cell always follows the same neighbour, and reproducible from the recorded seed.
 
-After min_rounds, a unit gets another round only while its median's interval is wider than the precision asked
-for, it has not had max_rounds, and the next round fits in the budget.
+After min_rounds, a unit gets more rounds only while its median's interval is wider than the precision asked
+for, and only as a block that can pay off: the order-statistic interval drops one more value at each end only at
+certain counts (9 rounds after 6 to 8, 12 after 9 to 11, ...); a round short of that can only widen the interval.
+So the units nearest the precision by their *next* interval get the rounds up to that count, as many units as the
+budget can take through that count, none beyond max_rounds.
 """
 
 from __future__ import annotations
 
 import math
 import random
+import statistics
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
+from pingpong.harness.stats import order_statistic_rank
+
 # The settings a server process is started with: units that differ in one of these need another process.
-SERVER_DIMENSIONS = ("loop", "compression", "tls")
+SERVER_DIMENSIONS = ("loop", "compression", "tls", "malloc")
 
 
 @dataclass(frozen=True)
@@ -91,22 +97,70 @@ def units_wanting_more(precision_of: dict[Unit, float | None], rounds_done: dict
             if reached is not None and reached > policy.precision and rounds_done.get(unit, 0) < policy.max_rounds]
 
 
+def next_step(rounds: int) -> int:
+    """The fewest rounds beyond `rounds` whose median interval sets aside one more value at each end (9 for 6 to 8,
+    12 for 9 to 11, ...): before it, another round keeps the same order statistics and can only widen them."""
+    rank = order_statistic_rank(rounds)[0]
+    more = rounds + 1
+    while order_statistic_rank(more)[0] <= rank:
+        more += 1
+    return more
+
+
+def predicted_precision(values: list[float], rounds: int) -> float | None:
+    """The precision the median's interval would have at `rounds` rounds if the new values fell among these: these
+    values without the most extreme ones that interval sets aside at each end. None without enough values."""
+    rank = order_statistic_rank(rounds)[0]
+    if len(values) < 2 * rank:
+        return None
+    ordered = sorted(values)
+    median = statistics.median(ordered)
+    if median <= 0:
+        return None
+    return max(median - ordered[rank - 1], ordered[-rank] - median) / median
+
+
+def plan_extra_rounds(wanting: dict[Unit, list[float]], attempt_s: dict[Unit, float], server_start_s: float,
+                      server_key: Callable[[Unit], tuple], policy: RoundPolicy, default_attempt_s: float,
+                      remaining_s: float | None) -> dict[Unit, int]:
+    """Which units get more rounds, and up to how many: unit -> the round count it is taken to.
+
+    wanting: the rates so far of each unit whose interval is still too wide (units_wanting_more). Each is taken to
+    its next step, within max_rounds, nearest the precision by its predicted interval first; as many as the
+    remaining budget takes through all their rounds (None: no budget, all of them).
+    """
+    candidates = []
+    for unit, values in wanting.items():
+        target = next_step(len(values))
+        if target > policy.max_rounds:
+            continue
+        predicted = predicted_precision(values, target)
+        candidates.append((math.inf if predicted is None else predicted, unit, target, len(values)))
+    candidates.sort(key=lambda candidate: (candidate[0], candidate[1]))
+    chosen: dict[Unit, int] = {}
+    for _, unit, target, _done in candidates:
+        trial = {**chosen, unit: target}
+        if remaining_s is None or _plan_cost(trial, {u: len(wanting[u]) for u in trial}, attempt_s, server_start_s,
+                                             server_key, policy.fresh_server, default_attempt_s) <= remaining_s:
+            chosen = trial
+    return chosen
+
+
+def _plan_cost(targets: dict[Unit, int], done: dict[Unit, int], attempt_s: dict[Unit, float], server_start_s: float,
+               server_key: Callable[[Unit], tuple], fresh_server: bool, default_attempt_s: float) -> float:
+    """Seconds to take every unit to its target: round by round, the units still short of theirs."""
+    total = 0.0
+    for extra in range(1, max(target - done[unit] for unit, target in targets.items()) + 1):
+        members = [unit for unit, target in targets.items() if target - done[unit] >= extra]
+        total += estimated_round_s(members, attempt_s, server_start_s, server_key, fresh_server, default_attempt_s)
+    return total
+
+
 def estimated_round_s(units: list[Unit], attempt_s: dict[Unit, float], server_start_s: float,
                       server_key: Callable[[Unit], tuple], fresh_server: bool, default_attempt_s: float) -> float:
     """How long a round over these units should take, from the times measured so far."""
     servers = len(units) if fresh_server else len({(unit.server, server_key(unit)) for unit in units})
     return sum(attempt_s.get(unit, default_attempt_s) for unit in units) + servers * server_start_s
-
-
-def affordable(units: list[Unit], attempt_s: dict[Unit, float], server_start_s: float,
-               server_key: Callable[[Unit], tuple], fresh_server: bool, default_attempt_s: float,
-               remaining_s: float) -> list[Unit]:
-    """The first of these units whose round fits in remaining_s (all if it fits; none if not even one fits)."""
-    chosen = list(units)
-    while chosen and estimated_round_s(chosen, attempt_s, server_start_s, server_key, fresh_server,
-                                       default_attempt_s) > remaining_s:
-        chosen.pop()
-    return chosen
 
 
 def parse_duration(text: str) -> float:

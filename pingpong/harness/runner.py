@@ -9,7 +9,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
@@ -19,8 +19,9 @@ from pingpong.harness.syscall_trace import SyscallTracer
 from pingpong.harness.manifest import Implementation, resolve_command
 from pingpong.harness.results import Attempt
 from pingpong.harness.start_barrier import StartBarrier, window_spread
-from pingpong.contract import (ACK_FD_ENV, EVENTS_FD_ENV, GO_FD_ENV, INFO_FILE_ENV, NODE_EXTRA_CA_CERTS_ENV,
-                               NODE_MODULES_ENV, READY_EVENT, WINDOW_END_EVENT, WINDOW_START_EVENT)
+from pingpong.contract import (ACK_FD_ENV, DEFAULT_MALLOC, EVENTS_FD_ENV, GO_FD_ENV, INFO_FILE_ENV, MALLOC_ENV,
+                               NODE_EXTRA_CA_CERTS_ENV, NODE_MODULES_ENV, READY_EVENT, WINDOW_END_EVENT,
+                               WINDOW_START_EVENT)
 
 STDERR_TAIL_LINES = 20
 
@@ -49,6 +50,8 @@ class CellSettings:
     receivers: int = 1  # broadcast: receivers in the sender's room, spread over the client processes
     idle_connections: int = 0  # extra connections held idle during the ping-pong, spread over the client processes
     rate: float | None = None  # open loop: messages/s each pair's A sends on a fixed schedule (None: closed loop)
+    server_warmup_s: float = 0.0  # the first client of each server process warms up this much longer
+    malloc: str = DEFAULT_MALLOC  # glibc malloc in the Python programs: settled, or as-is (pingpong/kit/allocator.py)
     # sample the server's memory and connections before the go even with no idle connection (the N = 0 point of a
     # run over --idle-connections, which the fit of memory per connection needs)
     sample_server_memory: bool = False
@@ -68,7 +71,7 @@ class CellSettings:
 
 def process_environment(settings: CellSettings, **extra: str) -> dict[str, str]:
     """The environment of a server or client process: ours, plus the package environment's location."""
-    environment = {**os.environ, **extra}
+    environment = {**os.environ, **extra, MALLOC_ENV: settings.malloc}
     if settings.tls_ca:  # the WHATWG clients (Node built-in, Bun) take no CA option: the runtime reads this
         environment[NODE_EXTRA_CA_CERTS_ENV] = settings.tls_ca
     if settings.node_modules:
@@ -148,6 +151,14 @@ def run_attempt_on(server_under_test: "ServerUnderTest", client: Implementation,
 
 
 ROOM_PROBE_TIMEOUT_S = 3.0
+
+
+def with_server_warmup(settings: CellSettings, client_number: int) -> CellSettings:
+    """The first client of a server process warms up longer, by server_warmup_s: a new server process is still
+    cold (V8's compiler, its heap growing), and its first client would otherwise measure that."""
+    if client_number != 1 or not settings.server_warmup_s:
+        return settings
+    return replace(settings, warmup_s=settings.warmup_s + settings.server_warmup_s)
 
 
 def room_probe(server_under_test: "ServerUnderTest", settings: CellSettings) -> dict[str, Any] | None:
@@ -250,6 +261,7 @@ def _measure_client(server_under_test: ServerUnderTest, client: Implementation, 
     client_url = server_under_test.base_url.replace("127.0.0.1", settings.client_host, 1)
     server_under_test.clients_started += 1
     number = server_under_test.clients_started
+    settings = with_server_warmup(settings, number)
     shares = client_shares(settings)
     held = (HeldConnections(server_process.pid, server_under_test.port)
             if settings.idle_connections or settings.sample_server_memory else None)
@@ -512,6 +524,7 @@ def judge_outcome(server_process: processes.ManagedProcess, clients: list[proces
                 roundtrips_per_s=report["roundtrips_per_s"], latency_histogram=histogram,
                 server_cpu_s=window.server_cpu_s, client_cpu_s=window.client_cpu_s,
                 cpu_source=window.cpu_source.name if window.server_cpu_s is not None else None,
+                server_minor_faults=window.server_minor_faults, client_minor_faults=window.client_minor_faults,
                 window_spread=window.spread,
                 window_wall_s=window.wall_s, server_peak_rss_bytes=window.server_peak_rss_bytes,
                 tcp_counters=window.tcp_counters, sockets=window.sockets, syscalls=window.syscalls,
@@ -594,12 +607,12 @@ class WindowWatcher:
     """Reads the drivers' events and samples both sides when the measured window opens and closes.
 
     One thread reads: it times each event as it arrives and hands each READY_EVENT to on_ready (the start
-    barrier). The other samples, per window: CPU of both sides' process trees, the kernel's TCP counters,
-    TCP_NODELAY of both sides' sockets as the kernel has it (forced on first when settings.force_nodelay), and
-    strace counts when settings.trace_syscalls. With several client processes, the sampled window runs from the
-    last one's start to the first one's end: the time when all of them measure (released together by the start
-    barrier, their windows differ by `spread`). Sampling happens in the orchestrator, outside the processes
-    measured.
+    barrier). The other samples, per window: CPU and minor page faults of both sides' process trees, the kernel's
+    TCP counters, TCP_NODELAY of both sides' sockets as the kernel has it (forced on first when
+    settings.force_nodelay), and strace counts when settings.trace_syscalls. With several client processes, the
+    sampled window runs from the last one's start to the first one's end: the time when all of them measure
+    (released together by the start barrier, their windows differ by `spread`). Sampling happens in the
+    orchestrator, outside the processes measured.
     """
 
     def __init__(self, read_fd: int, server_pid: int | None, client_pids: list[int], port: int,
@@ -620,6 +633,8 @@ class WindowWatcher:
         self.cpu_source = cpu.cpu_source()
         self.server_cpu_s: float | None = None
         self.client_cpu_s: float | None = None
+        self.server_minor_faults: int | None = None
+        self.client_minor_faults: int | None = None
         self.wall_s: float | None = None
         self.server_peak_rss_bytes: int | None = None
         self.tcp_counters: dict[str, int] | None = None
@@ -701,9 +716,10 @@ class WindowWatcher:
                     sampling_began = time.thread_time()
                     self.start_wall_ns = time.time_ns()
                     server_tree, client_trees = self._trees()
+                    client_pids = [pid for tree in client_trees for pid in tree]
                     start = (time.monotonic(), cpu.sample(server_tree, self.cpu_source),
-                             cpu.sample([pid for tree in client_trees for pid in tree], self.cpu_source),
-                             kernel_signals.read_tcp_counters())
+                             cpu.sample(client_pids, self.cpu_source), kernel_signals.read_tcp_counters(),
+                             cpu.minor_faults(server_tree), cpu.minor_faults(client_pids))
                     if self.settings.idle_connections or self.settings.sample_server_memory:
                         self._inspect_pair_sockets_only(client_trees)
                     else:
@@ -719,13 +735,16 @@ class WindowWatcher:
                         continue
                     # the same pids as at the start; one that exited meanwhile drops out of the delta
                     server_end = cpu.sample(server_tree, self.cpu_source)
-                    client_end = cpu.sample([pid for tree in client_trees for pid in tree], self.cpu_source)
+                    client_end = cpu.sample(client_pids, self.cpu_source)
                     counters_end = kernel_signals.read_tcp_counters()
+                    faults_end = cpu.minor_faults(server_tree), cpu.minor_faults(client_pids)
                     self.wall_s = time.monotonic() - start[0]
                     self.end_wall_ns = time.time_ns()
                     if self.server_pid is not None:
                         self.server_cpu_s = cpu.cpu_delta(start[1], server_end)
+                        self.server_minor_faults = cpu.faults_delta(start[4], faults_end[0])
                     self.client_cpu_s = cpu.cpu_delta(start[2], client_end)
+                    self.client_minor_faults = cpu.faults_delta(start[5], faults_end[1])
                     self.tcp_counters = kernel_signals.counter_deltas(start[3], counters_end)
                     if tracers:
                         self._stop_tracers(tracers, time.monotonic() - traced_from)

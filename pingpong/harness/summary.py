@@ -48,6 +48,9 @@ class SideCpu:
 
     us_per_roundtrip: float | None = None  # "<side>_cpu_us_per_roundtrip": user+system µs of its process tree
     utilization: float | None = None  # "<side>_cpu_utilization": CPU time / wall time (1.0 = one core busy)
+    # "<side>_minor_faults_per_roundtrip": minor page faults of its process tree per roundtrip (about 1 per message
+    # received when its allocator maps and unmaps each read buffer)
+    minor_faults_per_roundtrip: float | None = None
 
 
 @dataclass(frozen=True)
@@ -119,6 +122,8 @@ class CellSummary:
         for side in SIDES:
             data[f"{side}_cpu_us_per_roundtrip"] = self.cpu(side).us_per_roundtrip
             data[f"{side}_cpu_utilization"] = self.cpu(side).utilization
+            if self.cpu(side).minor_faults_per_roundtrip is not None:
+                data[f"{side}_minor_faults_per_roundtrip"] = self.cpu(side).minor_faults_per_roundtrip
         data.update(bottleneck=self.bottleneck, server_peak_rss_bytes=self.server_peak_rss_bytes,
                     signal_sampling_ms=self.signal_sampling_ms, server_loop=self.server_loop,
                     client_loop=self.client_loop, compression_negotiated=self.compression_negotiated,
@@ -186,12 +191,16 @@ def cpu_us_per_roundtrip(attempt, side: str) -> float | None:
 
 
 def side_cpu(good: list, side: str) -> SideCpu:
-    """Median CPU per roundtrip and CPU/wall of one side over the good attempts that sampled it."""
+    """Median CPU per roundtrip, CPU/wall and page faults per roundtrip of one side over the good attempts that
+    sampled them."""
     samples = [(getattr(a, f"{side}_cpu_s"), a) for a in good if getattr(a, f"{side}_cpu_s") is not None]
     per_roundtrip = [value for a in good if (value := cpu_us_per_roundtrip(a, side)) is not None]
     utilization = [cpu_s / a.window_wall_s for cpu_s, a in samples if a.window_wall_s]
+    faults = [getattr(a, f"{side}_minor_faults") / (a.roundtrips_per_s * a.window_wall_s) for a in good
+              if getattr(a, f"{side}_minor_faults", None) is not None and a.roundtrips_per_s and a.window_wall_s]
     return SideCpu(us_per_roundtrip=statistics.median(per_roundtrip) if per_roundtrip else None,
-                   utilization=statistics.median(utilization) if utilization else None)
+                   utilization=statistics.median(utilization) if utilization else None,
+                   minor_faults_per_roundtrip=statistics.median(faults) if faults else None)
 
 
 MESSAGES_PER_ROUNDTRIP = 4  # A -> server, server -> B, B -> server, server -> A: each a send() with data

@@ -13,14 +13,15 @@ from pingpong.harness.stats import Ratio, paired_ratio
 from pingpong.harness.summary import workload_kind
 
 SWEEP_FORMAT_VERSION = 2  # 2: a cell's interval_low/high/coverage/kind (1: a bootstrap ci_low/ci_high)
-DIMENSIONS = ("loop", "compression", "tls", "payload_size", "payload_kind", "pairs", "receivers", "idle_connections",
-              "rate")
+DIMENSIONS = ("loop", "compression", "tls", "malloc", "payload_size", "payload_kind", "pairs", "receivers",
+              "idle_connections", "rate")
 
 
 def point_suffix(point: dict[str, Any], swept: list[str]) -> str:
     """The file-name suffix of a point's results, from the swept settings: -size1024-text-ascii, -loop-uvloop."""
     parts = {"loop": lambda v: f"loop-{v}", "compression": lambda v: f"compression-{v}",
-             "tls": lambda v: "tls" if v else "plain", "payload_size": lambda v: f"size{v}",
+             "tls": lambda v: "tls" if v else "plain", "malloc": lambda v: f"malloc-{v}",
+             "payload_size": lambda v: f"size{v}",
              "payload_kind": str, "pairs": lambda v: f"pairs{v}", "receivers": lambda v: f"receivers{v}",
              "idle_connections": lambda v: f"idle{v}", "rate": lambda v: f"rate{v:g}"}
     return "".join(f"-{parts[dimension](point[dimension])}" for dimension in swept) or "-point"
@@ -85,6 +86,7 @@ def point_label(entry: dict[str, Any], swept: list[str]) -> str:
                      ("TLS" if value else "plain") if dimension == "tls" else
                      f"loop {value}" if dimension == "loop" else
                      f"compression {value}" if dimension == "compression" else
+                     f"malloc {value}" if dimension == "malloc" else
                      f"{value} receiver{'s' if value != 1 else ''}" if dimension == "receivers" else
                      f"{value:,} idle" if dimension == "idle_connections" else
                      ("closed loop" if value is None else f"{value:g}/s offered") if dimension == "rate" else

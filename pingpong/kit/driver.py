@@ -31,6 +31,7 @@ from pingpong.contract import (ACK_FD_ENV, BROADCAST_ROLES, CLIENT_REPORT_FORMAT
                                DEFAULT_WORKLOAD, EVENTS_FD_ENV, GO_FD_ENV, GO_LINE, HISTOGRAM_HIGHEST_NS,
                                HISTOGRAM_LOWEST_NS, HISTOGRAM_SIGNIFICANT_DIGITS, LOOPS, PAYLOAD_KINDS, READY_EVENT,
                                WINDOW_END_EVENT, WINDOW_START_EVENT, WORKLOADS)
+from pingpong.kit import allocator
 from pingpong.kit.payloads import PING, PONG, make_payload
 
 
@@ -117,6 +118,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--rate", type=float, metavar="R",
                         help="pingpong open loop: R pings/s per pair on a fixed schedule, not waiting for replies")
     args = parser.parse_args(argv)
+    args.malloc = allocator.settle()
     if args.duration <= 0 or args.warmup < 0 or args.payload_size < 1 or args.stall_timeout <= 0 or args.pairs < 0:
         parser.error("--duration and --stall-timeout must be > 0, --warmup >= 0, --payload-size and --pairs >= 1")
     if args.pairs == 0 and (args.idle_connections < 1 or args.workload != "pingpong" or args.rate is not None
@@ -187,7 +189,7 @@ def main(implementation: str, libraries: list[str], open_connection: OpenConnect
         "runtime": {"name": platform.python_implementation().lower(), "version": platform.python_version()},
         "libraries": library_versions(libraries + (["uvloop"] if args.loop == "uvloop" else [])),
         "settings": {contract.COMPRESSION_SETTING: args.compression, contract.TLS_SETTING: bool(args.tls_ca),
-                     **settings(args)},
+                     contract.MALLOC_SETTING: args.malloc, **settings(args)},
         "payload": {"kind": args.payload_kind, "size": args.payload_size},
         "workload": args.workload,
         "error": None,

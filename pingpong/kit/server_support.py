@@ -14,6 +14,7 @@ from typing import Any
 from pingpong import contract
 from pingpong.contract import (COMPRESSION_MODES, DEFAULT_COMPRESSION, DEFAULT_HOST, DEFAULT_LOOP, INFO_FILE_ENV,
                                LOOPS, SERVER_REPORT_FORMAT_VERSION)
+from pingpong.kit import allocator
 from pingpong.kit.driver import library_versions, run_on_loop, running_loop_name
 
 
@@ -33,6 +34,7 @@ def parse_args(description: str, compression_choices: tuple[str, ...] = COMPRESS
     if args.compression not in compression_choices:
         parser.exit(2, f"{parser.prog}: --compression {args.compression} is not supported by this server "
                        f"(supported: {', '.join(compression_choices)})\n")
+    args.malloc = allocator.settle()  # before the framework starts (in sanic's worker too, which re-imports)
     return args
 
 
@@ -75,7 +77,8 @@ def write_server_info(implementation: str, libraries: list[str], args: argparse.
         "loop_requested": args.loop,
         "loop": running_loop_name(),
         "settings": {contract.COMPRESSION_SETTING: args.compression,
-                     contract.TLS_SETTING: bool(getattr(args, "tls_cert", None)), **settings},
+                     contract.TLS_SETTING: bool(getattr(args, "tls_cert", None)),
+                     contract.MALLOC_SETTING: getattr(args, "malloc", None), **settings},
     }
     temporary = f"{path}.{os.getpid()}.tmp"
     with open(temporary, "w") as file:
