@@ -87,3 +87,16 @@ def test_touching_fresh_pages_shows_as_minor_faults_of_this_process():
     after = cpu.minor_faults([os.getpid()])
     region.close()
     assert cpu.faults_delta(before, after) >= 1000
+
+
+def test_steal_time_is_the_eighth_number_of_each_cpu_line():
+    from pingpong.harness import kernel_signals
+
+    text = ("cpu  2021632 951 562291 3486095 3676 0 194723 1855 0 0\n"
+            "cpu0 809708 510 244773 1979247 759 0 98044 872 0 0\n"
+            "cpu1 1211924 440 317517 1506848 2916 0 96679 983 0 0\nintr 1 2 3\n")
+    assert kernel_signals.parse_cpu_steal(text) == {"cpu0": 872, "cpu1": 983}
+    later = {"cpu0": 872 + kernel_signals.CLOCK_TICKS_PER_S, "cpu1": 983}
+    assert kernel_signals.steal_seconds({"cpu0": 872, "cpu1": 983}, later) == {"cpu0": 1.0, "cpu1": 0.0}
+    assert kernel_signals.steal_seconds({"cpu0": 872, "cpu1": 983}, later, {"cpu1"}) == {"cpu1": 0.0}
+    assert set(kernel_signals.read_cpu_steal()) >= {"cpu0"}

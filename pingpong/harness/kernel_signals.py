@@ -20,6 +20,7 @@ import socket
 TCP_COUNTERS = ("Tcp.OutSegs", "Tcp.InSegs", "Tcp.RetransSegs", "Tcp.ActiveOpens", "Tcp.PassiveOpens",
                 "TcpExt.DelayedACKs", "TcpExt.DelayedACKLost", "TcpExt.TCPAutoCorking", "TcpExt.TCPPureAcks",
                 "TcpExt.TCPHPAcks")
+CLOCK_TICKS_PER_S = os.sysconf("SC_CLK_TCK")
 SYS_PIDFD_GETFD = 438  # the same number on every Linux architecture
 LIBC = ctypes.CDLL(None, use_errno=True)
 
@@ -53,6 +54,31 @@ def parse_counter_table(lines: list[str]) -> dict[str, int]:
 
 def counter_deltas(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
     return {name: after[name] - before[name] for name in after if name in before}
+
+
+def parse_cpu_steal(text: str) -> dict[str, int]:
+    """Steal time per CPU from /proc/stat, in clock ticks: {"cpu0": ticks, ...} (the 8th number of each cpuN line:
+    time this guest's virtual CPU was ready to run while the hypervisor ran something else)."""
+    steal = {}
+    for line in text.splitlines():
+        fields = line.split()
+        if len(fields) > 8 and fields[0].startswith("cpu") and fields[0] != "cpu":
+            steal[fields[0]] = int(fields[8])
+    return steal
+
+
+def read_cpu_steal(path: str = "/proc/stat") -> dict[str, int]:
+    try:
+        with open(path) as file:
+            return parse_cpu_steal(file.read())
+    except (OSError, ValueError):
+        return {}
+
+
+def steal_seconds(before: dict[str, int], after: dict[str, int], cpus: set[str] | None = None) -> dict[str, float]:
+    """Seconds of steal per CPU between two readings, for the CPUs named (all by default)."""
+    return {cpu: (after[cpu] - before[cpu]) / CLOCK_TICKS_PER_S for cpu in after
+            if cpu in before and (cpus is None or cpu in cpus)}
 
 
 class SocketAccessError(OSError):

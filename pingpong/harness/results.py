@@ -44,6 +44,9 @@ class Attempt:
     # unmaps memory for every message shows about one per message (docs/methodology.md, "The allocator's state")
     server_minor_faults: int | None = None
     client_minor_faults: int | None = None
+    # seconds of each CPU's steal time over the window (/proc/stat): the hypervisor ran something else while this
+    # guest's CPU was ready; {"cpu0": 0.0, "cpu1": 0.012}. A disturbed round shows here, on a shared VM.
+    cpu_steal_s: dict[str, float] | None = None
     window_wall_s: float | None = None  # wall time between the orchestrator's two CPU samples
     # Several client processes (released together by the start barrier): processes, and the spread in s of their
     # ready, window-start and window-end events as they reached the orchestrator (start_barrier.window_spread).

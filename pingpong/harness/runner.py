@@ -525,6 +525,7 @@ def judge_outcome(server_process: processes.ManagedProcess, clients: list[proces
                 server_cpu_s=window.server_cpu_s, client_cpu_s=window.client_cpu_s,
                 cpu_source=window.cpu_source.name if window.server_cpu_s is not None else None,
                 server_minor_faults=window.server_minor_faults, client_minor_faults=window.client_minor_faults,
+                cpu_steal_s=getattr(window, "cpu_steal_s", None),
                 window_spread=window.spread,
                 window_wall_s=window.wall_s, server_peak_rss_bytes=window.server_peak_rss_bytes,
                 tcp_counters=window.tcp_counters, sockets=window.sockets, syscalls=window.syscalls,
@@ -607,8 +608,8 @@ class WindowWatcher:
     """Reads the drivers' events and samples both sides when the measured window opens and closes.
 
     One thread reads: it times each event as it arrives and hands each READY_EVENT to on_ready (the start
-    barrier). The other samples, per window: CPU and minor page faults of both sides' process trees, the kernel's
-    TCP counters, TCP_NODELAY of both sides' sockets as the kernel has it (forced on first when
+    barrier). The other samples, per window: CPU and minor page faults of both sides' process trees, each CPU's
+    steal time, the kernel's TCP counters, TCP_NODELAY of both sides' sockets as the kernel has it (forced on first when
     settings.force_nodelay), and strace counts when settings.trace_syscalls. With several client processes, the
     sampled window runs from the last one's start to the first one's end: the time when all of them measure
     (released together by the start barrier, their windows differ by `spread`). Sampling happens in the
@@ -635,6 +636,7 @@ class WindowWatcher:
         self.client_cpu_s: float | None = None
         self.server_minor_faults: int | None = None
         self.client_minor_faults: int | None = None
+        self.cpu_steal_s: dict[str, float] | None = None
         self.wall_s: float | None = None
         self.server_peak_rss_bytes: int | None = None
         self.tcp_counters: dict[str, int] | None = None
@@ -719,7 +721,8 @@ class WindowWatcher:
                     client_pids = [pid for tree in client_trees for pid in tree]
                     start = (time.monotonic(), cpu.sample(server_tree, self.cpu_source),
                              cpu.sample(client_pids, self.cpu_source), kernel_signals.read_tcp_counters(),
-                             cpu.minor_faults(server_tree), cpu.minor_faults(client_pids))
+                             cpu.minor_faults(server_tree), cpu.minor_faults(client_pids),
+                             kernel_signals.read_cpu_steal())
                     if self.settings.idle_connections or self.settings.sample_server_memory:
                         self._inspect_pair_sockets_only(client_trees)
                     else:
@@ -738,6 +741,7 @@ class WindowWatcher:
                     client_end = cpu.sample(client_pids, self.cpu_source)
                     counters_end = kernel_signals.read_tcp_counters()
                     faults_end = cpu.minor_faults(server_tree), cpu.minor_faults(client_pids)
+                    self.cpu_steal_s = kernel_signals.steal_seconds(start[6], kernel_signals.read_cpu_steal())
                     self.wall_s = time.monotonic() - start[0]
                     self.end_wall_ns = time.time_ns()
                     if self.server_pid is not None:
