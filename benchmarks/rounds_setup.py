@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Callable
 
 from pingpong.harness.configuration import (DEFAULT_MATRIX_DURATION_S, DEFAULT_MATRIX_WARMUP_S,
-                                            DEFAULT_SERVER_WARMUP_S)
+                                            DEFAULT_JIT_WARMUP_S)
 from pingpong.harness.manifest import Implementation, load_manifest
 from pingpong.harness.runner import CellSettings
 
@@ -34,7 +34,7 @@ def implementations_by_role() -> dict[tuple[str, str], Implementation]:
 
 
 def matrix_settings() -> CellSettings:
-    """The matrix's default window, warmup and server warmup, 4-byte text, default compression and loop, pinned."""
+    """The matrix's default window, warmup and JIT warmup, 4-byte text, default compression and loop, pinned."""
     return CellSettings(duration_s=DEFAULT_MATRIX_DURATION_S, warmup_s=DEFAULT_MATRIX_WARMUP_S, loop="auto",
                         compression="default", payload_size=4, payload_kind="text-ascii", ready_timeout_s=20,
-                        stall_timeout_s=10, pin=True, server_warmup_s=DEFAULT_SERVER_WARMUP_S)
+                        stall_timeout_s=10, pin=True, server_warmup_s=DEFAULT_JIT_WARMUP_S)

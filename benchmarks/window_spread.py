@@ -9,7 +9,7 @@ larger: more rounds fit in the same time.
 Prints one JSON object on stdout; a table on stderr.
 Usage: python -m benchmarks.window_spread [--rounds 8] [--cells websockets:websockets,node-ws:node-ws,...]
                                           [--settings 0.2:0.25,0.1:0.5,...]  (warmup:window pairs, seconds)
-                                          [--server-warmup S]
+                                          [--jit-warmup S] [--server-warmup S]
 """
 
 from __future__ import annotations
@@ -36,8 +36,12 @@ DEFAULT_SETTINGS = "0.2:0.25,0.1:0.5,0.2:0.5,0.5:0.5,0.2:1,0.2:2"  # warmup:wind
 
 def setting_options(parser) -> None:
     parser.add_argument("--settings", default=DEFAULT_SETTINGS, help="warmup:window pairs in seconds, comma-separated")
+    parser.add_argument("--jit-warmup", type=float, default=None,
+                        help="the matrix's --jit-warmup (default: the matrix's); --server-warmup below replaces it")
     parser.add_argument("--server-warmup", type=float, default=None,
-                        help="seconds the first client of each server process warms up longer (default: the matrix's)")
+                        help="instead of --jit-warmup: the first client of every server process, whatever its "
+                             "runtime, warms up this much longer (how 2026-11-22-window-spread-server-warmup.json "
+                             "was measured)")
 
 
 def main() -> int:
@@ -46,8 +50,10 @@ def main() -> int:
     implementations = implementations_by_role()
     cells = args.cell_pairs
     base = matrix_settings()
+    if args.jit_warmup is not None:
+        base = replace(base, jit_warmup_s=args.jit_warmup)
     if args.server_warmup is not None:
-        base = replace(base, server_warmup_s=args.server_warmup)
+        base = replace(base, jit_warmup_s=0.0)
     server_cpus, _ = cpus_for(base)
     rates: dict[tuple[str, str, float, float], list[float]] = {}
     costs: dict[tuple[str, str, float, float], list[float]] = {}
@@ -68,6 +74,8 @@ def main() -> int:
                             raise SystemExit(f"window_spread: {server_name}: {started.problem['reason']}")
                         for client, warmup, window in jobs:
                             settings = replace(base, warmup_s=warmup, duration_s=window)
+                            if args.server_warmup and started.clients_started == 0:
+                                settings = replace(settings, warmup_s=warmup + args.server_warmup)
                             began = time.monotonic()
                             attempt = run_attempt_on(started, implementations[("client", client)], settings,
                                                      round_number, ROOT)
@@ -83,7 +91,7 @@ def main() -> int:
                             processes.stop(started.process)
             print(f"round {round_number}/{args.rounds} done", file=sys.stderr, flush=True)
     report = {"rounds": args.rounds, "seed": args.seed, "settings": [list(s) for s in settings_measured],
-              "server_warmup_s": base.server_warmup_s, "cells": []}
+              "jit_warmup_s": base.jit_warmup_s, "server_warmup_s": args.server_warmup, "cells": []}
     for (server, client, warmup, window), values in sorted(rates.items()):
         summary = summarize(values)
         cost = statistics.median(costs[(server, client, warmup, window)])

@@ -50,3 +50,20 @@ def test_pairs_are_spread_evenly_over_client_processes():
     assert pairs_per_process(10, 3) == [4, 3, 3]
     assert pairs_per_process(2, 5) == [1, 1]  # never a process without a pair
     assert sum(pairs_per_process(100, 7)) == 100
+
+
+def test_node_sides_get_the_jit_warmup_and_others_keep_theirs():
+    """A Node.js client warms up at least jit_warmup_s; the first client of a Node.js server process that much
+    longer; a Python pair keeps its warmup, first client or not."""
+    from dataclasses import replace
+
+    from pingpong.harness.runner import with_jit_warmup
+
+    settings = replace(SETTINGS, warmup_s=0.2, jit_warmup_s=0.5)
+    assert with_jit_warmup(settings, "python", "python", 1).warmup_s == 0.2
+    assert with_jit_warmup(settings, "node", "python", 2).warmup_s == 0.5
+    assert with_jit_warmup(settings, "python", "node", 1).warmup_s == 0.7
+    assert with_jit_warmup(settings, "python", "node", 2).warmup_s == 0.2
+    assert with_jit_warmup(settings, "node", "node", 1).warmup_s == 1.0
+    assert with_jit_warmup(settings, "bun", "bun", 1).warmup_s == 0.2
+    assert with_jit_warmup(replace(settings, jit_warmup_s=0.0), "node", "node", 1).warmup_s == 0.2

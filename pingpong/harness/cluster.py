@@ -27,7 +27,7 @@ from pingpong.harness.catalog import PROJECT_ROOT
 from pingpong.harness.manifest import Implementation
 from pingpong.harness.results import Attempt
 from pingpong.harness.runner import (CellSettings, ClientShare, client_shares, connecting_allowance_s,
-                                     judge_outcome, parse_client_report, with_server_warmup)
+                                     judge_outcome, parse_client_report, with_jit_warmup)
 from pingpong.harness.usage import UsageError
 
 RENEW_EVERY_S = 1.0  # lease renewals (the agents end their processes after host_agent.LEASE_S without one)
@@ -302,6 +302,7 @@ class RemoteServer:
     problem: dict[str, Any] | None = None
     clients_started: int = 0
     server_info: dict[str, Any] | None = None
+    runtime: str | None = None  # the server implementation's runtime
 
     def attempt_fields(self, repeat: int, started_at: str, client_cpus: list[int] | None) -> dict[str, Any]:
         return dict(repeat=repeat, started_at=started_at, port=self.port, server_pid=self.process.pid,
@@ -401,7 +402,8 @@ class ClusterMeasurer:
             gone.returncode = -9
             return RemoteServer(gone, "", 0, None, problem=dict(status="error", reason=cluster_reason(exc)))
         process = RemoteProcess(host, launched["pid"])
-        started = RemoteServer(process, launched["base_url"], launched["port"], launched["cpus"])
+        started = RemoteServer(process, launched["base_url"], launched["port"], launched["cpus"],
+                               runtime=server.runtime)
         try:
             started.problem = self._check(started, settings)
         except Exception as exc:
@@ -486,7 +488,7 @@ class ClusterMeasurer:
             return dict(status="not-ready", reason=f"room probe before the client (from {prober.address}): {problem}")
         started.clients_started += 1
         number = started.clients_started
-        settings = with_server_warmup(settings, number)
+        settings = with_jit_warmup(settings, client.runtime, started.runtime, number)
         shares = client_shares(settings)
         placement = spread_shares(shares, len(client_hosts), settings.workload)
         used = [(host, indexes) for host, indexes in zip(client_hosts, placement) if indexes]

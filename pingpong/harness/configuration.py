@@ -25,9 +25,9 @@ QUICK = {"duration": 0.5, "warmup": 0.2, "repeat": 1}  # a smoke run: one round
 # the spread between rounds did not shrink with longer windows (0.25 to 2 s), so the shortest, cheapest one.
 DEFAULT_MATRIX_DURATION_S = 0.2
 DEFAULT_MATRIX_WARMUP_S = 0.2
-# A new server process is cold (V8 still compiling, heaps growing): its first client warms up this much longer
-# (benchmarks/window_spread.py --server-warmup measured it; docs/methodology.md).
-DEFAULT_SERVER_WARMUP_S = 0.5
+# Node.js needs about half a second to compile its hot path: a Node.js client warms up at least this, the first
+# client of a Node.js server process this much longer (benchmarks/window_spread.py measured it; docs/methodology.md).
+DEFAULT_JIT_WARMUP_S = 0.5
 DEFAULT_MIN_ROUNDS = 6  # the smallest n whose min-max interval of the median covers >= 95% (1 - 2 * 0.5**6)
 DEFAULT_MAX_ROUNDS = 20
 DEFAULT_PRECISION = 0.03  # a cell gets more rounds while its median's 95% interval is wider than +-3%
@@ -48,9 +48,9 @@ def add_measuring_options(parser: argparse.ArgumentParser, duration: float = DEF
     measuring = parser.add_argument_group("how to measure")
     measuring.add_argument("--duration", type=float, help=f"measured seconds per attempt (default {duration:g})")
     measuring.add_argument("--warmup", type=float, help=f"unmeasured seconds first (default {warmup:g})")
-    measuring.add_argument("--server-warmup", type=float, default=DEFAULT_SERVER_WARMUP_S, metavar="S",
-                           help="the first client of each server process warms up S seconds longer, while the new "
-                                "server warms up too (default %(default)g)")
+    measuring.add_argument("--jit-warmup", type=float, default=DEFAULT_JIT_WARMUP_S, metavar="S",
+                           help="Node.js sides (V8 compiles while running): a Node.js client warms up at least S "
+                                "seconds, the first client of a Node.js server process S longer (default %(default)g)")
     measuring.add_argument("--repeat", "--rounds", type=int, dest="repeat", metavar="N",
                            help=f"exactly N rounds, no rounds until precise (default: {repeat} for diagnose; the "
                                 "matrix runs rounds until precise, see --precision)")
@@ -210,8 +210,8 @@ def check_options(options: argparse.Namespace) -> argparse.Namespace:
         problems.append(f"--duration must be > 0 seconds, got {options.duration:g}")
     if not options.warmup >= 0:
         problems.append(f"--warmup must be >= 0 seconds, got {options.warmup:g}")
-    if not options.server_warmup >= 0:
-        problems.append(f"--server-warmup must be >= 0 seconds, got {options.server_warmup:g}")
+    if not options.jit_warmup >= 0:
+        problems.append(f"--jit-warmup must be >= 0 seconds, got {options.jit_warmup:g}")
     if options.repeat is not None and options.repeat < 1:
         problems.append(f"--repeat must be at least 1, got {options.repeat}")
     options.payload_sizes = _integer_list("--payload-size", options.payload_size, minimum=1, problems=problems)
@@ -334,7 +334,7 @@ def build_configuration(options: argparse.Namespace, command_line: list[str], im
     """
     server_cpus, client_cpus = plan_cpus(not options.no_pin)
     settings = CellSettings(duration_s=options.duration, warmup_s=options.warmup, loop=options.loops[0],
-                            server_warmup_s=options.server_warmup,
+                            jit_warmup_s=options.jit_warmup,
                             compression=options.compressions[0], malloc=options.mallocs[0],
                             payload_size=DEFAULT_PAYLOAD_SIZE,
                             payload_kind=DEFAULT_PAYLOAD_KIND, ready_timeout_s=options.ready_timeout,

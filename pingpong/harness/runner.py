@@ -50,7 +50,7 @@ class CellSettings:
     receivers: int = 1  # broadcast: receivers in the sender's room, spread over the client processes
     idle_connections: int = 0  # extra connections held idle during the ping-pong, spread over the client processes
     rate: float | None = None  # open loop: messages/s each pair's A sends on a fixed schedule (None: closed loop)
-    server_warmup_s: float = 0.0  # the first client of each server process warms up this much longer
+    jit_warmup_s: float = 0.0  # Node.js sides: a client warms up at least this; a new server's first client, longer
     malloc: str = DEFAULT_MALLOC  # glibc malloc in the Python programs: settled, or as-is (pingpong/kit/allocator.py)
     # sample the server's memory and connections before the go even with no idle connection (the N = 0 point of a
     # run over --idle-connections, which the fit of memory per connection needs)
@@ -153,12 +153,24 @@ def run_attempt_on(server_under_test: "ServerUnderTest", client: Implementation,
 ROOM_PROBE_TIMEOUT_S = 3.0
 
 
-def with_server_warmup(settings: CellSettings, client_number: int) -> CellSettings:
-    """The first client of a server process warms up longer, by server_warmup_s: a new server process is still
-    cold (V8's compiler, its heap growing), and its first client would otherwise measure that."""
-    if client_number != 1 or not settings.server_warmup_s:
+# Runtimes that compile a program's hot path while it runs, and need jit_warmup_s to be steady: V8 (Node.js) took
+# about half a second on this 2-CPU machine (benchmarks/window_spread.py, docs/methodology.md); Bun's JavaScriptCore,
+# CPython and C were steady after 0.1-0.2 s.
+JIT_RUNTIMES = ("node",)
+
+
+def with_jit_warmup(settings: CellSettings, client_runtime: str | None, server_runtime: str | None,
+                    client_number: int) -> CellSettings:
+    """The warmup of one client process: a Node.js client warms up at least jit_warmup_s, and the first client of
+    a Node.js server process jit_warmup_s longer (the new server's V8 is still compiling, its heap growing)."""
+    if not settings.jit_warmup_s:
         return settings
-    return replace(settings, warmup_s=settings.warmup_s + settings.server_warmup_s)
+    warmup = settings.warmup_s
+    if client_runtime in JIT_RUNTIMES:
+        warmup = max(warmup, settings.jit_warmup_s)
+    if client_number == 1 and server_runtime in JIT_RUNTIMES:
+        warmup += settings.jit_warmup_s
+    return settings if warmup == settings.warmup_s else replace(settings, warmup_s=warmup)
 
 
 def room_probe(server_under_test: "ServerUnderTest", settings: CellSettings) -> dict[str, Any] | None:
@@ -191,6 +203,7 @@ class ServerUnderTest:
     ready_after_s: float | None = None
     problem: dict[str, Any] | None = None
     clients_started: int = 0  # client rooms are numbered per server, so a long-lived server never reuses one
+    runtime: str | None = None  # the server implementation's runtime (python, node, bun, native)
 
     def attempt_fields(self, repeat: int, started_at: str, client_cpus: set[int] | None) -> dict[str, Any]:
         return dict(repeat=repeat, started_at=started_at, port=self.port, server_pid=self.process.pid,
@@ -228,7 +241,7 @@ def launch_server(server: Implementation, settings: CellSettings, project_root: 
     process = processes.start("server", server_argv, project_root, work_dir,
                               env=process_environment(settings, **{INFO_FILE_ENV: str(info_path)}), cpus=server_cpus)
     return ServerUnderTest(process, f"{server_scheme(server, settings)}://{host}:{port}", port, info_path, work_dir,
-                           server_cpus)
+                           server_cpus, runtime=server.runtime)
 
 
 def server_scheme(server: Implementation, settings: CellSettings) -> str:
@@ -261,7 +274,7 @@ def _measure_client(server_under_test: ServerUnderTest, client: Implementation, 
     client_url = server_under_test.base_url.replace("127.0.0.1", settings.client_host, 1)
     server_under_test.clients_started += 1
     number = server_under_test.clients_started
-    settings = with_server_warmup(settings, number)
+    settings = with_jit_warmup(settings, client.runtime, server_under_test.runtime, number)
     shares = client_shares(settings)
     held = (HeldConnections(server_process.pid, server_under_test.port)
             if settings.idle_connections or settings.sample_server_memory else None)
