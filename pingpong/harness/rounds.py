@@ -135,10 +135,10 @@ def plan_extra_rounds(wanting: dict[Unit, list[float]], attempt_s: dict[Unit, fl
         if target > policy.max_rounds:
             continue
         predicted = predicted_precision(values, target)
-        candidates.append((math.inf if predicted is None else predicted, unit, target, len(values)))
+        candidates.append((math.inf if predicted is None else predicted, unit, target))
     candidates.sort(key=lambda candidate: (candidate[0], candidate[1]))
     chosen: dict[Unit, int] = {}
-    for _, unit, target, _done in candidates:
+    for _, unit, target in candidates:
         trial = {**chosen, unit: target}
         if remaining_s is None or _plan_cost(trial, {u: len(wanting[u]) for u in trial}, attempt_s, server_start_s,
                                              server_key, policy.fresh_server, default_attempt_s) <= remaining_s:
