@@ -37,4 +37,4 @@ def matrix_settings() -> CellSettings:
     """The matrix's default window, warmup and JIT warmup, 4-byte text, default compression and loop, pinned."""
     return CellSettings(duration_s=DEFAULT_MATRIX_DURATION_S, warmup_s=DEFAULT_MATRIX_WARMUP_S, loop="auto",
                         compression="default", payload_size=4, payload_kind="text-ascii", ready_timeout_s=20,
-                        stall_timeout_s=10, pin=True, server_warmup_s=DEFAULT_JIT_WARMUP_S)
+                        stall_timeout_s=10, pin=True, jit_warmup_s=DEFAULT_JIT_WARMUP_S)
