@@ -69,14 +69,14 @@ def test_faulty_clients_fail_their_cells_with_stderr_kept(tmp_path):
         "crash": ("client-failed", "client printed no JSON on stdout (exit code 4)"),
         # 3.7 s = warmup + duration + grace + connecting allowance; 0.5 s more when the shuffled order makes it the
         # node-ws server's first client, which warms up --jit-warmup longer (runner.with_jit_warmup)
-        "hang": ("timeout", "client did not finish within {3.7|4.2} s"),
+        "hang": ("timeout", ("client did not finish within 3.7 s", "client did not finish within 4.2 s")),
         "no-json": ("client-failed", "client printed no JSON on stdout (exit code 0)"),
         "garbage-json": ("client-failed", "client stdout is not JSON"),
         "zero-roundtrips": ("client-failed", "client reported zero roundtrips"),
     }
     for fault, (status, reason) in expected.items():
         attempt = cells[fault]["attempts"][0]
-        reasons = [reason.replace("{3.7|4.2}", seconds) for seconds in ("3.7", "4.2")] if "{" in reason else [reason]
+        reasons = reason if isinstance(reason, tuple) else (reason,)
         assert (attempt["status"], any(r in attempt["reason"] for r in reasons)) == (status, True), \
             (fault, attempt["reason"])
     assert "crashing on purpose" in cells["crash"]["attempts"][0]["client_stderr_tail"]
