@@ -10,7 +10,8 @@ from tests.test_golden import REFERENCE
 
 
 INTERVAL_KEYS = {1: ("ci_low", "ci_high"),
-                 2: ("interval_low", "interval_high", "interval_coverage", "interval_kind", "precision")}
+                 2: ("interval_low", "interval_high", "interval_coverage", "interval_kind", "precision",
+                     "interval_ranks")}
 
 
 CPU_KEYS = ("server_cpu_us_per_roundtrip", "client_cpu_us_per_roundtrip")

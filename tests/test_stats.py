@@ -5,8 +5,9 @@ import random
 
 import pytest
 
-from pingpong.harness.stats import (NOISY_CV, ORDER_STATISTIC, QUOTIENT, RANGE, interval_label, median_interval,
-                                    order_statistic_rank, paired_ratio, ratio_of_medians, summarize)
+from pingpong.harness.stats import (HIGH, LOW, NOISY_CV, ORDER_STATISTIC, QUOTIENT, RANGE, interval_label,
+                                    median_interval, order_statistic_rank, order_statistic_ranks, paired_ratio,
+                                    ratio_of_medians, summarize)
 
 
 def test_summary_of_fixed_values():
@@ -55,6 +56,34 @@ def test_the_interval_takes_the_kth_values_from_each_end():
     assert (five.low, five.high, five.kind) == (1, 5, RANGE)
     assert interval_label(five.kind, five.coverage, 5) == "range of 5 (covers the median 93.8%)"
     assert median_interval([7.0]) is None
+
+
+@pytest.mark.parametrize("n, ranks, coverage", [
+    (6, (1, 1), 1 - 2 / 64), (7, (1, 1), 1 - 2 / 128), (8, (2, 1), 1 - 10 / 256), (9, (2, 2), 1 - 20 / 512),
+    (10, (2, 2), 1 - 22 / 1024), (11, (3, 2), 1 - (67 + 12) / 2048), (12, (3, 3), 1 - 2 * 79 / 4096),
+    (14, (4, 3), 1 - (470 + 106) / 16384)])
+def test_a_disturbed_side_sets_aside_one_more_value_there_when_the_coverage_allows(n, ranks, coverage):
+    """[x(a), x(n-b+1)] covers 1 − P(B ≤ a−1) − P(B ≤ b−1); LOW takes a = k+1 whenever that reaches 95%, HIGH the
+    mirror image, and without a side both ranks stay k."""
+    assert order_statistic_ranks(n, disturbed_side=LOW) == (*ranks, pytest.approx(coverage))
+    assert order_statistic_ranks(n, disturbed_side=HIGH) == (ranks[1], ranks[0], pytest.approx(coverage))
+    k = order_statistic_rank(n)[0]
+    assert order_statistic_ranks(n)[:2] == (k, k)
+    with pytest.raises(ValueError):
+        order_statistic_ranks(n, disturbed_side="sideways")
+
+
+def test_a_rate_at_8_rounds_sets_its_slowest_round_aside():
+    """One slow round (60) of 8 sets neither end of a rate's interval; one fast round (140) still sets the top."""
+    slow = summarize([100.0, 101.0, 99.0, 100.0, 60.0, 102.0, 100.0, 98.0], LOW)
+    assert (slow.interval_low, slow.interval_high, slow.interval_ranks) == (98, 102, (2, 1))
+    assert slow.precision == pytest.approx(0.02) and slow.interval_coverage == pytest.approx(1 - 10 / 256)
+    assert slow.interval_label() == "95% CI (order stats: value 2 to 8 of 8 in order, 96.1%)"
+    fast = summarize([100.0, 101.0, 99.0, 100.0, 140.0, 102.0, 100.0, 98.0], LOW)
+    assert (fast.interval_low, fast.interval_high) == (99, 140)
+    symmetric = summarize([100.0, 101.0, 99.0, 100.0, 60.0, 102.0, 100.0, 98.0])
+    assert (symmetric.interval_low, symmetric.interval_ranks) == (60, (1, 1))
+    assert symmetric.interval_label() == "95% CI (order stats, 99.2%)"
 
 
 def test_paired_ratio_uses_the_rounds_both_sides_have():
@@ -117,6 +146,22 @@ def test_the_median_interval_covers_as_often_as_it_says():
                 stated = interval.coverage
                 hits += interval.low <= median <= interval.high
             assert hits / TRIALS == pytest.approx(stated, abs=TOLERANCE), (name, n, hits / TRIALS, stated)
+
+
+def test_one_sided_intervals_cover_as_often_as_they_say():
+    """With a disturbed side fixed in advance, the asymmetric interval (8, 11 and 14 values) holds the true median
+    as often as stated, on either side, for skewed distributions."""
+    generator = random.Random(21)
+    for name, draw, median in SKEWED:
+        for n in (8, 11, 14):
+            for side in (LOW, HIGH):
+                stated, hits = None, 0
+                for _ in range(TRIALS):
+                    interval = median_interval([draw(generator) for _ in range(n)], disturbed_side=side)
+                    stated = interval.coverage
+                    hits += interval.low <= median <= interval.high
+                assert interval.ranks[0] != interval.ranks[1]
+                assert hits / TRIALS == pytest.approx(stated, abs=TOLERANCE), (name, n, side, hits / TRIALS, stated)
 
 
 def test_paired_ratios_cover_as_often_as_they_say():

@@ -25,7 +25,7 @@ from pingpong.harness.rounds import (SERVER_DIMENSIONS, RoundPolicy, Unit, estim
                                      round_plan, units_wanting_more)
 from pingpong.harness.runner import (STDERR_TAIL_LINES, CellSettings, ServerUnderTest, cpus_for, run_attempt,
                                      run_attempt_on, start_server)
-from pingpong.harness.stats import summarize
+from pingpong.harness.stats import RATE_DISTURBED_SIDE, summarize
 from pingpong.harness.stop_signals import clear_stop_requests, raise_if_stop_requested
 
 NOT_READY_LIMIT = 2  # consecutive server starts that failed readiness after which a server is not tried again
@@ -166,7 +166,7 @@ def rounds_done(cell: Cell) -> int:
 def reached_precision(cell: Cell) -> float | None:
     """The relative half-width of the cell's median interval; None without an interval (fewer than 2 good)."""
     rates = cell.rates()
-    return summarize(rates).precision if len(rates) >= 2 else None
+    return summarize(rates, RATE_DISTURBED_SIDE).precision if len(rates) >= 2 else None
 
 
 @dataclass

@@ -8,8 +8,9 @@ within a group, are shuffled every round by a generator seeded from the run's se
 so no cell always follows the same neighbour, and reproducible from the recorded seed.
 
 After min_rounds, a unit gets more rounds only while its median's interval is wider than the precision asked
-for, and only as a block that can pay off: the order-statistic interval drops one more value at each end only at
-certain counts (9 rounds after 6 to 8, 12 after 9 to 11, ...); a round short of that can only widen the interval.
+for, and only as a block that can pay off: the order-statistic interval of a rate sets aside one more value only at
+certain counts (the slowest at 8 rounds, then the fastest too at 9, two slowest at 11, ...: stats.py, "disturbed
+side"); a round short of that can only widen the interval.
 So the units nearest the precision by their *next* interval get the rounds up to that count, as many units as the
 budget can take through that count, none beyond max_rounds.
 """
@@ -22,7 +23,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
-from pingpong.harness.stats import order_statistic_rank
+from pingpong.harness.stats import RATE_DISTURBED_SIDE, order_statistic_ranks
 
 # The settings a server process is started with: units that differ in one of these need another process.
 SERVER_DIMENSIONS = ("loop", "compression", "tls", "malloc")
@@ -97,27 +98,33 @@ def units_wanting_more(precision_of: dict[Unit, float | None], rounds_done: dict
             if reached is not None and reached > policy.precision and rounds_done.get(unit, 0) < policy.max_rounds]
 
 
+def set_aside(rounds: int) -> int:
+    """How many values a rate's median interval at `rounds` rounds sets aside, both ends together."""
+    low_rank, high_rank, _ = order_statistic_ranks(rounds, disturbed_side=RATE_DISTURBED_SIDE)
+    return low_rank + high_rank - 2
+
+
 def next_step(rounds: int) -> int:
-    """The fewest rounds beyond `rounds` whose median interval sets aside one more value at each end (9 for 6 to 8,
-    12 for 9 to 11, ...): before it, another round keeps the same order statistics and can only widen them."""
-    rank = order_statistic_rank(rounds)[0]
+    """The fewest rounds beyond `rounds` whose rate interval sets aside one more value (8 for 6 and 7: the slowest;
+    9 for 8: the fastest too; 11 for 9 and 10): before it, another round keeps the same order statistics and can
+    only widen them."""
     more = rounds + 1
-    while order_statistic_rank(more)[0] <= rank:
+    while set_aside(more) <= set_aside(rounds):
         more += 1
     return more
 
 
 def predicted_precision(values: list[float], rounds: int) -> float | None:
     """The precision the median's interval would have at `rounds` rounds if the new values fell among these: these
-    values without the most extreme ones that interval sets aside at each end. None without enough values."""
-    rank = order_statistic_rank(rounds)[0]
-    if len(values) < 2 * rank:
+    values without the ones that interval sets aside at each end. None without enough values."""
+    low_rank, high_rank, _ = order_statistic_ranks(rounds, disturbed_side=RATE_DISTURBED_SIDE)
+    if len(values) < low_rank + high_rank:
         return None
     ordered = sorted(values)
     median = statistics.median(ordered)
     if median <= 0:
         return None
-    return max(median - ordered[rank - 1], ordered[-rank] - median) / median
+    return max(median - ordered[low_rank - 1], ordered[-high_rank] - median) / median
 
 
 def plan_extra_rounds(wanting: dict[Unit, list[float]], attempt_s: dict[Unit, float], server_start_s: float,

@@ -5,6 +5,11 @@ largest, cover the true median with a probability that depends only on n and k (
 even the whole range covers it less often than asked (75% for 3 values, 93.75% for 5); the interval is then the
 range, called so, with the coverage it has. Every interval carries its coverage and its kind, and interval_label()
 names it that way wherever it is shown.
+
+A figure that the host's disturbances push one way only (a slow stretch lowers a rate; it never raises one) may say
+so: its interval then sets aside one more value on that side whenever the coverage still reaches the confidence
+(at 8 values [x(2), x(8)], 96.1%, where the symmetric interval is still the range). The side is fixed before the
+values are seen, so the coverage holds as stated; the ranks are recorded with the interval.
 """
 
 from __future__ import annotations
@@ -20,6 +25,9 @@ CONFIDENCE = 0.95  # the coverage an interval is chosen for; it is the range, la
 ORDER_STATISTIC = "order-statistic"  # [k-th smallest, k-th largest] covering at least CONFIDENCE
 RANGE = "range"  # [min, max] when even that covers less than CONFIDENCE: its coverage is stated
 QUOTIENT = "quotient"  # an unpaired ratio: one median's interval over the other's; coverage at least the product
+# The side a figure's disturbed values fall on: the host's slow stretches lower rates and raise times.
+LOW, HIGH = "low", "high"
+RATE_DISTURBED_SIDE = LOW  # roundtrips per second: a disturbed round is a slow one
 
 
 @lru_cache(maxsize=None)
@@ -42,8 +50,33 @@ def order_statistic_rank(n: int, confidence: float = CONFIDENCE) -> tuple[int, f
 
 
 def _coverage(n: int, k: int) -> float:
-    below = sum(math.comb(n, i) for i in range(k))  # P(Binomial(n, 1/2) <= k-1) times 2ⁿ
-    return 1 - 2 * below / 2**n
+    return _ranks_coverage(n, k, k)
+
+
+def _ranks_coverage(n: int, low_rank: int, high_rank: int) -> float:
+    """How often [x(low_rank), x(n-high_rank+1)] covers the median: 1 − P(B ≤ low_rank−1) − P(B ≤ high_rank−1)."""
+    def below(rank: int) -> int:  # P(Binomial(n, 1/2) <= rank-1) times 2ⁿ
+        return sum(math.comb(n, i) for i in range(rank))
+    return 1 - (below(low_rank) + below(high_rank)) / 2**n
+
+
+@lru_cache(maxsize=None)
+def order_statistic_ranks(n: int, confidence: float = CONFIDENCE,
+                          disturbed_side: str | None = None) -> tuple[int, int, float]:
+    """(low_rank, high_rank, coverage): the median's interval is [x(low_rank), x(n-high_rank+1)].
+
+    Without a disturbed side, both ranks are order_statistic_rank's k. With one (LOW or HIGH), that side's rank is
+    k+1 when the coverage still reaches confidence: the interval sets aside one more value there first.
+    """
+    k, coverage = order_statistic_rank(n, confidence)
+    if disturbed_side is None or coverage < confidence:
+        return k, k, coverage
+    if disturbed_side not in (LOW, HIGH):
+        raise ValueError(f"disturbed_side is {LOW!r}, {HIGH!r} or None, not {disturbed_side!r}")
+    trimmed = _ranks_coverage(n, k + 1, k)  # symmetric in the two ranks
+    if 2 * k + 1 > n or trimmed < confidence:
+        return k, k, coverage
+    return (k + 1, k, trimmed) if disturbed_side == LOW else (k, k + 1, trimmed)
 
 
 @dataclass(frozen=True)
@@ -55,17 +88,21 @@ class MedianInterval:
     coverage: float  # e.g. 0.96875 for [min, max] of 6 values; 0.75 for the range of 3
     kind: str  # ORDER_STATISTIC (covers at least the confidence asked for) or RANGE (covers less: too few values)
     n: int
+    ranks: tuple[int, int] = (1, 1)  # low is the ranks[0]-th smallest value, high the ranks[1]-th largest
 
 
-def median_interval(values: list[float], confidence: float = CONFIDENCE) -> MedianInterval | None:
-    """The order-statistic interval of the median of values; None for fewer than 2 values (no spread to show)."""
+def median_interval(values: list[float], confidence: float = CONFIDENCE,
+                    disturbed_side: str | None = None) -> MedianInterval | None:
+    """The order-statistic interval of the median of values; None for fewer than 2 values (no spread to show).
+    disturbed_side: see order_statistic_ranks."""
     n = len(values)
     if n < 2:
         return None
-    k, coverage = order_statistic_rank(n, confidence)
+    low_rank, high_rank, coverage = order_statistic_ranks(n, confidence, disturbed_side)
     ordered = sorted(values)
     kind = ORDER_STATISTIC if coverage >= confidence else RANGE
-    return MedianInterval(low=ordered[k - 1], high=ordered[n - k], coverage=coverage, kind=kind, n=n)
+    return MedianInterval(low=ordered[low_rank - 1], high=ordered[n - high_rank], coverage=coverage, kind=kind, n=n,
+                          ranks=(low_rank, high_rank))
 
 
 def percent(coverage: float) -> str:
@@ -73,8 +110,13 @@ def percent(coverage: float) -> str:
     return f"{coverage * 100:.1f}".removesuffix(".0") + "%"
 
 
-def interval_label(kind: str | None, coverage: float | None, n: int, confidence: float = CONFIDENCE) -> str:
-    """How an interval is named wherever it is shown, with the coverage it really has."""
+def interval_label(kind: str | None, coverage: float | None, n: int, confidence: float = CONFIDENCE,
+                   ranks: tuple[int, int] | None = None) -> str:
+    """How an interval is named wherever it is shown, with the coverage it really has (and its ranks when it sets
+    aside more values on one side than on the other)."""
+    if kind == ORDER_STATISTIC and ranks and ranks[0] != ranks[1]:
+        return (f"{confidence:.0%} CI (order stats: value {ranks[0]} to {n - ranks[1] + 1} of {n} in order, "
+                f"{percent(coverage)})")
     if kind == ORDER_STATISTIC:
         return f"{confidence:.0%} CI (order stats, {percent(coverage)})"
     if kind == RANGE:
@@ -100,16 +142,18 @@ class Summary:
     interval_coverage: float | None  # how often such an interval covers the true median: 0.75 for 3 values
     interval_kind: str | None  # ORDER_STATISTIC (covers >= CONFIDENCE) or RANGE (min–max, covering less)
     precision: float | None  # the interval's larger half-width over the median: 0.028 for ±2.8%
+    interval_ranks: tuple[int, int] | None = None  # low: the ranks[0]-th smallest; high: the ranks[1]-th largest
 
     @property
     def noisy(self) -> bool:
         return self.cv is not None and self.cv >= NOISY_CV
 
     def interval_label(self) -> str:
-        return interval_label(self.interval_kind, self.interval_coverage, self.n)
+        return interval_label(self.interval_kind, self.interval_coverage, self.n, ranks=self.interval_ranks)
 
 
-def summarize(values: list[float]) -> Summary:
+def summarize(values: list[float], disturbed_side: str | None = None) -> Summary:
+    """Repeats of one figure; disturbed_side (LOW for rates) as in order_statistic_ranks."""
     if not values:
         raise ValueError("summarize needs at least one value")
     n = len(values)
@@ -117,14 +161,14 @@ def summarize(values: list[float]) -> Summary:
     median = statistics.median(values)
     stdev = statistics.stdev(values) if n >= 2 else None
     cv = stdev / mean if stdev is not None and mean > 0 else None
-    interval = median_interval(values)
+    interval = median_interval(values, disturbed_side=disturbed_side)
     precision = None
     if interval is not None and median > 0:
         precision = max(median - interval.low, interval.high - median) / median
     return Summary(n=n, median=median, minimum=min(values), maximum=max(values), mean=mean, stdev=stdev, cv=cv,
                    interval_low=interval and interval.low, interval_high=interval and interval.high,
                    interval_coverage=interval and interval.coverage, interval_kind=interval and interval.kind,
-                   precision=precision)
+                   precision=precision, interval_ranks=interval and interval.ranks)
 
 
 @dataclass(frozen=True)

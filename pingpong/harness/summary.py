@@ -14,7 +14,7 @@ from typing import Any
 from pingpong.harness import anomalies, histograms, workload_figures
 from pingpong.contract import DEFAULT_PAYLOAD_SIZE
 from pingpong.harness.results import Cell, RunResult
-from pingpong.harness.stats import Summary, summarize
+from pingpong.harness.stats import RATE_DISTURBED_SIDE, Summary, summarize
 from pingpong.harness.workload_figures import DEFAULT_SATURATION_P99_MS
 
 SATURATED_UTILIZATION = 0.8  # a side using >= 80% of one CPU over the window is treated as the bottleneck
@@ -163,7 +163,7 @@ def summarize_cell(cell: Cell, saturation_p99_ms: float = DEFAULT_SATURATION_P99
     sockets = socket_signals(good[-1], observed["client_tcp_nodelay"])
     return CellSummary(
         status=cell.status, failures=failures,
-        roundtrips_per_s=summarize([attempt.roundtrips_per_s for attempt in good]),
+        roundtrips_per_s=summarize([attempt.roundtrips_per_s for attempt in good], RATE_DISTURBED_SIDE),
         latency=latency_of(histograms.merge(encoded)) if encoded else None,
         server_cpu=cpu["server"], client_cpu=cpu["client"],
         bottleneck=bottleneck(cpu["server"].utilization, cpu["client"].utilization),
