@@ -16,8 +16,9 @@ const WORKLOADS = ['pingpong', 'handshake', 'broadcast'];
 const BROADCAST_ROLES = ['sender', 'receivers'];
 const EVENTS_FD_ENV = 'PINGPONG_EVENTS_FD';
 const GO_FD_ENV = 'PINGPONG_GO_FD';
+const START_FD_ENV = 'PINGPONG_START_FD'; // started ahead of its turn: armed, then wait for go before connecting
 const ACK_FD_ENV = 'PINGPONG_ACK_FD'; // broadcast: receivers processes write one byte per message, the sender reads
-const EVENTS = { ready: 'ready', windowStart: 'window-start', windowEnd: 'window-end', go: 'go' };
+const EVENTS = { armed: 'armed', ready: 'ready', windowStart: 'window-start', windowEnd: 'window-end', go: 'go' };
 const DEFAULTS = {
   duration: '5', warmup: '1', loop: 'auto', compression: 'default', 'payload-size': '4', 'payload-kind': 'text-ascii',
   'stall-timeout': '10', pairs: '1', workload: 'pingpong', receivers: '1', 'broadcast-role': 'sender',
@@ -206,6 +207,7 @@ async function main({ implementation, libraries, openConnection, settings, suppo
     workload: args.workload,
     error: null,
   };
+  if (!armedThenWaitForStart(windowEvents())) process.exit(0);
   let connections = [];
   const finish = (extra) => {
     Object.assign(report, extra);
@@ -241,19 +243,33 @@ function windowEvents() {
 function readyThenWaitForGo(emit) {
   emit(EVENTS.ready);
   if (!process.env[GO_FD_ENV]) return;
-  const goFd = Number(process.env[GO_FD_ENV]);
-  const buffer = Buffer.alloc(64);
-  let received = '';
-  while (!received.endsWith('\n')) {
-    const count = fs.readSync(goFd, buffer, 0, buffer.length, null);
-    if (count === 0) break;
-    received += buffer.toString('utf8', 0, count);
-  }
-  fs.closeSync(goFd);
-  if (received.trim() !== EVENTS.go) {
+  if (!readGoLine(Number(process.env[GO_FD_ENV]))) {
     throw new Error('start barrier: the orchestrator closed it without a go (another client process failed or did '
       + 'not get ready)');
   }
+}
+
+/**
+ * Started ahead of its turn (PINGPONG_START_FD): says it is loaded, then blocks, before any connection, until the
+ * orchestrator says go. False when the gate closes without a go (the process is not needed: exit without a report).
+ */
+function armedThenWaitForStart(emit) {
+  if (!process.env[START_FD_ENV]) return true;
+  emit(EVENTS.armed);
+  return readGoLine(Number(process.env[START_FD_ENV]));
+}
+
+/** Blocks (synchronously: nothing else runs meanwhile) until a line arrives on fd, closes it; true for the go line. */
+function readGoLine(fd) {
+  const buffer = Buffer.alloc(64);
+  let received = '';
+  while (!received.endsWith('\n')) {
+    const count = fs.readSync(fd, buffer, 0, buffer.length, null);
+    if (count === 0) break;
+    received += buffer.toString('utf8', 0, count);
+  }
+  fs.closeSync(fd);
+  return received.trim() === EVENTS.go;
 }
 
 /** Calls onStall when progress() returns the same value for stallTimeout seconds; returns the interval to clear. */
@@ -1213,6 +1229,7 @@ function roomUrl(url, suffix) {
 
 module.exports = {
   main, runtimeInfo, encodeHistogram, pairUrls, roomUrl,
-  REPORT_FORMAT_VERSION, COMPRESSION_CHOICES, WORKLOADS, BROADCAST_ROLES, EVENTS_FD_ENV, GO_FD_ENV, ACK_FD_ENV, EVENTS,
+  REPORT_FORMAT_VERSION, COMPRESSION_CHOICES, WORKLOADS, BROADCAST_ROLES, EVENTS_FD_ENV, GO_FD_ENV, START_FD_ENV,
+  ACK_FD_ENV, EVENTS,
   DEFAULTS, HISTOGRAM, HANDSHAKES_IN_FLIGHT, CONNECTIONS_LISTED,
 };

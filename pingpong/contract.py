@@ -18,7 +18,8 @@ BROADCAST_ROLES = ("sender", "receivers")
 # pairs = a client drives --pairs N at once; handshake = a client runs --workload handshake; tls = wss:// / TLS;
 # broadcast = --workload broadcast (a server: relays to many members of a room); idle-connections = a client holds
 # --idle-connections N (a server: holds them); open-loop = a client sends at --rate R (a server: keeps up or queues).
-FEATURES = ("pairs", "handshake", "tls", "broadcast", "idle-connections", "open-loop")
+# start-gate: the client honours START_FD_ENV, so the orchestrator may start it ahead of its turn.
+FEATURES = ("pairs", "handshake", "tls", "broadcast", "idle-connections", "open-loop", "start-gate")
 WORKLOAD_FEATURES = ("broadcast", "idle-connections", "open-loop")
 # --payload-kind: what a message holds (pingpong/kit/payloads.py and node/payloads.js generate them).
 PAYLOAD_KINDS = ("text-ascii", "text-utf8", "binary")
@@ -45,6 +46,8 @@ CLIENT_FLAGS = ("--url", "--duration", "--warmup", "--loop", "--compression", "-
 # Environment variables the orchestrator sets for the processes it starts.
 EVENTS_FD_ENV = "PINGPONG_EVENTS_FD"  # a client writes its events (the lines below) to this fd
 GO_FD_ENV = "PINGPONG_GO_FD"  # the start barrier: a client reads GO_LINE here after READY_EVENT, then warms up
+# Started ahead of its turn: a client writes ARMED_EVENT once loaded, then reads GO_LINE here before it connects.
+START_FD_ENV = "PINGPONG_START_FD"
 INFO_FILE_ENV = "PINGPONG_INFO_FILE"  # a server writes its report (loop, versions, settings) to this file
 NODE_MODULES_ENV = "PINGPONG_NODE_MODULES"  # JavaScript programs load npm packages from here (--node-packages)
 NODE_EXTRA_CA_CERTS_ENV = "NODE_EXTRA_CA_CERTS"  # the WHATWG clients' only way to trust the run's --tls CA
@@ -57,9 +60,12 @@ MALLOC_ENV = "PINGPONG_MALLOC"
 MALLOC_MODES = ("settled", "as-is")
 DEFAULT_MALLOC = "settled"
 
-# The lines on those two fds, each ended by a newline. A client writes READY_EVENT once every connection is open
-# (then, if GO_FD_ENV is set, blocks until it reads GO_LINE there; end of file instead means: give up), and
-# WINDOW_START_EVENT and WINDOW_END_EVENT when its measured window opens and closes.
+# The lines on those fds, each ended by a newline. With START_FD_ENV set, a client first writes ARMED_EVENT once it
+# is loaded and blocks until it reads GO_LINE on START_FD_ENV (end of file instead: it exits 0 at once, without a
+# report or a connection). A client writes READY_EVENT once every connection is open (then, if GO_FD_ENV is set,
+# blocks until it reads GO_LINE there; end of file instead means: give up), and WINDOW_START_EVENT and
+# WINDOW_END_EVENT when its measured window opens and closes.
+ARMED_EVENT = "armed"
 READY_EVENT = "ready"
 WINDOW_START_EVENT = "window-start"
 WINDOW_END_EVENT = "window-end"

@@ -16,8 +16,8 @@ NODE_DRIVER = ROOT / "node" / "driver.js"
 NODE_SERVER_SUPPORT = ROOT / "node" / "server_support.js"
 NATIVE_CLIENT = ROOT / "native" / "raw_tcp_client.c"
 NATIVE_SERVER = ROOT / "native" / "raw_tcp_server.c"
-ENVIRONMENT_NAMES = {contract.EVENTS_FD_ENV, contract.GO_FD_ENV, contract.INFO_FILE_ENV, contract.NODE_MODULES_ENV,
-                     contract.NODE_EXTRA_CA_CERTS_ENV, contract.ACK_FD_ENV}
+ENVIRONMENT_NAMES = {contract.EVENTS_FD_ENV, contract.GO_FD_ENV, contract.START_FD_ENV, contract.INFO_FILE_ENV,
+                     contract.NODE_MODULES_ENV, contract.NODE_EXTRA_CA_CERTS_ENV, contract.ACK_FD_ENV}
 
 
 def node_exports(module: str) -> dict:
@@ -37,8 +37,10 @@ def test_node_driver_agrees_with_the_contract():
     assert tuple(driver["WORKLOADS"]) == contract.WORKLOADS
     assert driver["EVENTS_FD_ENV"] == contract.EVENTS_FD_ENV
     assert driver["GO_FD_ENV"] == contract.GO_FD_ENV
-    assert driver["EVENTS"] == {"ready": contract.READY_EVENT, "windowStart": contract.WINDOW_START_EVENT,
-                                "windowEnd": contract.WINDOW_END_EVENT, "go": contract.GO_LINE}
+    assert driver["START_FD_ENV"] == contract.START_FD_ENV
+    assert driver["EVENTS"] == {"armed": contract.ARMED_EVENT, "ready": contract.READY_EVENT,
+                                "windowStart": contract.WINDOW_START_EVENT, "windowEnd": contract.WINDOW_END_EVENT,
+                                "go": contract.GO_LINE}
     assert driver["REPORT_FORMAT_VERSION"] == contract.CLIENT_REPORT_FORMAT_VERSION
     assert driver["HISTOGRAM"] == {"lowestDiscernibleValue": contract.HISTOGRAM_LOWEST_NS,
                                    "highestTrackableValue": contract.HISTOGRAM_HIGHEST_NS,

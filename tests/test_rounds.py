@@ -60,10 +60,12 @@ class FakeMeasurer:
     not_ready: set[str] = field(default_factory=set)
     starts: list[tuple[str, int]] = field(default_factory=list)  # (server, round) of every server start
     order: list[tuple[int, str, str]] = field(default_factory=list)  # (round, server, client) of every attempt
+    upcoming: list[tuple[str, list | None]] = field(default_factory=list)  # (server, upcoming) of every start
     generator: random.Random = field(default_factory=lambda: random.Random(7))
     round_now: int = 0
 
-    def start(self, server, settings, work_dir):
+    def start(self, server, settings, work_dir, upcoming=None):
+        self.upcoming.append((server.name, upcoming))
         self.clock.now += 0.5
         self.starts.append((server.name, len(self.order)))
         problem = dict(status="not-ready", reason="never answered") if server.name in self.not_ready else None

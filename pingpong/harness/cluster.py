@@ -389,7 +389,9 @@ class ClusterMeasurer:
             self._stale = False
             self.cluster.refresh()
 
-    def start(self, server: Implementation, settings: CellSettings, work_dir: Path) -> RemoteServer:
+    def start(self, server: Implementation, settings: CellSettings, work_dir: Path,
+              upcoming: list | None = None) -> RemoteServer:
+        """upcoming is not used: a cluster's clients start at their turn, on their own hosts."""
         try:
             self._ensure_agents()
             servers = self.cluster.of_role("server")

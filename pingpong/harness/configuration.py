@@ -128,6 +128,9 @@ def add_round_options(parser: argparse.ArgumentParser) -> None:
     rounds.add_argument("--fresh-server", action="store_true",
                         help="a new server process for every attempt (default: one per server per round, each "
                              "client a new process in a room of its own)")
+    rounds.add_argument("--no-spawn-ahead", dest="spawn_ahead", action="store_false",
+                        help="start each client process at its turn (default: ahead of it, while the server gets "
+                             "ready or the attempt before ends; it loads, then waits unconnected for its go)")
 
 
 def add_package_options(parser: argparse.ArgumentParser) -> None:
@@ -287,11 +290,12 @@ def _check_round_options(options: argparse.Namespace, problems: list[str]) -> No
     seed = options.seed if options.seed is not None else random.SystemRandom().randrange(2**31)
     if options.repeat is not None:  # exactly that many rounds
         options.round_policy = RoundPolicy(min_rounds=options.repeat, max_rounds=options.repeat, precision=None,
-                                           budget_s=None, seed=seed, fresh_server=options.fresh_server)
+                                           budget_s=None, seed=seed, fresh_server=options.fresh_server,
+                                           spawn_ahead=options.spawn_ahead)
     else:
         options.round_policy = RoundPolicy(min_rounds=options.min_rounds, max_rounds=options.max_rounds,
                                            precision=precision, budget_s=budget_s, seed=seed,
-                                           fresh_server=options.fresh_server)
+                                           fresh_server=options.fresh_server, spawn_ahead=options.spawn_ahead)
 
 
 def _choice_list(option: str, text: str, choices: tuple[str, ...], problems: list[str]) -> list[str]:

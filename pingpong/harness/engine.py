@@ -36,9 +36,12 @@ SERVER_START_ESTIMATE_S = 0.6  # room probe, report) and per server start (readi
 class Measurer:
     """The real measurements (tests of the engine's logic pass a fake with the same four methods)."""
 
-    def start(self, server: Implementation, settings: CellSettings, work_dir: Path) -> ServerUnderTest:
+    def start(self, server: Implementation, settings: CellSettings, work_dir: Path,
+              upcoming: list[tuple[Implementation, CellSettings, int]] | None = None) -> ServerUnderTest:
+        """upcoming: the attempts that will run on this server, in order, to start their clients ahead of their
+        turn (runner.spawn_ahead); None: each client starts at its turn."""
         server_cpus, _ = cpus_for(settings)
-        return start_server(server, settings, PROJECT_ROOT, work_dir, server_cpus)
+        return start_server(server, settings, PROJECT_ROOT, work_dir, server_cpus, upcoming)
 
     def attempt_on(self, started: ServerUnderTest, client: Implementation, settings: CellSettings,
                    round_number: int) -> Attempt:
@@ -46,6 +49,7 @@ class Measurer:
 
     def stop(self, started: ServerUnderTest) -> int | None:
         with processes.interrupts_deferred():
+            started.discard_waiting()
             return processes.stop(started.process)
 
     def fresh_attempt(self, server: Implementation, client: Implementation, settings: CellSettings,
@@ -226,7 +230,9 @@ class EngineState:
         while pending:
             with tempfile.TemporaryDirectory(prefix="pingpong-server-") as work:
                 began = self.clock()
-                started = self.measurer.start(server, server_settings, Path(work))
+                upcoming = ([(self.by_name[("client", unit.client)], self.settings_of[unit.point], round_number)
+                             for unit in pending] if self.policy.spawn_ahead else None)
+                started = self.measurer.start(server, server_settings, Path(work), upcoming)
                 self.timings.server_start_s.append(self.clock() - began)
                 measured: list[Unit] = []
                 try:

@@ -90,6 +90,20 @@ def start(name: str, argv: list[str], cwd: Path, log_dir: Path, env: dict[str, s
     return process
 
 
+def pin_threads(pid: int, cpus: set[int]) -> None:
+    """Move every thread of a running process to cpus: affinity is per thread, and a runtime starts its helper
+    threads (V8's, libuv's) at start-up. Threads it starts later inherit the new set."""
+    try:
+        tasks = [int(entry.name) for entry in os.scandir(f"/proc/{pid}/task")]
+    except OSError:
+        return  # it has exited: its attempt says so
+    for task in tasks:
+        try:
+            os.sched_setaffinity(task, cpus)
+        except OSError:
+            pass  # a thread that ended meanwhile
+
+
 def stop(process: ManagedProcess, grace_s: float = STOP_GRACE_S) -> int | None:
     """SIGTERM the leader (letting a framework stop its own workers), then SIGKILL whatever of its group is left.
 

@@ -40,6 +40,9 @@ class RoundPolicy:
     seed: int
     fresh_server: bool = False
     fresh_server_reason: str | None = None  # why the run chose fresh servers itself (None: --fresh-server or not)
+    # each client process starts ahead of its turn (while the server gets ready, or the attempt before it ends) and
+    # waits at its start gate; it connects only at its turn (runner.spawn_ahead)
+    spawn_ahead: bool = True
 
     @property
     def adaptive(self) -> bool:
@@ -48,6 +51,7 @@ class RoundPolicy:
     def recorded(self) -> dict:
         return {"min_rounds": self.min_rounds, "max_rounds": self.max_rounds, "precision": self.precision,
                 "budget_s": self.budget_s, "seed": self.seed, "fresh_server": self.fresh_server,
+                "spawn_ahead": self.spawn_ahead,
                 **({"fresh_server_reason": self.fresh_server_reason} if self.fresh_server_reason else {})}
 
 

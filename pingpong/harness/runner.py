@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 import os
 import queue
+import select
 import subprocess
 import tempfile
 import threading
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
@@ -19,9 +20,9 @@ from pingpong.harness.syscall_trace import SyscallTracer
 from pingpong.harness.manifest import Implementation, resolve_command
 from pingpong.harness.results import Attempt
 from pingpong.harness.start_barrier import StartBarrier, window_spread
-from pingpong.contract import (ACK_FD_ENV, DEFAULT_MALLOC, EVENTS_FD_ENV, GO_FD_ENV, INFO_FILE_ENV, MALLOC_ENV,
-                               NODE_EXTRA_CA_CERTS_ENV, NODE_MODULES_ENV, READY_EVENT, WINDOW_END_EVENT,
-                               WINDOW_START_EVENT)
+from pingpong.contract import (ACK_FD_ENV, ARMED_EVENT, DEFAULT_MALLOC, EVENTS_FD_ENV, GO_FD_ENV, GO_LINE,
+                               INFO_FILE_ENV, MALLOC_ENV, NODE_EXTRA_CA_CERTS_ENV, NODE_MODULES_ENV, READY_EVENT,
+                               START_FD_ENV, WINDOW_END_EVENT, WINDOW_START_EVENT)
 
 STDERR_TAIL_LINES = 20
 
@@ -134,19 +135,24 @@ def run_attempt_on(server_under_test: "ServerUnderTest", client: Implementation,
     in a room of its own. The server is left running, so server_exit_code stays None (the caller stops the server
     with processes.stop and has its exit code then).
     """
-    _, client_cpus = cpus_for(settings)
+    server_cpus, client_cpus = cpus_for(settings)
     started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
     running: list[processes.ManagedProcess] = []
+    waiting = server_under_test.take_turn(client, settings, repeat)
+    # the next client loads on the server's CPUs while this one finishes (moved to the client's before its go)
+    spawn_next = (lambda: spawn_ahead(server_under_test, server_cpus)) if server_under_test.upcoming else None
     try:
         outcome = (server_under_test.problem or room_probe(server_under_test, settings)
                    or _measure_client(server_under_test, client, settings, repeat, project_root, client_cpus,
-                                      running))
+                                      running, waiting, spawn_next))
     except Exception as exc:
         outcome = dict(status="error", reason=f"orchestrator: {type(exc).__name__}: {exc}")
     finally:
         with processes.interrupts_deferred():
             for process in running:
                 processes.stop(process)
+            if waiting is not None:
+                waiting.close()  # used (its process is in running) or not: its pipes end here
     return Attempt(**server_under_test.attempt_fields(repeat, started_at, client_cpus), **outcome)
 
 
@@ -204,6 +210,32 @@ class ServerUnderTest:
     problem: dict[str, Any] | None = None
     clients_started: int = 0  # client rooms are numbered per server, so a long-lived server never reuses one
     runtime: str | None = None  # the server implementation's runtime (python, node, bun, native)
+    # Starting clients ahead of their turn (spawn_ahead): the attempts still to come on this server, in order, as
+    # (client, settings, round), and the client process started for the first of them, if any.
+    upcoming: list[tuple[Implementation, "CellSettings", int]] = field(default_factory=list)
+    waiting: "WaitingClient | None" = None
+    project_root: Path | None = None
+
+    def take_turn(self, client: Implementation, settings: "CellSettings", repeat: int) -> "WaitingClient | None":
+        """This attempt leaves the upcoming list; the client waiting for it, if it is the one started for it. A
+        client waiting for another attempt (the caller changed its order) is stopped."""
+        if self.upcoming and (self.upcoming[0][0].name, self.upcoming[0][1], self.upcoming[0][2]) == (
+                client.name, settings, repeat):
+            self.upcoming.pop(0)
+        else:
+            self.upcoming.clear()
+        waiting, self.waiting = self.waiting, None
+        if waiting is not None and not waiting.serves(client, settings, repeat):
+            waiting.discard()
+            waiting = None
+        return waiting
+
+    def discard_waiting(self) -> None:
+        """Stop the client started ahead for an attempt that will not come (the server stops first)."""
+        self.upcoming.clear()
+        if self.waiting is not None:
+            self.waiting.discard()
+            self.waiting = None
 
     def attempt_fields(self, repeat: int, started_at: str, client_cpus: set[int] | None) -> dict[str, Any]:
         return dict(repeat=repeat, started_at=started_at, port=self.port, server_pid=self.process.pid,
@@ -212,20 +244,131 @@ class ServerUnderTest:
 
 
 def start_server(server: Implementation, settings: CellSettings, project_root: Path, work_dir: Path,
-                 server_cpus: set[int] | None) -> ServerUnderTest:
+                 server_cpus: set[int] | None,
+                 upcoming: list[tuple[Implementation, CellSettings, int]] | None = None) -> ServerUnderTest:
     """Start a server, wait for its first handshake, check who holds its port, and verify its relay.
 
-    Once this returns, the caller owns the process and stops it (processes.stop) in every case; if this raises
-    (an interruption during the probe, an OS error), it has stopped the process itself.
+    upcoming: the attempts that will run on it, in order (client, settings, round), to start their clients ahead
+    of their turn (spawn_ahead): the first one loads on the client's CPUs while the server gets ready.
+
+    Once this returns, the caller owns the process and stops it (processes.stop, after discard_waiting) in every
+    case; if this raises (an interruption during the probe, an OS error), it has stopped the processes itself.
     """
     started = launch_server(server, settings, project_root, work_dir, server_cpus)
     try:
+        if upcoming:
+            started.upcoming, started.project_root = list(upcoming), project_root
+            spawn_ahead(started, cpus_for(settings)[1])
         started.problem = _check_server(started, settings)
     except BaseException:
         with processes.interrupts_deferred():
+            started.discard_waiting()
             processes.stop(started.process)
         raise
     return started
+
+
+@dataclass
+class WaitingClient:
+    """A client process started ahead of its turn (contract START_FD_ENV): it loads, says ARMED_EVENT on its
+    events pipe and blocks, before any connection, until GO_LINE comes on its start gate."""
+
+    client_name: str
+    base_settings: CellSettings  # as its attempt will ask for them (before with_jit_warmup)
+    repeat: int
+    settings: CellSettings  # what it runs with: its jit warmup is that of its place among the server's clients
+    number: int  # its place among the server's clients (client_number of with_jit_warmup, its room)
+    process: processes.ManagedProcess
+    events_fd: int | None  # read end of its events pipe (the attempt's WindowWatcher takes it over)
+    gate_fd: int | None  # write end of its start gate
+
+    def serves(self, client: Implementation, settings: CellSettings, repeat: int) -> bool:
+        return (self.client_name, self.base_settings, self.repeat) == (client.name, settings, repeat)
+
+    def close(self) -> None:
+        """Close what the orchestrator still holds of its pipes (closing the gate without a go ends the client)."""
+        for name in ("gate_fd", "events_fd"):
+            fd = getattr(self, name)
+            if fd is not None:
+                setattr(self, name, None)
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+
+    def discard(self) -> None:
+        with processes.interrupts_deferred():
+            self.close()
+            processes.stop(self.process)
+
+
+# Only a plain attempt's single client process waits at a start gate: a start barrier, held idle connections and a
+# broadcast's acknowledgement pipes are set up with the client processes of their attempt.
+def can_start_ahead(client: Implementation, settings: CellSettings) -> bool:
+    return (START_GATE_FEATURE in client.features and len(client_shares(settings)) == 1
+            and not settings.idle_connections and not settings.sample_server_memory
+            and settings.workload != "broadcast")
+
+
+START_GATE_FEATURE = "start-gate"
+
+
+def spawn_ahead(server_under_test: ServerUnderTest, loading_cpus: set[int] | None) -> None:
+    """Start the client of the next upcoming attempt now, blocked at its start gate, when it can wait there; it
+    loads on loading_cpus. A client that cannot (or a start that fails) is left for its attempt to start."""
+    if server_under_test.waiting is not None or not server_under_test.upcoming:
+        return
+    client, settings, repeat = server_under_test.upcoming[0]
+    if not can_start_ahead(client, settings):
+        return
+    try:
+        server_under_test.waiting = _start_waiting(server_under_test, client, settings, repeat, loading_cpus)
+    except OSError:
+        pass  # its attempt starts it the usual way, and says so if it fails again
+
+
+def _start_waiting(server_under_test: ServerUnderTest, client: Implementation, base_settings: CellSettings,
+                   repeat: int, loading_cpus: set[int] | None) -> WaitingClient:
+    server_under_test.clients_started += 1
+    number = server_under_test.clients_started
+    settings = with_jit_warmup(base_settings, client.runtime, server_under_test.runtime, number)
+    share = client_shares(settings)[0]
+    client_url = server_under_test.base_url.replace("127.0.0.1", settings.client_host, 1)
+    room = f"/bench-r{repeat}" + (f"-n{number}" if number > 1 else "")
+    argv = client_command(client, settings, f"{client_url}{room}", share.pairs, server_under_test.project_root,
+                          share)
+    events_read, events_write = os.pipe()
+    gate_read, gate_write = os.pipe()
+    try:
+        process = processes.start("client" + (f"-n{number}" if number > 1 else ""), argv,
+                                  server_under_test.project_root, server_under_test.work_dir, cpus=loading_cpus,
+                                  pass_fds=(events_write, gate_read),
+                                  env=process_environment(settings, **{EVENTS_FD_ENV: str(events_write),
+                                                                       START_FD_ENV: str(gate_read)}))
+    except BaseException:
+        os.close(events_read)
+        os.close(gate_write)
+        raise
+    finally:
+        os.close(events_write)
+        os.close(gate_read)
+    return WaitingClient(client.name, base_settings, repeat, settings, number, process, events_read, gate_write)
+
+
+def wait_until_armed(events_fd: int, timeout_s: float) -> str | None:
+    """None once ARMED_EVENT has come on events_fd; else why not: "exited" (end of file) or "timeout". Reads
+    byte by byte, so nothing after that line is taken from the WindowWatcher (nothing comes before the go)."""
+    deadline = time.monotonic() + timeout_s
+    received = b""
+    while not received.endswith(b"\n"):
+        remaining = deadline - time.monotonic()
+        if remaining <= 0 or not select.select([events_fd], [], [], remaining)[0]:
+            return "timeout"
+        chunk = os.read(events_fd, 1)
+        if not chunk:
+            return "exited"
+        received += chunk
+    return None if received.strip() == ARMED_EVENT.encode() else f"said {received.strip()!r} before {ARMED_EVENT}"
 
 
 def launch_server(server: Implementation, settings: CellSettings, project_root: Path, work_dir: Path,
@@ -268,7 +411,12 @@ def _check_server(started: ServerUnderTest, settings: CellSettings) -> dict[str,
 
 def _measure_client(server_under_test: ServerUnderTest, client: Implementation, settings: CellSettings,
                     repeat: int, project_root: Path, client_cpus: set[int] | None,
-                    running: list[processes.ManagedProcess]) -> dict[str, Any]:
+                    running: list[processes.ManagedProcess], waiting: WaitingClient | None = None,
+                    spawn_next: Callable[[], None] | None = None) -> dict[str, Any]:
+    """Run the attempt's client (started here, or waiting at its start gate), judge it. spawn_next, if given, runs
+    once its window has closed (and been sampled): it starts the next attempt's client ahead of its turn."""
+    if waiting is not None:
+        return _measure_waiting_client(server_under_test, waiting, client_cpus, running, spawn_next)
     server_process, work_dir = server_under_test.process, server_under_test.work_dir
     server_info = _read_json_file(server_under_test.info_path)
     client_url = server_under_test.base_url.replace("127.0.0.1", settings.client_host, 1)
@@ -326,8 +474,49 @@ def _measure_client(server_under_test: ServerUnderTest, client: Implementation, 
                 processes.stop(other)
             window.join()
             return problem
+    return _await_clients(server_process, clients, settings, window, common, held, spawn_next)
+
+
+def _measure_waiting_client(server_under_test: ServerUnderTest, waiting: WaitingClient,
+                            client_cpus: set[int] | None, running: list[processes.ManagedProcess],
+                            spawn_next: Callable[[], None] | None) -> dict[str, Any]:
+    """The attempt of a client started ahead of its turn: once it has loaded, it moves to the client's CPUs and
+    gets its go; from there on it is measured as any other."""
+    settings, process = waiting.settings, waiting.process
+    running.append(process)
+    common = dict(client_pid=process.pid, ready_after_s=server_under_test.ready_after_s,
+                  server_info=_read_json_file(server_under_test.info_path))
+    not_armed = wait_until_armed(waiting.events_fd, settings.ready_timeout_s)
+    if not_armed is None:
+        if client_cpus:
+            processes.pin_threads(process.pid, client_cpus)
+        try:
+            os.write(waiting.gate_fd, f"{GO_LINE}\n".encode())
+        except BrokenPipeError:
+            not_armed = "exited"
+    events_fd, waiting.events_fd = waiting.events_fd, None  # the WindowWatcher below closes it
+    waiting.close()  # the gate: its go is written, or its end tells the client to leave
+    if not_armed not in (None, "exited"):  # "exited": the watcher sees the end, judge_outcome tells why it ended
+        os.close(events_fd)
+        processes.stop(process)
+        return dict(status="timeout", reason=f"client process started ahead of its turn did not load within "
+                                             f"{settings.ready_timeout_s:g} s ({not_armed})",
+                    client_exit_code=process.popen.returncode,
+                    client_stderr_tail=process.stderr_tail(STDERR_TAIL_LINES), **common)
+    window = WindowWatcher(events_fd, server_under_test.process.pid, [process.pid], server_under_test.port,
+                           settings, server_under_test.work_dir, window_processes=1)
+    return _await_clients(server_under_test.process, [process], settings, window, common, None, spawn_next)
+
+
+def _await_clients(server_process: processes.ManagedProcess, clients: list[processes.ManagedProcess],
+                   settings: CellSettings, window: "WindowWatcher", common: dict[str, Any],
+                   held: "HeldConnections | None", spawn_next: Callable[[], None] | None) -> dict[str, Any]:
+    """Wait for the client processes to end (within their deadline), then judge the attempt."""
     deadline = (time.monotonic() + settings.warmup_s + settings.duration_s + settings.client_grace_s
                 + connecting_allowance_s(settings))
+    if spawn_next is not None:
+        window.ended.wait(max(0.0, deadline - time.monotonic()))
+        spawn_next()
     codes = []
     for index, client_process in enumerate(clients):
         try:
@@ -659,6 +848,9 @@ class WindowWatcher:
         # the window's edges on this host's wall clock (ns): a cluster run forwards them to the server's host
         self.start_wall_ns: int | None = None
         self.end_wall_ns: int | None = None
+        # set once the window has closed and been sampled (or the events have ended without one): from then on the
+        # orchestrator may start the next attempt's client without touching this window's figures
+        self.ended = threading.Event()
         self._events: queue.SimpleQueue = queue.SimpleQueue()
         self._reader = threading.Thread(target=self._read, args=(read_fd,), daemon=True)
         self._thread = threading.Thread(target=self._watch, daemon=True)
@@ -768,9 +960,11 @@ class WindowWatcher:
                     tracers = {}
                     if self.server_pid is not None:
                         self.server_peak_rss_bytes = cpu.peak_rss_bytes(self.server_pid)
+                    self.ended.set()
         finally:
             if tracers:
                 self._stop_tracers(tracers, None)
+            self.ended.set()
 
     def _stop_tracers(self, tracers: dict[str, SyscallTracer], traced_wall_s: float | None) -> None:
         """Detach strace; traced_wall_s is how long both were attached, to turn counts into per-roundtrip figures."""

@@ -25,12 +25,12 @@ from importlib import metadata
 from typing import Any, AsyncIterator, Awaitable, Callable
 
 from pingpong import contract
-from pingpong.contract import (ACK_FD_ENV, BROADCAST_ROLES, CLIENT_REPORT_FORMAT_VERSION, COMPRESSION_MODES,
+from pingpong.contract import (ACK_FD_ENV, ARMED_EVENT, BROADCAST_ROLES, CLIENT_REPORT_FORMAT_VERSION, COMPRESSION_MODES,
                                DEFAULT_COMPRESSION, DEFAULT_DURATION_S, DEFAULT_LOOP, DEFAULT_PAIRS,
                                DEFAULT_PAYLOAD_KIND, DEFAULT_PAYLOAD_SIZE, DEFAULT_STALL_TIMEOUT_S, DEFAULT_WARMUP_S,
                                DEFAULT_WORKLOAD, EVENTS_FD_ENV, GO_FD_ENV, GO_LINE, HISTOGRAM_HIGHEST_NS,
                                HISTOGRAM_LOWEST_NS, HISTOGRAM_SIGNIFICANT_DIGITS, LOOPS, PAYLOAD_KINDS, READY_EVENT,
-                               WINDOW_END_EVENT, WINDOW_START_EVENT, WORKLOADS)
+                               START_FD_ENV, WINDOW_END_EVENT, WINDOW_START_EVENT, WORKLOADS)
 from pingpong.kit import allocator
 from pingpong.kit.payloads import PING, PONG, make_payload
 
@@ -205,6 +205,8 @@ def main(implementation: str, libraries: list[str], open_connection: OpenConnect
             if shutdown is not None:
                 await shutdown()
 
+    if not WindowEvents().armed_then_wait_for_start():
+        return  # started ahead of its turn, and the orchestrator closed the gate: nothing to measure or report
     try:
         report.update(run_on_loop(args.loop, run_then_shut_down))
     except Exception as exc:  # every failure becomes a reported error, never a count
@@ -290,16 +292,31 @@ class WindowEvents:
         go_fd = os.environ.get(GO_FD_ENV)
         if not go_fd:
             return
-        received = b""
-        while not received.endswith(b"\n"):
-            chunk = os.read(int(go_fd), 64)
-            if not chunk:
-                break
-            received += chunk
-        os.close(int(go_fd))
-        if received.strip() != GO_LINE.encode():
+        if not read_go_line(int(go_fd)):
             raise DriverError("start barrier: the orchestrator closed it without a go (another client process "
                               "failed or did not get ready)")
+
+
+    def armed_then_wait_for_start(self) -> bool:
+        """Started ahead of its turn (START_FD_ENV): say it is loaded, then block, before any connection, until the
+        orchestrator says go. False when the gate closes without a go (the process is not needed)."""
+        start_fd = os.environ.get(START_FD_ENV)
+        if not start_fd:
+            return True
+        self.emit(ARMED_EVENT)
+        return read_go_line(int(start_fd))
+
+
+def read_go_line(fd: int) -> bool:
+    """Block until a line arrives on fd, close it; True when the line is GO_LINE (False at end of file)."""
+    received = b""
+    while not received.endswith(b"\n"):
+        chunk = os.read(fd, 64)
+        if not chunk:
+            break
+        received += chunk
+    os.close(fd)
+    return received.strip() == GO_LINE.encode()
 
 
 class Progress:

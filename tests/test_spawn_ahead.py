@@ -1,0 +1,166 @@
+"""Clients started ahead of their turn: each driver loads, says armed and waits unconnected at its start gate; the
+orchestrator starts the next client while the attempt before it ends, and measures it as any other."""
+
+import json
+import os
+import select
+import subprocess
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from pingpong.contract import EVENTS_FD_ENV, GO_LINE, START_FD_ENV
+from pingpong.harness import engine, kernel_signals, processes
+from pingpong.harness.manifest import resolve_command
+from pingpong.harness.runner import (START_GATE_FEATURE, CellSettings, can_start_ahead, cpus_for, run_attempt_on,
+                                     start_server, wait_until_armed)
+from tests.conftest import ROOT, by_name
+
+SETTINGS = CellSettings(duration_s=0.3, warmup_s=0.1, loop="auto", compression="default", payload_size=4,
+                        payload_kind="text-ascii", ready_timeout_s=20, stall_timeout_s=5, pin=True)
+# The Python driver, node/driver.js under Node.js and under Bun: every driver that honours the start gate.
+GATED_CLIENTS = ["websockets", "node-ws", "bun", "raw-tcp-node"]
+
+
+def test_the_manifest_says_which_clients_honour_the_gate():
+    """Every client but the C floor (which starts in a millisecond) declares the start gate."""
+    gated = {name for name in ("websockets", "aiohttp", "picows", "node-ws", "node-builtin", "bun", "raw-tcp-python",
+                               "raw-tcp-node", "raw-tcp-bun") if START_GATE_FEATURE in by_name("client", name).features}
+    assert len(gated) == 9 and START_GATE_FEATURE not in by_name("client", "raw-tcp-c").features
+    assert can_start_ahead(by_name("client", "websockets"), SETTINGS)
+    for other in (replace(SETTINGS, client_processes=2, pairs=2), replace(SETTINGS, idle_connections=5),
+                  replace(SETTINGS, workload="broadcast")):
+        assert not can_start_ahead(by_name("client", "websockets"), other)
+
+
+@pytest.mark.parametrize("client", GATED_CLIENTS)
+def test_a_driver_waits_unconnected_at_its_gate(client, shared_servers, tmp_path):
+    """Run by hand: the driver says armed and nothing else, holds no socket, and connects only after the go; with
+    the gate closed instead it exits 0 at once, printing nothing and never connecting."""
+    server = "raw-tcp-c" if client.startswith("raw-tcp") else "websockets"
+    server_under_test = shared_servers.get(by_name("server", server), SETTINGS)
+    for started in (True, False):
+        events_read, events_write = os.pipe()
+        gate_read, gate_write = os.pipe()
+        argv = resolve_command(by_name("client", client), ROOT) + [
+            "--url", f"{server_under_test.base_url}/gate-{started}", "--duration", "0.3", "--warmup", "0.1"]
+        environment = {**os.environ, EVENTS_FD_ENV: str(events_write), START_FD_ENV: str(gate_read)}
+        driver = subprocess.Popen(argv, cwd=ROOT, env=environment, pass_fds=(events_write, gate_read),
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        os.close(events_write)
+        os.close(gate_read)
+        try:
+            assert wait_until_armed(events_read, 20) is None
+            assert select.select([events_read], [], [], 0.3)[0] == []  # nothing more while it waits
+            assert kernel_signals.inspect_sockets([driver.pid], server_under_test.port, False)["sockets"] == 0
+            if started:
+                os.write(gate_write, f"{GO_LINE}\n".encode())
+            os.close(gate_write)
+            stdout, stderr = driver.communicate(timeout=30)
+        finally:
+            if driver.poll() is None:
+                driver.kill()
+                driver.wait()
+        with os.fdopen(events_read, "rb") as events:
+            rest = events.read()
+        if started:
+            assert driver.returncode == 0, stderr
+            assert rest == b"ready\nwindow-start\nwindow-end\n"
+            report = json.loads(stdout)
+            assert report["roundtrips"] > 0 and report["errors"] == 0
+        else:
+            assert (driver.returncode, stdout, rest) == (0, "", b""), stderr
+
+
+def test_each_next_client_is_started_while_the_attempt_before_it_ends(tmp_path):
+    """On one server, three attempts: the first client is started with the server, each next one by the attempt
+    before it (it is waiting, loaded and unconnected, when that attempt returns); every attempt measures and
+    verifies as usual, with the warmup of its place (the Node.js client's jit warmup); the last leaves none."""
+    settings = replace(SETTINGS, jit_warmup_s=0.3)
+    clients = [by_name("client", name) for name in ("websockets", "node-ws", "bun")]
+    server_cpus, _ = cpus_for(settings)
+    started = start_server(by_name("server", "websockets"), settings, ROOT, tmp_path, server_cpus,
+                           [(client, settings, 1) for client in clients])
+    try:
+        assert started.problem is None and started.waiting is not None
+        assert started.waiting.client_name == "websockets" and started.clients_started == 1
+        waiting_pids = [started.waiting.process.pid]
+        attempts = []
+        for index, client in enumerate(clients):
+            attempts.append(run_attempt_on(started, client, settings, 1, ROOT))
+            if index < 2:
+                waiting = started.waiting
+                assert waiting is not None and waiting.client_name == clients[index + 1].name
+                assert waiting.process.popen.poll() is None
+                assert kernel_signals.inspect_sockets([waiting.process.pid], started.port, False)["sockets"] == 0
+                waiting_pids.append(waiting.process.pid)
+        assert started.waiting is None and started.upcoming == []
+        assert [attempt.status for attempt in attempts] == ["ok"] * 3, [a.reason for a in attempts]
+        assert [attempt.client_pid for attempt in attempts] == waiting_pids
+        assert all(attempt.roundtrips > 0 for attempt in attempts)
+        assert all(a.client_report["payload"] == {"kind": "text-ascii", "size": 4} for a in attempts)
+        assert [a.client_report["warmup"]["elapsed_s"] >= w for a, w in zip(attempts, (0.1, 0.3, 0.1))] == [True] * 3
+    finally:
+        started.discard_waiting()
+        processes.stop(started.process)
+
+
+def test_a_client_started_for_an_attempt_that_does_not_come_is_stopped(tmp_path):
+    """The engine asks for another client than the one waiting: the waiting one is stopped and the attempt starts
+    its own; discard_waiting stops one that is still waiting when the server stops."""
+    clients = [by_name("client", name) for name in ("websockets", "node-ws")]
+    server_cpus, _ = cpus_for(SETTINGS)
+    started = start_server(by_name("server", "websockets"), SETTINGS, ROOT, tmp_path, server_cpus,
+                           [(client, SETTINGS, 1) for client in clients])
+    try:
+        first = started.waiting
+        attempt = run_attempt_on(started, clients[1], SETTINGS, 1, ROOT)  # not the one it expected
+        assert attempt.status == "ok" and attempt.client_pid != first.process.pid
+        assert first.process.popen.poll() is not None  # stopped
+        assert started.waiting is None and started.upcoming == []
+        again = start_server(by_name("server", "websockets"), SETTINGS, ROOT, tmp_path / "again", server_cpus,
+                             [(clients[0], SETTINGS, 2)])
+        waiting = again.waiting
+        engine.Measurer().stop(again)
+        assert waiting.process.popen.poll() is not None and again.waiting is None
+    finally:
+        started.discard_waiting()
+        processes.stop(started.process)
+
+
+def test_a_client_that_cannot_load_fails_its_attempt_with_the_reason(tmp_path):
+    """A gated client whose program does not exist exits before it is armed: its attempt fails with its exit code
+    and stderr, and the run goes on."""
+    broken = replace(by_name("client", "websockets"), name="broken", command=("{python}", "-m", "clients.missing"))
+    server_cpus, _ = cpus_for(SETTINGS)
+    started = start_server(by_name("server", "websockets"), SETTINGS, ROOT, tmp_path, server_cpus,
+                           [(broken, SETTINGS, 1)])
+    try:
+        attempt = run_attempt_on(started, broken, SETTINGS, 1, ROOT)
+        assert attempt.status == "client-failed" and attempt.client_exit_code == 1
+        assert "clients.missing" in attempt.client_stderr_tail
+    finally:
+        started.discard_waiting()
+        processes.stop(started.process)
+
+
+def test_the_engine_hands_each_server_its_clients_in_order_unless_told_not_to(tmp_path):
+    """With spawn_ahead (the default) every server start gets the attempts to come, in the order they run; with
+    --no-spawn-ahead none."""
+    from tests.test_rounds import run_engine
+    from pingpong.harness.rounds import RoundPolicy
+
+    for spawn_ahead in (True, False):
+        policy = RoundPolicy(min_rounds=2, max_rounds=2, precision=None, budget_s=None, seed=3,
+                             spawn_ahead=spawn_ahead)
+        run, measurer, _, _ = run_engine(tmp_path / str(spawn_ahead), policy, {})
+        assert run.configuration["rounds"]["spawn_ahead"] is spawn_ahead
+        assert len(measurer.upcoming) == 4  # two servers, two rounds
+        for server, upcoming in measurer.upcoming:
+            assert (upcoming is not None) is spawn_ahead
+            if spawn_ahead:
+                round_number = upcoming[0][2]
+                ran = [client for r, s, client in measurer.order if (r, s) == (round_number, server)]
+                assert [client.name for client, _, _ in upcoming] == ran
+                assert {r for _, _, r in upcoming} == {round_number}
