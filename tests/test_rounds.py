@@ -13,7 +13,8 @@ from pingpong.harness import engine, rounds
 from pingpong.harness.configuration import RunConfiguration
 from pingpong.harness.results import Attempt, Cell, RunResult
 from pingpong.harness.results_files import ResultPaths
-from pingpong.harness.rounds import RoundPolicy, Unit, next_step, plan_extra_rounds, predicted_precision
+from pingpong.harness.rounds import (RoundPolicy, Unit, estimated_round_s, next_step, plan_extra_rounds,
+                                     predicted_precision)
 from tests.test_orchestration_logic import SETTINGS, implementation
 
 POINT = {"loop": "auto", "compression": "default", "tls": False, "payload_size": 4, "payload_kind": "text-ascii",
@@ -247,6 +248,17 @@ def test_next_step_and_the_predicted_interval():
     # at 8 rounds a rate's interval is the 2nd smallest to the largest: it sets aside one slow round, not a fast one
     assert predicted_precision([100, 101, 99, 100, 70, 100], 8) == pytest.approx(0.01)
     assert predicted_precision([100, 101, 99, 100, 130, 100], 8) == pytest.approx(0.30)
+
+
+def test_a_round_estimate_charges_each_server_process_its_own_start():
+    """Two cells of sanic share one process (0.75 s to start, its first client's longer warmup included), bun's
+    cell starts another (0.02 s); with a fresh server per attempt each cell pays its server's start."""
+    units = [Unit(0, "sanic", "a"), Unit(0, "sanic", "b"), Unit(0, "bun", "a")]
+    attempts = {unit: 1.0 for unit in units}
+    starts = {"sanic": 0.75, "bun": 0.02}.get
+    assert estimated_round_s(units, attempts, starts, lambda unit: (), False, 1.0) == pytest.approx(3.77)
+    assert estimated_round_s(units, attempts, starts, lambda unit: (), True, 1.0) == pytest.approx(4.52)
+    assert estimated_round_s(units, attempts, 0.5, lambda unit: (), False, 1.0) == pytest.approx(4.0)
 
 
 def test_the_plan_takes_the_units_nearest_the_precision_first_within_the_budget():

@@ -23,8 +23,8 @@ from pingpong.harness.render import rate_unit
 from pingpong.harness.results_files import ResultPaths, save, save_record
 from pingpong.harness.rounds import (SERVER_DIMENSIONS, RoundPolicy, Unit, estimated_round_s, plan_extra_rounds,
                                      round_plan, units_wanting_more)
-from pingpong.harness.runner import (STDERR_TAIL_LINES, CellSettings, ServerUnderTest, cpus_for, run_attempt,
-                                     run_attempt_on, start_server)
+from pingpong.harness.runner import (JIT_RUNTIMES, STDERR_TAIL_LINES, CellSettings, ServerUnderTest, cpus_for,
+                                     run_attempt, run_attempt_on, start_server)
 from pingpong.harness.stats import RATE_DISTURBED_SIDE, summarize
 from pingpong.harness.stop_signals import clear_stop_requests, raise_if_stop_requested
 
@@ -63,9 +63,17 @@ class Timings:
 
     attempt_s: dict[Unit, float] = field(default_factory=dict)  # last wall time of each unit's attempt
     server_start_s: list[float] = field(default_factory=list)  # each server start: readiness and verification
+    # per server: each start plus the longer warmup its first client gets (a JIT server's: runner.with_jit_warmup),
+    # which attempt_s leaves out; a round of few cells pays it once per server process
+    group_start_s: dict[str, list[float]] = field(default_factory=dict)
 
     def server_start_estimate(self) -> float:
         return statistics.median(self.server_start_s) if self.server_start_s else SERVER_START_ESTIMATE_S
+
+    def group_start_estimate(self, server: str) -> float:
+        """What starting this server costs a round beyond its attempts' own times."""
+        starts = self.group_start_s.get(server)
+        return statistics.median(starts) if starts else self.server_start_estimate()
 
 
 def measure_rounds(configuration: RunConfiguration, runs: list[RunResult], paths: list[ResultPaths],
@@ -112,7 +120,7 @@ def measure_rounds(configuration: RunConfiguration, runs: list[RunResult], paths
                 remaining = None if policy.budget_s is None else policy.budget_s - (clock() - began)
                 if due and remaining is not None and estimated_round_s(
                         due, {u: timings.attempt_s.get(u, window_s + FIRST_ATTEMPT_ESTIMATE_S) for u in due},
-                        timings.server_start_estimate(), server_key, policy.fresh_server,
+                        timings.group_start_estimate, server_key, policy.fresh_server,
                         window_s + FIRST_ATTEMPT_ESTIMATE_S) > remaining:
                     stopped_by = "budget"  # the plan's estimate was short: no round may end after the budget
                     break
@@ -125,7 +133,7 @@ def measure_rounds(configuration: RunConfiguration, runs: list[RunResult], paths
                     planned = plan_extra_rounds(
                         {unit: cells[unit].rates() for unit in wanting},
                         {u: timings.attempt_s.get(u, window_s + FIRST_ATTEMPT_ESTIMATE_S) for u in wanting},
-                        timings.server_start_estimate(), server_key, policy, window_s + FIRST_ATTEMPT_ESTIMATE_S,
+                        timings.group_start_estimate, server_key, policy, window_s + FIRST_ATTEMPT_ESTIMATE_S,
                         remaining)
                     if not planned:
                         stopped_by = "budget"
@@ -233,7 +241,11 @@ class EngineState:
                 upcoming = ([(self.by_name[("client", unit.client)], self.settings_of[unit.point], round_number)
                              for unit in pending] if self.policy.spawn_ahead else None)
                 started = self.measurer.start(server, server_settings, Path(work), upcoming)
-                self.timings.server_start_s.append(self.clock() - began)
+                start_s = self.clock() - began
+                # the first client of a JIT server's process warms up this much longer (runner.with_jit_warmup)
+                first_extra_s = server_settings.jit_warmup_s if server.runtime in JIT_RUNTIMES else 0.0
+                self.timings.server_start_s.append(start_s)
+                self.timings.group_start_s.setdefault(group.server, []).append(start_s + first_extra_s)
                 measured: list[Unit] = []
                 try:
                     for unit in pending:
@@ -245,7 +257,8 @@ class EngineState:
                         attempt = self.measurer.attempt_on(started, self.by_name[("client", unit.client)],
                                                            self.settings_of[unit.point], round_number)
                         if started.problem is None:  # a server that failed its checks costs no client time
-                            self.timings.attempt_s[unit] = self.clock() - began
+                            self.timings.attempt_s[unit] = max(0.0, self.clock() - began
+                                                               - (0.0 if measured else first_extra_s))
                         measured.append(unit)
                         self.record(unit, attempt)
                 finally:

@@ -131,7 +131,10 @@ def predicted_precision(values: list[float], rounds: int) -> float | None:
     return max(median - ordered[low_rank - 1], ordered[-high_rank] - median) / median
 
 
-def plan_extra_rounds(wanting: dict[Unit, list[float]], attempt_s: dict[Unit, float], server_start_s: float,
+ServerStart = float | Callable[[str], float]  # seconds per server start: one figure, or one per server name
+
+
+def plan_extra_rounds(wanting: dict[Unit, list[float]], attempt_s: dict[Unit, float], server_start_s: ServerStart,
                       server_key: Callable[[Unit], tuple], policy: RoundPolicy, default_attempt_s: float,
                       remaining_s: float | None) -> dict[Unit, int]:
     """Which units get more rounds, and up to how many: unit -> the round count it is taken to.
@@ -157,7 +160,8 @@ def plan_extra_rounds(wanting: dict[Unit, list[float]], attempt_s: dict[Unit, fl
     return chosen
 
 
-def _plan_cost(targets: dict[Unit, int], done: dict[Unit, int], attempt_s: dict[Unit, float], server_start_s: float,
+def _plan_cost(targets: dict[Unit, int], done: dict[Unit, int], attempt_s: dict[Unit, float],
+               server_start_s: ServerStart,
                server_key: Callable[[Unit], tuple], fresh_server: bool, default_attempt_s: float) -> float:
     """Seconds to take every unit to its target: round by round, the units still short of theirs."""
     total = 0.0
@@ -167,11 +171,14 @@ def _plan_cost(targets: dict[Unit, int], done: dict[Unit, int], attempt_s: dict[
     return total
 
 
-def estimated_round_s(units: list[Unit], attempt_s: dict[Unit, float], server_start_s: float,
+def estimated_round_s(units: list[Unit], attempt_s: dict[Unit, float], server_start_s: ServerStart,
                       server_key: Callable[[Unit], tuple], fresh_server: bool, default_attempt_s: float) -> float:
-    """How long a round over these units should take, from the times measured so far."""
-    servers = len(units) if fresh_server else len({(unit.server, server_key(unit)) for unit in units})
-    return sum(attempt_s.get(unit, default_attempt_s) for unit in units) + servers * server_start_s
+    """How long a round over these units should take, from the times measured so far: their attempts, and a
+    server start per server process (server_start_s: one figure for all, or a function of the server's name)."""
+    start_of = server_start_s if callable(server_start_s) else (lambda server: server_start_s)
+    servers = ([unit.server for unit in units] if fresh_server
+               else [server for server, _ in {(unit.server, server_key(unit)) for unit in units}])
+    return sum(attempt_s.get(unit, default_attempt_s) for unit in units) + sum(start_of(server) for server in servers)
 
 
 def parse_duration(text: str) -> float:
