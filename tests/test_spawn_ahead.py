@@ -164,3 +164,20 @@ def test_the_engine_hands_each_server_its_clients_in_order_unless_told_not_to(tm
                 ran = [client for r, s, client in measurer.order if (r, s) == (round_number, server)]
                 assert [client.name for client, _, _ in upcoming] == ran
                 assert {r for _, _, r in upcoming} == {round_number}
+
+
+def test_a_client_waiting_for_a_server_that_fails_its_checks_is_stopped(tmp_path):
+    """A server that echoes instead of relaying fails verification: the attempt says so, and the client started
+    for it while it got ready is stopped, not left waiting (or reaped by no one)."""
+    client = by_name("client", "websockets")
+    server_cpus, _ = cpus_for(SETTINGS)
+    started = start_server(by_name("server", "echo-to-sender"), SETTINGS, ROOT, tmp_path, server_cpus,
+                           [(client, SETTINGS, 1)])
+    try:
+        waiting = started.waiting
+        assert started.problem is not None and waiting is not None
+        attempt = run_attempt_on(started, client, SETTINGS, 1, ROOT)
+        assert attempt.status == "verification-failed"
+        assert waiting.process.popen.poll() is not None and (waiting.events_fd, waiting.gate_fd) == (None, None)
+    finally:
+        engine.Measurer().stop(started)

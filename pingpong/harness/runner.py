@@ -151,8 +151,9 @@ def run_attempt_on(server_under_test: "ServerUnderTest", client: Implementation,
         with processes.interrupts_deferred():
             for process in running:
                 processes.stop(process)
-            if waiting is not None:
-                waiting.close()  # used (its process is in running) or not: its pipes end here
+            if waiting is not None:  # used (its process is in running) or not (a server problem, a failed probe)
+                waiting.close()
+                processes.stop(waiting.process)
     return Attempt(**server_under_test.attempt_fields(repeat, started_at, client_cpus), **outcome)
 
 
@@ -185,7 +186,8 @@ def room_probe(server_under_test: "ServerUnderTest", settings: CellSettings) -> 
         return dict(status="server-crashed", reason=f"the server exited with code "
                                                     f"{server_under_test.process.popen.returncode} before this attempt")
     try:
-        with probe.open_connection(server_under_test.base_url, f"/__room_probe_{server_under_test.clients_started}",
+        server_under_test.room_probes += 1
+        with probe.open_connection(server_under_test.base_url, f"/__room_probe_{server_under_test.room_probes}",
                                    ROOM_PROBE_TIMEOUT_S, settings.tls_ca):
             return None
     except Exception as exc:
@@ -209,6 +211,7 @@ class ServerUnderTest:
     ready_after_s: float | None = None
     problem: dict[str, Any] | None = None
     clients_started: int = 0  # client rooms are numbered per server, so a long-lived server never reuses one
+    room_probes: int = 0  # and so are the room probes' rooms
     runtime: str | None = None  # the server implementation's runtime (python, node, bun, native)
     # Starting clients ahead of their turn (spawn_ahead): the attempts still to come on this server, in order, as
     # (client, settings, round), and the client process started for the first of them, if any.
@@ -226,12 +229,14 @@ class ServerUnderTest:
             self.upcoming.clear()
         waiting, self.waiting = self.waiting, None
         if waiting is not None and not waiting.serves(client, settings, repeat):
-            waiting.discard()
+            with processes.interrupts_deferred():
+                waiting.discard()
             waiting = None
         return waiting
 
     def discard_waiting(self) -> None:
-        """Stop the client started ahead for an attempt that will not come (the server stops first)."""
+        """Stop the client started ahead for an attempt that will not come (before the server stops; callers hold
+        interrupts_deferred around both)."""
         self.upcoming.clear()
         if self.waiting is not None:
             self.waiting.discard()
@@ -297,9 +302,9 @@ class WaitingClient:
                     pass
 
     def discard(self) -> None:
-        with processes.interrupts_deferred():
-            self.close()
-            processes.stop(self.process)
+        """Close its pipes and stop it (callers hold processes.interrupts_deferred)."""
+        self.close()
+        processes.stop(self.process)
 
 
 # Only a plain attempt's single client process waits at a start gate: a start barrier, held idle connections and a
@@ -323,14 +328,13 @@ def spawn_ahead(server_under_test: ServerUnderTest, loading_cpus: set[int] | Non
         return
     try:
         server_under_test.waiting = _start_waiting(server_under_test, client, settings, repeat, loading_cpus)
-    except OSError:
+    except Exception:  # noqa: BLE001 - an OS error, a failed preexec: never this attempt's or the run's failure
         pass  # its attempt starts it the usual way, and says so if it fails again
 
 
 def _start_waiting(server_under_test: ServerUnderTest, client: Implementation, base_settings: CellSettings,
                    repeat: int, loading_cpus: set[int] | None) -> WaitingClient:
-    server_under_test.clients_started += 1
-    number = server_under_test.clients_started
+    number = server_under_test.clients_started + 1  # taken only once its process has started
     settings = with_jit_warmup(base_settings, client.runtime, server_under_test.runtime, number)
     share = client_shares(settings)[0]
     client_url = server_under_test.base_url.replace("127.0.0.1", settings.client_host, 1)
@@ -338,21 +342,31 @@ def _start_waiting(server_under_test: ServerUnderTest, client: Implementation, b
     argv = client_command(client, settings, f"{client_url}{room}", share.pairs, server_under_test.project_root,
                           share)
     events_read, events_write = os.pipe()
-    gate_read, gate_write = os.pipe()
     try:
-        process = processes.start("client" + (f"-n{number}" if number > 1 else ""), argv,
-                                  server_under_test.project_root, server_under_test.work_dir, cpus=loading_cpus,
-                                  pass_fds=(events_write, gate_read),
-                                  env=process_environment(settings, **{EVENTS_FD_ENV: str(events_write),
-                                                                       START_FD_ENV: str(gate_read)}))
+        gate_read, gate_write = os.pipe()
     except BaseException:
         os.close(events_read)
-        os.close(gate_write)
+        os.close(events_write)
+        raise
+    try:
+        with processes.interrupts_deferred():  # a Ctrl-C now is raised once the client is in the caller's hands
+            process = processes.start("client" + (f"-n{number}" if number > 1 else ""), argv,
+                                      server_under_test.project_root, server_under_test.work_dir,
+                                      cpus=loading_cpus, pass_fds=(events_write, gate_read),
+                                      env=process_environment(settings, **{EVENTS_FD_ENV: str(events_write),
+                                                                           START_FD_ENV: str(gate_read)}))
+            server_under_test.clients_started = number
+            server_under_test.waiting = WaitingClient(client.name, base_settings, repeat, settings, number, process,
+                                                      events_read, gate_write)
+    except BaseException:
+        if server_under_test.waiting is None or server_under_test.waiting.events_fd != events_read:
+            os.close(events_read)
+            os.close(gate_write)
         raise
     finally:
         os.close(events_write)
         os.close(gate_read)
-    return WaitingClient(client.name, base_settings, repeat, settings, number, process, events_read, gate_write)
+    return server_under_test.waiting
 
 
 def wait_until_armed(events_fd: int, timeout_s: float) -> str | None:
@@ -910,7 +924,7 @@ class WindowWatcher:
 
     def _watch(self) -> None:
         start = None
-        starts = 0
+        starts = ends = 0
         tracers: dict[str, SyscallTracer] = {}
         try:
             for event in iter(self._events.get, None):
@@ -939,6 +953,9 @@ class WindowWatcher:
                                                      ("client", self.client_pids[0]))}
                         traced_from = time.monotonic()  # both tracers attached (or gave up)
                 elif event == WINDOW_END_EVENT:
+                    ends += 1
+                    if ends >= self.window_processes and self.wall_s is not None:
+                        self.ended.set()  # the last process measuring has closed its window too
                     if start is None or self.wall_s is not None:
                         continue
                     # the same pids as at the start; one that exited meanwhile drops out of the delta
@@ -960,7 +977,8 @@ class WindowWatcher:
                     tracers = {}
                     if self.server_pid is not None:
                         self.server_peak_rss_bytes = cpu.peak_rss_bytes(self.server_pid)
-                    self.ended.set()
+                    if ends >= self.window_processes:
+                        self.ended.set()
         finally:
             if tracers:
                 self._stop_tracers(tracers, None)
