@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import sys
+from dataclasses import asdict
 from pathlib import Path
 from typing import Callable
 
@@ -10,8 +12,10 @@ from pingpong.harness.configuration import (DEFAULT_MATRIX_DURATION_S, DEFAULT_M
                                             DEFAULT_JIT_WARMUP_S)
 from pingpong.harness.manifest import Implementation, load_manifest
 from pingpong.harness.runner import CellSettings
+from pingpong.harness.stats import paired_ratio
 
 ROOT = Path(__file__).resolve().parent.parent
+AGREE_WITHIN = 0.03  # two modes agree on a cell when its paired ratio's interval overlaps 1 +- this
 
 
 def parse_arguments(description: str, default_cells: str,
@@ -38,3 +42,22 @@ def matrix_settings() -> CellSettings:
     return CellSettings(duration_s=DEFAULT_MATRIX_DURATION_S, warmup_s=DEFAULT_MATRIX_WARMUP_S, loop="auto",
                         compression="default", payload_size=4, payload_kind="text-ascii", ready_timeout_s=20,
                         stall_timeout_s=10, pin=True, jit_warmup_s=DEFAULT_JIT_WARMUP_S)
+
+
+def paired_agreement(server: str, client: str, numerator: dict[int, float], denominator: dict[int, float],
+                     label: str) -> dict:
+    """One cell measured two ways in the same rounds: the paired ratio numerator / denominator, and whether the two
+    agree within the noise (its interval overlaps 1 ± AGREE_WITHIN); one line on stderr says so."""
+    ratio = paired_ratio(numerator, denominator)
+    agree = ratio.low is not None and ratio.low <= 1 + AGREE_WITHIN and ratio.high >= 1 - AGREE_WITHIN
+    interval = f"{ratio.low:.3f}–{ratio.high:.3f}" if ratio.low is not None else "no interval"
+    print(f"{server} × {client}: {label} = {ratio.value:.3f} ({interval}, {ratio.label()}); "
+          f"{'agree' if agree else 'DIFFER'}", file=sys.stderr)
+    return {"ratio": asdict(ratio), "agree": agree}
+
+
+def count_agreeing(cells: list[dict]) -> int:
+    """How many of the cells (paired_agreement's entries) agree; one line on stderr says so."""
+    agreeing = sum(cell["agree"] for cell in cells)
+    print(f"{agreeing} of {len(cells)} cells agree within the noise (±{AGREE_WITHIN:.0%})", file=sys.stderr)
+    return agreeing

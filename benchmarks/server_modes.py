@@ -15,17 +15,15 @@ import json
 import random
 import sys
 import tempfile
-from dataclasses import asdict
 from pathlib import Path
 
 from pingpong.harness import processes
 from pingpong.harness.runner import cpus_for, run_attempt, run_attempt_on, start_server
-from pingpong.harness.stats import paired_ratio
 from pingpong.harness.stop_signals import stop_signals_raise_interrupt
-from benchmarks.rounds_setup import ROOT, implementations_by_role, matrix_settings, parse_arguments
+from benchmarks.rounds_setup import (AGREE_WITHIN, ROOT, count_agreeing, implementations_by_role, matrix_settings,
+                                    paired_agreement, parse_arguments)
 
 DEFAULT_CELLS = "sanic:websockets,aiohttp:node-ws,node-ws:node-ws,websockets:picows,bun:bun,raw-tcp-c:raw-tcp-c"
-AGREE_WITHIN = 0.03  # the modes agree when the paired ratio's interval overlaps 1 +- this
 
 
 def main() -> int:
@@ -66,16 +64,9 @@ def main() -> int:
     for server, client in cells:
         long_lived = rates["long-lived"].get((server, client), {})
         fresh = rates["fresh"].get((server, client), {})
-        ratio = paired_ratio(long_lived, fresh)
-        agree = ratio.low is not None and ratio.low <= 1 + AGREE_WITHIN and ratio.high >= 1 - AGREE_WITHIN
         report["cells"].append({"server": server, "client": client, "long_lived": long_lived, "fresh": fresh,
-                                "ratio": asdict(ratio), "agree": agree})
-        interval = f"{ratio.low:.3f}–{ratio.high:.3f}" if ratio.low is not None else "no interval"
-        print(f"{server} × {client}: long-lived / fresh = {ratio.value:.3f} ({interval}, {ratio.kind}, "
-              f"{ratio.coverage:.0%}); {'agree' if agree else 'DIFFER'}", file=sys.stderr)
-    report["agreeing_cells"] = sum(cell["agree"] for cell in report["cells"])
-    print(f"{report['agreeing_cells']} of {len(cells)} cells agree within the noise (±{AGREE_WITHIN:.0%})",
-          file=sys.stderr)
+                                **paired_agreement(server, client, long_lived, fresh, "long-lived / fresh")})
+    report["agreeing_cells"] = count_agreeing(report["cells"])
     print(json.dumps(report, indent=1))
     return 0
 

@@ -26,7 +26,8 @@ from pingpong.harness import processes
 from pingpong.harness.runner import cpus_for, run_attempt_on, start_server
 from pingpong.harness.stats import paired_ratio
 from pingpong.harness.stop_signals import stop_signals_raise_interrupt
-from benchmarks.rounds_setup import ROOT, implementations_by_role, matrix_settings, parse_arguments
+from benchmarks.rounds_setup import (AGREE_WITHIN, ROOT, count_agreeing, implementations_by_role, matrix_settings,
+                                    paired_agreement, parse_arguments)
 
 # Every client runtime of the default matrix, against a Python, a Node.js and the C server.
 DEFAULT_CELLS = ",".join(
@@ -34,7 +35,6 @@ DEFAULT_CELLS = ",".join(
      for client in ("websockets", "aiohttp", "node-ws", "picows", "node-builtin", "bun")]
     + [f"raw-tcp-c:{client}" for client in ("raw-tcp-python", "raw-tcp-c", "raw-tcp-node", "raw-tcp-bun")])
 MODES = ("at-turn", "ahead")
-AGREE_WITHIN = 0.03  # the modes agree when the paired ratio's interval overlaps 1 +- this
 
 
 def measure_group(server, clients, settings, round_number, ahead: bool) -> tuple[float, dict[str, float]]:
@@ -94,23 +94,16 @@ def main() -> int:
               "window_and_warmups_s": "included in both modes' wall time",
               "ahead_over_at_turn_wall": asdict(time_ratio)}
     for server, client in cells:
-        ratio = paired_ratio(rates["ahead"].get((server, client), {}), rates["at-turn"].get((server, client), {}))
-        agree = ratio.low is not None and ratio.low <= 1 + AGREE_WITHIN and ratio.high >= 1 - AGREE_WITHIN
-        report["cells"].append({"server": server, "client": client, "ahead": rates["ahead"].get((server, client)),
-                                "at_turn": rates["at-turn"].get((server, client)), "ratio": asdict(ratio),
-                                "agree": agree})
-        interval = f"{ratio.low:.3f}–{ratio.high:.3f}" if ratio.low is not None else "no interval"
-        print(f"{server} × {client}: ahead / at turn = {ratio.value:.3f} ({interval}, {ratio.label()}); "
-              f"{'agree' if agree else 'DIFFER'}", file=sys.stderr)
-    report["agreeing_cells"] = sum(cell["agree"] for cell in report["cells"])
+        ahead, at_turn = rates["ahead"].get((server, client), {}), rates["at-turn"].get((server, client), {})
+        report["cells"].append({"server": server, "client": client, "ahead": ahead, "at_turn": at_turn,
+                                **paired_agreement(server, client, ahead, at_turn, "ahead / at turn")})
     saved = sum(wall["at-turn"].values()) - sum(wall["ahead"].values())
     print(f"wall time of a round: at turn {statistics.median(wall['at-turn'].values()):.1f} s, ahead "
           f"{statistics.median(wall['ahead'].values()):.1f} s (medians); ahead / at turn = {time_ratio.value:.3f} "
           f"({time_ratio.low or 0:.3f}–{time_ratio.high or 0:.3f}, {time_ratio.label()}); per attempt "
           f"{per_attempt['at-turn']:.3f} s and {per_attempt['ahead']:.3f} s, {saved:.1f} s saved in all",
           file=sys.stderr)
-    print(f"{report['agreeing_cells']} of {len(cells)} cells agree within the noise (±{AGREE_WITHIN:.0%})",
-          file=sys.stderr)
+    report["agreeing_cells"] = count_agreeing(report["cells"])
     print(json.dumps(report, indent=1))
     return 0
 
