@@ -74,7 +74,7 @@ def main() -> int:
                             raise SystemExit(f"window_spread: {server_name}: {started.problem['reason']}")
                         for client, warmup, window in jobs:
                             settings = replace(base, warmup_s=warmup, duration_s=window)
-                            if args.server_warmup and started.clients_started == 0:
+                            if args.server_warmup and started.turns == 0:
                                 settings = replace(settings, warmup_s=warmup + args.server_warmup)
                             began = time.monotonic()
                             attempt = run_attempt_on(started, implementations[("client", client)], settings,

@@ -1,5 +1,6 @@
 """Clients started ahead of their turn: each driver loads, says armed and waits unconnected at its start gate; the
-orchestrator starts the next client while the attempt before it ends, and measures it as any other."""
+orchestrator starts a server's clients while the server gets ready (or the next one while the attempt before it
+ends), and measures each as any other."""
 
 import json
 import os
@@ -73,34 +74,65 @@ def test_a_driver_waits_unconnected_at_its_gate(client, shared_servers, tmp_path
             assert (driver.returncode, stdout, rest) == (0, "", b""), stderr
 
 
-def test_each_next_client_is_started_while_the_attempt_before_it_ends(tmp_path):
-    """On one server, three attempts: the first client is started with the server, each next one by the attempt
-    before it (it is waiting, loaded and unconnected, when that attempt returns); every attempt measures and
-    verifies as usual, with the warmup of its place (the Node.js client's jit warmup); the last leaves none."""
+def test_a_servers_clients_all_start_while_it_gets_ready(tmp_path):
+    """By default every client of a server's group starts with the server, on the client's CPU (and the server's
+    once the server is ready), and waits there loaded and unconnected, numbered by the turn it will take (the C floor's, which has no gate, starts at its turn
+    and keeps its own turn's number); each attempt takes its own in order, measures and verifies as usual, with the
+    warmup of its place (the Node.js client's jit warmup); the last leaves none."""
     settings = replace(SETTINGS, jit_warmup_s=0.3)
-    clients = [by_name("client", name) for name in ("websockets", "node-ws", "bun")]
-    server_cpus, _ = cpus_for(settings)
+    clients = [by_name("client", name) for name in ("websockets", "raw-tcp-c", "node-ws", "bun")]
+    server_cpus, client_cpus = cpus_for(settings)
     started = start_server(by_name("server", "websockets"), settings, ROOT, tmp_path, server_cpus,
                            [(client, settings, 1) for client in clients])
     try:
-        assert started.problem is None and started.waiting is not None
-        assert started.waiting.client_name == "websockets" and started.clients_started == 1
-        waiting_pids = [started.waiting.process.pid]
+        assert started.problem is None
+        waiting = list(started.waiting)
+        assert [(w.client_name, w.number) for w in waiting] == [("websockets", 1), ("node-ws", 3), ("bun", 4)]
+        for client in waiting:
+            assert client.process.popen.poll() is None
+            # loaded on the client's CPUs, and the server's too once it was ready (it moves at its turn)
+            assert os.sched_getaffinity(client.process.pid) == server_cpus | client_cpus
+            assert kernel_signals.inspect_sockets([client.process.pid], started.port, False)["sockets"] == 0
+        attempts = [run_attempt_on(started, clients[0], settings, 1, ROOT)]
+        assert all(w.armed for w in waiting)  # the first go came only once every waiting client had loaded
+        assert started.waiting == waiting[1:]
+        attempts += [run_attempt_on(started, client, settings, 1, ROOT) for client in clients[1:]]
+        assert started.waiting == [] and started.upcoming == [] and started.turns == 4
+        # the raw TCP client cannot talk to a WebSocket server: its attempt fails on its own, the others measure
+        assert [attempt.status for attempt in attempts] != ["ok"] * 4
+        measured = [attempts[0], attempts[2], attempts[3]]
+        assert [attempt.status for attempt in measured] == ["ok"] * 3, [a.reason for a in measured]
+        assert [attempt.client_pid for attempt in measured] == [w.process.pid for w in waiting]
+        assert all(attempt.roundtrips > 0 for attempt in measured)
+        assert all(a.client_report["payload"] == {"kind": "text-ascii", "size": 4} for a in measured)
+        assert [a.client_report["warmup"]["elapsed_s"] >= w for a, w in zip(measured, (0.1, 0.3, 0.1))] == [True] * 3
+    finally:
+        started.discard_waiting()
+        processes.stop(started.process)
+
+
+def test_with_one_ahead_each_next_client_is_started_while_the_attempt_before_it_ends(tmp_path):
+    """With one client ahead at a time, the first client is started with the server, each next one by the attempt
+    before it (it is waiting, loaded and unconnected, when that attempt returns)."""
+    clients = [by_name("client", name) for name in ("websockets", "node-ws", "bun")]
+    server_cpus, _ = cpus_for(SETTINGS)
+    started = start_server(by_name("server", "websockets"), SETTINGS, ROOT, tmp_path, server_cpus,
+                           [(client, SETTINGS, 1) for client in clients], clients_ahead=1)
+    try:
+        assert started.problem is None and [w.client_name for w in started.waiting] == ["websockets"]
+        waiting_pids = [started.waiting[0].process.pid]
         attempts = []
         for index, client in enumerate(clients):
-            attempts.append(run_attempt_on(started, client, settings, 1, ROOT))
+            attempts.append(run_attempt_on(started, client, SETTINGS, 1, ROOT))
             if index < 2:
-                waiting = started.waiting
-                assert waiting is not None and waiting.client_name == clients[index + 1].name
-                assert waiting.process.popen.poll() is None
+                assert [w.client_name for w in started.waiting] == [clients[index + 1].name]
+                waiting = started.waiting[0]
+                assert waiting.process.popen.poll() is None and waiting.number == index + 2
                 assert kernel_signals.inspect_sockets([waiting.process.pid], started.port, False)["sockets"] == 0
                 waiting_pids.append(waiting.process.pid)
-        assert started.waiting is None and started.upcoming == []
+        assert started.waiting == [] and started.upcoming == []
         assert [attempt.status for attempt in attempts] == ["ok"] * 3, [a.reason for a in attempts]
         assert [attempt.client_pid for attempt in attempts] == waiting_pids
-        assert all(attempt.roundtrips > 0 for attempt in attempts)
-        assert all(a.client_report["payload"] == {"kind": "text-ascii", "size": 4} for a in attempts)
-        assert [a.client_report["warmup"]["elapsed_s"] >= w for a, w in zip(attempts, (0.1, 0.3, 0.1))] == [True] * 3
     finally:
         started.discard_waiting()
         processes.stop(started.process)
@@ -114,16 +146,16 @@ def test_a_client_started_for_an_attempt_that_does_not_come_is_stopped(tmp_path)
     started = start_server(by_name("server", "websockets"), SETTINGS, ROOT, tmp_path, server_cpus,
                            [(client, SETTINGS, 1) for client in clients])
     try:
-        first = started.waiting
+        first, second = started.waiting
         attempt = run_attempt_on(started, clients[1], SETTINGS, 1, ROOT)  # not the one it expected
-        assert attempt.status == "ok" and attempt.client_pid != first.process.pid
-        assert first.process.popen.poll() is not None  # stopped
-        assert started.waiting is None and started.upcoming == []
+        assert attempt.status == "ok" and attempt.client_pid not in (first.process.pid, second.process.pid)
+        assert first.process.popen.poll() is not None and second.process.popen.poll() is not None  # stopped
+        assert started.waiting == [] and started.upcoming == []
         again = start_server(by_name("server", "websockets"), SETTINGS, ROOT, tmp_path / "again", server_cpus,
                              [(clients[0], SETTINGS, 2)])
-        waiting = again.waiting
+        [waiting] = again.waiting
         engine.Measurer().stop(again)
-        assert waiting.process.popen.poll() is not None and again.waiting is None
+        assert waiting.process.popen.poll() is not None and again.waiting == []
     finally:
         started.discard_waiting()
         processes.stop(started.process)
@@ -131,18 +163,25 @@ def test_a_client_started_for_an_attempt_that_does_not_come_is_stopped(tmp_path)
 
 def test_a_client_that_cannot_load_fails_its_attempt_with_the_reason(tmp_path):
     """A gated client whose program does not exist exits before it is armed: its attempt fails with its exit code
-    and stderr, and the run goes on."""
+    and stderr, and the run goes on. Waiting for a later attempt, it is stopped when an earlier attempt checks that
+    every waiting client has loaded; its own attempt then starts it at its turn, which fails the same way."""
     broken = replace(by_name("client", "websockets"), name="broken", command=("{python}", "-m", "clients.missing"))
     server_cpus, _ = cpus_for(SETTINGS)
-    started = start_server(by_name("server", "websockets"), SETTINGS, ROOT, tmp_path, server_cpus,
-                           [(broken, SETTINGS, 1)])
-    try:
-        attempt = run_attempt_on(started, broken, SETTINGS, 1, ROOT)
-        assert attempt.status == "client-failed" and attempt.client_exit_code == 1
-        assert "clients.missing" in attempt.client_stderr_tail
-    finally:
-        started.discard_waiting()
-        processes.stop(started.process)
+    for group in ([broken], [by_name("client", "bun"), broken, by_name("client", "websockets")]):
+        started = start_server(by_name("server", "websockets"), SETTINGS, ROOT, tmp_path / str(len(group)),
+                               server_cpus, [(client, SETTINGS, 1) for client in group])
+        try:
+            waiting = list(started.waiting)
+            assert [w.client_name for w in waiting] == [client.name for client in group]
+            attempts = [run_attempt_on(started, client, SETTINGS, 1, ROOT) for client in group]
+            failed = attempts[group.index(broken)]
+            assert failed.status == "client-failed" and failed.client_exit_code == 1
+            assert "clients.missing" in failed.client_stderr_tail
+            assert [a.status for a in attempts if a is not failed] == ["ok"] * (len(group) - 1)
+            assert all(w.process.popen.poll() is not None for w in waiting)
+        finally:
+            started.discard_waiting()
+            processes.stop(started.process)
 
 
 def test_the_engine_hands_each_server_its_clients_in_order_unless_told_not_to(tmp_path):
@@ -174,8 +213,8 @@ def test_a_client_waiting_for_a_server_that_fails_its_checks_is_stopped(tmp_path
     started = start_server(by_name("server", "echo-to-sender"), SETTINGS, ROOT, tmp_path, server_cpus,
                            [(client, SETTINGS, 1)])
     try:
-        waiting = started.waiting
-        assert started.problem is not None and waiting is not None
+        [waiting] = started.waiting
+        assert started.problem is not None
         attempt = run_attempt_on(started, client, SETTINGS, 1, ROOT)
         assert attempt.status == "verification-failed"
         assert waiting.process.popen.poll() is not None and (waiting.events_fd, waiting.gate_fd) == (None, None)

@@ -142,9 +142,11 @@ def run_attempt_on(server_under_test: "ServerUnderTest", client: Implementation,
     # the next client loads on the server's CPUs while this one finishes (moved to the client's before its go)
     spawn_next = (lambda: spawn_ahead(server_under_test, server_cpus)) if server_under_test.upcoming else None
     try:
-        outcome = (server_under_test.problem or room_probe(server_under_test, settings)
-                   or _measure_client(server_under_test, client, settings, repeat, project_root, client_cpus,
-                                      running, waiting, spawn_next))
+        outcome = server_under_test.problem or room_probe(server_under_test, settings)
+        if outcome is None:
+            server_under_test.settle_waiting(settings.ready_timeout_s)  # none may be loading during the window
+            outcome = _measure_client(server_under_test, client, settings, repeat, project_root, client_cpus,
+                                      running, waiting, spawn_next)
     except Exception as exc:
         outcome = dict(status="error", reason=f"orchestrator: {type(exc).__name__}: {exc}")
     finally:
@@ -210,37 +212,54 @@ class ServerUnderTest:
     cpus: set[int] | None
     ready_after_s: float | None = None
     problem: dict[str, Any] | None = None
-    clients_started: int = 0  # client rooms are numbered per server, so a long-lived server never reuses one
-    room_probes: int = 0  # and so are the room probes' rooms
+    # Attempts that have taken their turn on this server. An attempt's client is numbered by its turn (its room and
+    # its jit warmup depend on it), so a long-lived server never reuses a room.
+    turns: int = 0
+    room_probes: int = 0  # the room probes' rooms are numbered per server too
     runtime: str | None = None  # the server implementation's runtime (python, node, bun, native)
     # Starting clients ahead of their turn (spawn_ahead): the attempts still to come on this server, in order, as
-    # (client, settings, round), and the client process started for the first of them, if any.
+    # (client, settings, round); the client processes started for some of them, in the same order, each loaded and
+    # waiting at its start gate; and how many of the upcoming attempts, from the first, were considered for one.
     upcoming: list[tuple[Implementation, "CellSettings", int]] = field(default_factory=list)
-    waiting: "WaitingClient | None" = None
+    waiting: list["WaitingClient"] = field(default_factory=list)
+    considered_ahead: int = 0
     project_root: Path | None = None
 
     def take_turn(self, client: Implementation, settings: "CellSettings", repeat: int) -> "WaitingClient | None":
-        """This attempt leaves the upcoming list; the client waiting for it, if it is the one started for it. A
-        client waiting for another attempt (the caller changed its order) is stopped."""
+        """This attempt takes its turn and leaves the upcoming list; the client waiting for it, if one was started
+        for it. When the caller runs another attempt than the next upcoming one (it changed its order), every
+        waiting client is stopped and none is started ahead any more."""
+        self.turns += 1
         if self.upcoming and (self.upcoming[0][0].name, self.upcoming[0][1], self.upcoming[0][2]) == (
                 client.name, settings, repeat):
             self.upcoming.pop(0)
-        else:
-            self.upcoming.clear()
-        waiting, self.waiting = self.waiting, None
-        if waiting is not None and not waiting.serves(client, settings, repeat):
-            with processes.interrupts_deferred():
-                waiting.discard()
-            waiting = None
-        return waiting
+            self.considered_ahead = max(0, self.considered_ahead - 1)
+            if self.waiting and self.waiting[0].serves(client, settings, repeat):
+                return self.waiting.pop(0)
+            return None  # it could not wait at a gate, or its start failed: the attempt starts it
+        with processes.interrupts_deferred():
+            self.discard_waiting()
+        return None
+
+    def settle_waiting(self, timeout_s: float) -> None:
+        """Wait until every client waiting for a later attempt has loaded (said ARMED_EVENT), so that none is still
+        loading during this attempt's window; one that does not load in time, or exits, is stopped (its attempt
+        then starts its client at its turn, and reports why it fails)."""
+        deadline = time.monotonic() + timeout_s
+        for waiting in list(self.waiting):
+            if waiting.wait_until_armed(max(0.0, deadline - time.monotonic())) is not None:
+                with processes.interrupts_deferred():
+                    self.waiting.remove(waiting)
+                    waiting.discard()
 
     def discard_waiting(self) -> None:
-        """Stop the client started ahead for an attempt that will not come (before the server stops; callers hold
-        interrupts_deferred around both)."""
+        """Stop every client started ahead for an attempt that will not come (before the server stops; callers
+        hold interrupts_deferred around both)."""
         self.upcoming.clear()
-        if self.waiting is not None:
-            self.waiting.discard()
-            self.waiting = None
+        self.considered_ahead = 0
+        waiting, self.waiting = self.waiting, []
+        for client in waiting:
+            client.discard()
 
     def attempt_fields(self, repeat: int, started_at: str, client_cpus: set[int] | None) -> dict[str, Any]:
         return dict(repeat=repeat, started_at=started_at, port=self.port, server_pid=self.process.pid,
@@ -248,23 +267,40 @@ class ServerUnderTest:
                     client_cpus=sorted(client_cpus) if client_cpus else None)
 
 
+# How many of a server's clients start ahead while the server itself starts: each loads, then waits at its start
+# gate until its turn. While the server imports, gets ready and has its relay verified (about 0.4-0.7 s, 0.35 s of
+# it watching for stray messages, when the server's CPU idles too), the CPUs load a whole group of clients
+# (0.03-0.24 s each), which otherwise would load one by one between attempts, each while the attempt before it
+# closes. A server's later clients, if any, start one at a time after each window.
+CLIENTS_AHEAD_AT_SERVER_START = 8
+
+
 def start_server(server: Implementation, settings: CellSettings, project_root: Path, work_dir: Path,
                  server_cpus: set[int] | None,
-                 upcoming: list[tuple[Implementation, CellSettings, int]] | None = None) -> ServerUnderTest:
+                 upcoming: list[tuple[Implementation, CellSettings, int]] | None = None,
+                 clients_ahead: int = CLIENTS_AHEAD_AT_SERVER_START) -> ServerUnderTest:
     """Start a server, wait for its first handshake, check who holds its port, and verify its relay.
 
     upcoming: the attempts that will run on it, in order (client, settings, round), to start their clients ahead
-    of their turn (spawn_ahead): the first one loads on the client's CPUs while the server gets ready.
+    of their turn (spawn_ahead): the first clients_ahead of them load on the client's CPUs while the server gets
+    ready.
 
     Once this returns, the caller owns the process and stops it (processes.stop, after discard_waiting) in every
     case; if this raises (an interruption during the probe, an OS error), it has stopped the processes itself.
     """
     started = launch_server(server, settings, project_root, work_dir, server_cpus)
+    on_ready = None
     try:
         if upcoming:
             started.upcoming, started.project_root = list(upcoming), project_root
-            spawn_ahead(started, cpus_for(settings)[1])
-        started.problem = _check_server(started, settings)
+            client_cpus = cpus_for(settings)[1]
+            spawn_ahead(started, client_cpus, clients_ahead)
+            if server_cpus and client_cpus and len(started.waiting) > 1:
+                # once the server is ready, its CPUs idle while its relay is verified: clients still loading may
+                # use them too (at its turn, each client moves to the client's CPUs)
+                on_ready = lambda: [processes.pin_threads(waiting.process.pid, server_cpus | client_cpus)  # noqa
+                                    for waiting in started.waiting]
+        started.problem = _check_server(started, settings, on_ready)
     except BaseException:
         with processes.interrupts_deferred():
             started.discard_waiting()
@@ -286,9 +322,21 @@ class WaitingClient:
     process: processes.ManagedProcess
     events_fd: int | None  # read end of its events pipe (the attempt's WindowWatcher takes it over)
     gate_fd: int | None  # write end of its start gate
+    armed: bool = False  # it has said ARMED_EVENT
 
     def serves(self, client: Implementation, settings: CellSettings, repeat: int) -> bool:
         return (self.client_name, self.base_settings, self.repeat) == (client.name, settings, repeat)
+
+    def wait_until_armed(self, timeout_s: float) -> str | None:
+        """None once it has loaded and said ARMED_EVENT (now or before); else why not (wait_until_armed)."""
+        if not self.armed:
+            if self.events_fd is None:
+                return "its events pipe is closed"
+            not_armed = wait_until_armed(self.events_fd, timeout_s)
+            if not_armed is not None:
+                return not_armed
+            self.armed = True
+        return None
 
     def close(self) -> None:
         """Close what the orchestrator still holds of its pipes (closing the gate without a go ends the client)."""
@@ -318,23 +366,28 @@ def can_start_ahead(client: Implementation, settings: CellSettings) -> bool:
 START_GATE_FEATURE = "start-gate"
 
 
-def spawn_ahead(server_under_test: ServerUnderTest, loading_cpus: set[int] | None) -> None:
-    """Start the client of the next upcoming attempt now, blocked at its start gate, when it can wait there; it
-    loads on loading_cpus. A client that cannot (or a start that fails) is left for its attempt to start."""
-    if server_under_test.waiting is not None or not server_under_test.upcoming:
-        return
-    client, settings, repeat = server_under_test.upcoming[0]
-    if not can_start_ahead(client, settings):
-        return
-    try:
-        server_under_test.waiting = _start_waiting(server_under_test, client, settings, repeat, loading_cpus)
-    except Exception:  # noqa: BLE001 - an OS error, a failed preexec: never this attempt's or the run's failure
-        pass  # its attempt starts it the usual way, and says so if it fails again
+def spawn_ahead(server_under_test: ServerUnderTest, loading_cpus: set[int] | None, clients: int = 1) -> None:
+    """Start clients for the next upcoming attempts now, each blocked at its start gate, until `clients` are
+    waiting; they load on loading_cpus. Each upcoming attempt is considered once: a client that cannot wait at a
+    gate (or whose start fails) is left for its attempt to start."""
+    while (len(server_under_test.waiting) < clients
+           and server_under_test.considered_ahead < len(server_under_test.upcoming)):
+        place = server_under_test.considered_ahead  # 0: the next attempt
+        server_under_test.considered_ahead += 1
+        client, settings, repeat = server_under_test.upcoming[place]
+        if not can_start_ahead(client, settings):
+            continue
+        try:
+            _start_waiting(server_under_test, client, settings, repeat, loading_cpus, place)
+        except Exception:  # noqa: BLE001 - an OS error, a failed preexec: never this attempt's or the run's failure
+            pass  # its attempt starts it the usual way, and says so if it fails again
 
 
 def _start_waiting(server_under_test: ServerUnderTest, client: Implementation, base_settings: CellSettings,
-                   repeat: int, loading_cpus: set[int] | None) -> WaitingClient:
-    number = server_under_test.clients_started + 1  # taken only once its process has started
+                   repeat: int, loading_cpus: set[int] | None, place: int) -> WaitingClient:
+    """Start the client of the upcoming attempt at `place` (0: the next one) and add it to the server's waiting
+    clients; it is numbered by the turn that attempt will take."""
+    number = server_under_test.turns + 1 + place
     settings = with_jit_warmup(base_settings, client.runtime, server_under_test.runtime, number)
     share = client_shares(settings)[0]
     client_url = server_under_test.base_url.replace("127.0.0.1", settings.client_host, 1)
@@ -355,18 +408,18 @@ def _start_waiting(server_under_test: ServerUnderTest, client: Implementation, b
                                       cpus=loading_cpus, pass_fds=(events_write, gate_read),
                                       env=process_environment(settings, **{EVENTS_FD_ENV: str(events_write),
                                                                            START_FD_ENV: str(gate_read)}))
-            server_under_test.clients_started = number
-            server_under_test.waiting = WaitingClient(client.name, base_settings, repeat, settings, number, process,
-                                                      events_read, gate_write)
+            waiting = WaitingClient(client.name, base_settings, repeat, settings, number, process, events_read,
+                                    gate_write)
+            server_under_test.waiting.append(waiting)
     except BaseException:
-        if server_under_test.waiting is None or server_under_test.waiting.events_fd != events_read:
+        if not server_under_test.waiting or server_under_test.waiting[-1].events_fd != events_read:
             os.close(events_read)
             os.close(gate_write)
         raise
     finally:
         os.close(events_write)
         os.close(gate_read)
-    return server_under_test.waiting
+    return waiting
 
 
 def wait_until_armed(events_fd: int, timeout_s: float) -> str | None:
@@ -405,14 +458,18 @@ def server_scheme(server: Implementation, settings: CellSettings) -> str:
     return "tcp" if server.protocol == "raw-tcp" else "wss" if settings.tls_ca else "ws"
 
 
-def _check_server(started: ServerUnderTest, settings: CellSettings) -> dict[str, Any] | None:
-    """None when the server is ready, holds its port and relays as the contract says; else status and reason."""
+def _check_server(started: ServerUnderTest, settings: CellSettings,
+                  on_ready: Callable[[], Any] | None = None) -> dict[str, Any] | None:
+    """None when the server is ready, holds its port and relays as the contract says; else status and reason.
+    on_ready, if given, runs once its first handshake has succeeded."""
     process, port = started.process, started.port
     try:
         started.ready_after_s = round(probe.wait_until_ready(started.base_url, process, settings.ready_timeout_s,
                                                              settings.tls_ca), 4)
     except probe.NotReady as exc:
         return dict(status="not-ready", reason=str(exc) + diagnose_port(port, process))
+    if on_ready is not None:
+        on_ready()
     owner = listeners.port_owner(port)
     if owner is not None and owner not in listeners.process_tree(process.pid):
         return dict(status="port-conflict", reason=f"port {port} answered, but it is held by another process "
@@ -434,8 +491,7 @@ def _measure_client(server_under_test: ServerUnderTest, client: Implementation, 
     server_process, work_dir = server_under_test.process, server_under_test.work_dir
     server_info = _read_json_file(server_under_test.info_path)
     client_url = server_under_test.base_url.replace("127.0.0.1", settings.client_host, 1)
-    server_under_test.clients_started += 1
-    number = server_under_test.clients_started
+    number = max(1, server_under_test.turns)  # its turn (take_turn counts them)
     settings = with_jit_warmup(settings, client.runtime, server_under_test.runtime, number)
     shares = client_shares(settings)
     held = (HeldConnections(server_process.pid, server_under_test.port)
@@ -500,7 +556,7 @@ def _measure_waiting_client(server_under_test: ServerUnderTest, waiting: Waiting
     running.append(process)
     common = dict(client_pid=process.pid, ready_after_s=server_under_test.ready_after_s,
                   server_info=_read_json_file(server_under_test.info_path))
-    not_armed = wait_until_armed(waiting.events_fd, settings.ready_timeout_s)
+    not_armed = waiting.wait_until_armed(settings.ready_timeout_s)
     if not_armed is None:
         if client_cpus:
             processes.pin_threads(process.pid, client_cpus)
