@@ -64,6 +64,7 @@ class FakeMeasurer:
     upcoming: list[tuple[str, list | None]] = field(default_factory=list)  # (server, upcoming) of every start
     generator: random.Random = field(default_factory=lambda: random.Random(7))
     round_now: int = 0
+    attempt_s_in_round: dict[int, float] = field(default_factory=dict)  # rounds whose attempts take more than 1 s
 
     def start(self, server, settings, work_dir, upcoming=None):
         self.upcoming.append((server.name, upcoming))
@@ -77,7 +78,7 @@ class FakeMeasurer:
         if started.problem:
             return Attempt(repeat=round_number, status=started.problem["status"],
                            reason=started.problem["reason"], started_at="t", server_pid=started.process.pid)
-        self.clock.now += 1.0
+        self.clock.now += self.attempt_s_in_round.get(round_number, 1.0)
         rate = 1000 * (1 + self.generator.gauss(0, self.spread.get(client.name, 0.001)))
         return Attempt(repeat=round_number, status="ok", reason=None, started_at="t", roundtrips=int(rate),
                        elapsed_s=1.0, roundtrips_per_s=rate, server_pid=started.process.pid)
@@ -108,7 +109,7 @@ class QuietProgress:
 
 
 def run_engine(tmp_path: Path, policy: RoundPolicy, spread: dict[str, float], servers=("s1", "s2"),
-               clients=("c1", "c2", "c3"), not_ready=()):
+               clients=("c1", "c2", "c3"), not_ready=(), attempt_s_in_round=None):
     server_list = [implementation("server", name) for name in servers]
     client_list = [implementation("client", name) for name in clients]
     configuration = RunConfiguration(
@@ -120,7 +121,7 @@ def run_engine(tmp_path: Path, policy: RoundPolicy, spread: dict[str, float], se
                     cells=[Cell(s, c) for s in servers for c in clients])
     tmp_path.mkdir(parents=True, exist_ok=True)
     clock = FakeClock()
-    measurer = FakeMeasurer(clock, spread, set(not_ready))
+    measurer = FakeMeasurer(clock, spread, set(not_ready), attempt_s_in_round=attempt_s_in_round or {})
     paths = ResultPaths.for_run(tmp_path, run.started_at)
     engine.measure_rounds(configuration, [run], [paths], measurer, QuietProgress, clock)
     return run, measurer, clock, paths
@@ -238,6 +239,26 @@ def test_a_budget_too_small_for_a_whole_block_buys_no_extra_round(tmp_path):
     counts = sorted(len(cell.attempts) for cell in run.cells)
     # 10 s: four cells, two of each server, through rounds 7 and 8 (8 s of attempts + 4 starts)
     assert set(counts) == {6, 8} and clock.now <= 52.0, (counts, clock.now)
+
+
+def test_a_block_whose_last_round_no_longer_fits_finishes_it_for_the_units_that_do(tmp_path):
+    """After 6 rounds (42 s), 14 s take all six noisy cells through rounds 7 and 8 (6 s of attempts + 2 starts, twice).
+    Round 7 runs slow (1.5 s per attempt, 10 s): the 4 s left cannot hold round 8 for all six, so it measures as many
+    as fit (two), nearest the precision first, rather than none; no round ends after the budget."""
+    policy = RoundPolicy(min_rounds=6, max_rounds=20, precision=0.03, budget_s=56.0, seed=1)
+    run, measurer, clock, _ = run_engine(tmp_path, policy, {"c1": 0.2, "c2": 0.2, "c3": 0.2},
+                                         attempt_s_in_round={7: 1.5, 8: 1.5})
+    assert sorted(len(cell.attempts) for cell in run.cells) == [7, 7, 7, 7, 8, 8]
+    assert clock.now <= 56.0 and run.configuration["rounds"]["stopped_by"] == "budget"
+    assert len([order for order in measurer.order if order[0] == 8]) == 2
+
+
+def test_units_that_fit_take_the_most_wanted_first_and_share_server_starts():
+    units = [Unit(0, "a", "x"), Unit(0, "b", "x"), Unit(0, "a", "y")]
+    attempt_s = {unit: 1.0 for unit in units}
+    fit = rounds.units_that_fit(units, attempt_s, 0.5, lambda unit: (), False, 1.0, remaining_s=2.9)
+    assert fit == [units[0], units[2]]  # with b's cell and its own start, 3 s
+    assert rounds.units_that_fit(units, attempt_s, 0.5, lambda unit: (), False, 1.0, remaining_s=1.0) == []
 
 
 def test_next_step_and_the_predicted_interval():

@@ -4,6 +4,7 @@ it, records every attempt in its point's RunResult and saves as it goes."""
 
 from __future__ import annotations
 
+import math
 import statistics
 import sys
 import tempfile
@@ -22,7 +23,7 @@ from pingpong.harness.progress import Progress, plan_line
 from pingpong.harness.render import rate_unit
 from pingpong.harness.results_files import ResultPaths, save, save_record
 from pingpong.harness.rounds import (SERVER_DIMENSIONS, RoundPolicy, Unit, estimated_round_s, plan_extra_rounds,
-                                     round_plan, units_wanting_more)
+                                     predicted_precision, round_plan, units_that_fit, units_wanting_more)
 from pingpong.harness.runner import (JIT_RUNTIMES, STDERR_TAIL_LINES, CellSettings, ServerUnderTest, cpus_for,
                                      run_attempt, run_attempt_on, start_server)
 from pingpong.harness.stats import RATE_DISTURBED_SIDE, summarize
@@ -118,12 +119,20 @@ def measure_rounds(configuration: RunConfiguration, runs: list[RunResult], paths
                 # units taken to a step of their interval keep their rounds until they reach it (planned, paid for)
                 due = [unit for unit, target in targets.items() if rounds_done(cells[unit]) < target]
                 remaining = None if policy.budget_s is None else policy.budget_s - (clock() - began)
+                due_attempt_s = {u: timings.attempt_s.get(u, window_s + FIRST_ATTEMPT_ESTIMATE_S) for u in due}
                 if due and remaining is not None and estimated_round_s(
-                        due, {u: timings.attempt_s.get(u, window_s + FIRST_ATTEMPT_ESTIMATE_S) for u in due},
-                        timings.group_start_estimate, server_key, policy.fresh_server,
+                        due, due_attempt_s, timings.group_start_estimate, server_key, policy.fresh_server,
                         window_s + FIRST_ATTEMPT_ESTIMATE_S) > remaining:
-                    stopped_by = "budget"  # the plan's estimate was short: no round may end after the budget
-                    break
+                    # the plan's estimate was short, and no round may end after the budget: this round measures the
+                    # units that still fit in it, nearest the precision first; the others stop where they are
+                    due = units_that_fit(
+                        sorted(due, key=lambda unit: (nearest_first(cells[unit], targets[unit]), unit)),
+                        due_attempt_s, timings.group_start_estimate, server_key, policy.fresh_server,
+                        window_s + FIRST_ATTEMPT_ESTIMATE_S, remaining)
+                    targets = {unit: targets[unit] for unit in due}
+                    if not due:
+                        stopped_by = "budget"
+                        break
                 if not due:
                     wanting = units_wanting_more({unit: reached_precision(cells[unit]) for unit in units},
                                                  {unit: rounds_done(cells[unit]) for unit in units}, policy)
@@ -165,6 +174,14 @@ def measure_rounds(configuration: RunConfiguration, runs: list[RunResult], paths
                                            "measuring_s": round(clock() - began, 1),
                                            "server_start_s": round(timings.server_start_estimate(), 3)}
             save(run, path)
+
+
+def nearest_first(cell: Cell, target: int) -> float:
+    """How wide the cell's interval is predicted to be once it has reached its target round count (rounds.py's
+    predicted_precision): the smaller, the sooner it gets a round that does not fit for every unit."""
+    values = cell.rates()
+    predicted = predicted_precision(values, len(values) + max(0, target - rounds_done(cell)))
+    return math.inf if predicted is None else predicted
 
 
 def has_round(cell: Cell, round_number: int) -> bool:

@@ -160,6 +160,20 @@ def plan_extra_rounds(wanting: dict[Unit, list[float]], attempt_s: dict[Unit, fl
     return chosen
 
 
+def units_that_fit(units: list[Unit], attempt_s: dict[Unit, float], server_start_s: ServerStart,
+                   server_key: Callable[[Unit], tuple], fresh_server: bool, default_attempt_s: float,
+                   remaining_s: float) -> list[Unit]:
+    """The units, taken in the order given (the most wanted first), that one round can measure within remaining_s:
+    for a block of extra rounds whose next round no longer fits as a whole, since a unit left one round short of its
+    step gains nothing from the rounds it had."""
+    chosen: list[Unit] = []
+    for unit in units:
+        if estimated_round_s(chosen + [unit], attempt_s, server_start_s, server_key, fresh_server,
+                             default_attempt_s) <= remaining_s:
+            chosen.append(unit)
+    return chosen
+
+
 def _plan_cost(targets: dict[Unit, int], done: dict[Unit, int], attempt_s: dict[Unit, float],
                server_start_s: ServerStart,
                server_key: Callable[[Unit], tuple], fresh_server: bool, default_attempt_s: float) -> float:
