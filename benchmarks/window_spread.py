@@ -4,7 +4,8 @@ Every round starts each server once and measures every (warmup, window) setting 
 in a shuffled order, so all settings share the machine's drift. For each cell and setting it prints the rates'
 spread between rounds (CV), the half-width of the median's 95% interval over those rounds, and what one attempt
 costs in wall time (window, client start, room probe, report). A shorter window is better when its spread is not
-larger: more rounds fit in the same time.
+larger: more rounds fit in the same time. Each later setting of a cell is also compared with its first, paired by
+round: a shorter warmup must not change the rate (a side still warming up would measure slower).
 
 Prints one JSON object on stdout; a table on stderr.
 Usage: python -m benchmarks.window_spread [--rounds 8] [--cells websockets:websockets,node-ws:node-ws,...]
@@ -27,7 +28,8 @@ from pingpong.harness import processes
 from pingpong.harness.runner import cpus_for, run_attempt_on, start_server
 from pingpong.harness.stats import summarize
 from pingpong.harness.stop_signals import stop_signals_raise_interrupt
-from benchmarks.rounds_setup import ROOT, implementations_by_role, matrix_settings, parse_arguments
+from benchmarks.rounds_setup import (ROOT, count_agreeing, implementations_by_role, matrix_settings,
+                                    paired_agreement, parse_arguments)
 
 DEFAULT_CELLS = ("websockets:websockets,node-ws:node-ws,aiohttp:node-ws,sanic:picows,bun:bun,raw-tcp-c:raw-tcp-c,"
                  "blacksheep:aiohttp")
@@ -56,6 +58,7 @@ def main() -> int:
         base = replace(base, jit_warmup_s=0.0)
     server_cpus, _ = cpus_for(base)
     rates: dict[tuple[str, str, float, float], list[float]] = {}
+    by_round: dict[tuple[str, str, float, float], dict[int, float]] = {}
     costs: dict[tuple[str, str, float, float], list[float]] = {}
     generator = random.Random(args.seed)
     with stop_signals_raise_interrupt():
@@ -85,6 +88,7 @@ def main() -> int:
                                       file=sys.stderr)
                                 continue
                             rates.setdefault(key, []).append(attempt.roundtrips_per_s)
+                            by_round.setdefault(key, {})[round_number] = attempt.roundtrips_per_s
                             costs.setdefault(key, []).append(time.monotonic() - began)
                     finally:
                         with processes.interrupts_deferred():
@@ -100,6 +104,17 @@ def main() -> int:
                                 "precision": summary.precision,
                                 "attempt_wall_s": cost, "overhead_s": cost - warmup - window})
     report["by_setting"] = by_setting(report["cells"], settings_measured)
+    first = settings_measured[0]
+    report["paired_to_first_setting"] = []
+    for server, client in cells:
+        for warmup, window in settings_measured[1:]:
+            label = f"{warmup:g}+{window:g} / {first[0]:g}+{first[1]:g}"
+            report["paired_to_first_setting"].append(
+                {"server": server, "client": client, "warmup_s": warmup, "window_s": window,
+                 **paired_agreement(server, client, by_round.get((server, client, warmup, window), {}),
+                                    by_round.get((server, client, *first), {}), label)})
+    if report["paired_to_first_setting"]:
+        report["agreeing_with_first_setting"] = count_agreeing(report["paired_to_first_setting"])
     print(f"{'warmup':>6} {'window':>6} {'median CV':>9} {'max CV':>7} {'within ±3%':>10} {'attempt':>8} "
           f"{'overhead':>8}", file=sys.stderr)
     for row in report["by_setting"]:
