@@ -4,9 +4,13 @@
 
 const driver = require('./driver');
 
+// Node.js loads its WebSocket (undici) on first use, about 25 ms here: now, while the client loads ahead of its
+// turn, rather than after its go.
+const HAS_WEBSOCKET = typeof WebSocket === 'function';
+
 function openConnection(url, args, onError) {
   return new Promise((resolve, reject) => {
-    if (typeof WebSocket !== 'function') {
+    if (!HAS_WEBSOCKET) {
       reject(new Error('this runtime has no global WebSocket (Node.js 20 needs --experimental-websocket)'));
       return;
     }

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import importlib
 import json
 import math
 import os
@@ -204,6 +205,8 @@ def main(implementation: str, libraries: list[str], open_connection: OpenConnect
         finally:
             if shutdown is not None:
                 await shutdown()
+
+    importlib.import_module("hdrh.histogram")  # loaded before the gate, not after the window (encode_histogram)
 
     if not WindowEvents().armed_then_wait_for_start():
         return  # started ahead of its turn, and the orchestrator closed the gate: nothing to measure or report
