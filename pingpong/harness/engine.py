@@ -123,8 +123,8 @@ def measure_rounds(configuration: RunConfiguration, runs: list[RunResult], paths
                 if due and remaining is not None and estimated_round_s(
                         due, due_attempt_s, timings.group_start_estimate, server_key, policy.fresh_server,
                         window_s + FIRST_ATTEMPT_ESTIMATE_S) > remaining:
-                    # the plan's estimate was short, and no round may end after the budget: this round measures the
-                    # units that still fit in it, nearest the precision first; the others stop where they are
+                    # the plan's estimate was short, and a round starts only if its estimate fits the budget: this
+                    # round measures the units that still fit in it, nearest the precision first; the others stop
                     due = units_that_fit(
                         sorted(due, key=lambda unit: (nearest_first(cells[unit], targets[unit]), unit)),
                         due_attempt_s, timings.group_start_estimate, server_key, policy.fresh_server,
