@@ -74,9 +74,9 @@ def cdf_points(encoded_histograms: list[str]) -> tuple[list[float], list[float]]
     merged = histograms.merge(encoded_histograms)
     total = merged.get_total_count()
     xs, ys, seen = [], [], 0
-    for item in merged.get_recorded_iterator():
-        seen += item.count_added_in_this_iter_step
-        xs.append(max(item.value_iterated_to, 1) / 1e3)
+    for value, count in histograms.recorded_values(merged):  # not get_recorded_iterator: seconds per run
+        seen += count
+        xs.append(max(value, 1) / 1e3)
         ys.append(seen / total)
     return xs, ys
 
