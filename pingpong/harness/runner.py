@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import queue
 import select
@@ -427,9 +428,11 @@ def wait_until_armed(events_fd: int, timeout_s: float) -> str | None:
     byte by byte, so nothing after that line is taken from the WindowWatcher (nothing comes before the go)."""
     deadline = time.monotonic() + timeout_s
     received = b""
+    readable = select.poll()  # not select.select: it fails on a descriptor numbered 1024 or more
+    readable.register(events_fd, select.POLLIN)
     while not received.endswith(b"\n"):
         remaining = deadline - time.monotonic()
-        if remaining <= 0 or not select.select([events_fd], [], [], remaining)[0]:
+        if remaining <= 0 or not readable.poll(math.ceil(remaining * 1000)):
             return "timeout"
         chunk = os.read(events_fd, 1)
         if not chunk:

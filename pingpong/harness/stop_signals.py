@@ -15,8 +15,13 @@ from typing import Iterator
 
 
 def sigint_ignored() -> bool:
-    """True when SIGINT's disposition is 'ignore' (inherited from the parent, and so kept)."""
-    return signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    """True when SIGINT's disposition is 'ignore' (inherited from the parent, and so kept), or its stand-in."""
+    return signal.getsignal(signal.SIGINT) in (signal.SIG_IGN, _keep_ignoring)
+
+
+def _keep_ignoring(signal_number, frame) -> None:
+    """SIGINT ignored by a handler that does nothing: unlike SIG_IGN, a handled signal is reset to its default at
+    exec, so a child is started without code of its own between fork and exec (processes.start)."""
 
 
 def stopping_signals() -> tuple[signal.Signals, ...]:
@@ -63,7 +68,10 @@ def clear_stop_requests() -> None:
 def stop_signals_raise_interrupt() -> Iterator[None]:
     """While the block runs, SIGTERM, and SIGINT unless it is ignored, raise KeyboardInterrupt and are remembered
     as a stop request: one path stops a run cleanly, and a lost KeyboardInterrupt is raised again at a checkpoint."""
+    ignoring_sigint = sigint_ignored()
     previous = {number: signal.signal(number, _request_stop) for number in stopping_signals()}
+    if ignoring_sigint:
+        previous[signal.SIGINT] = signal.signal(signal.SIGINT, _keep_ignoring)
     try:
         yield
     finally:
