@@ -31,7 +31,7 @@ DEFAULT_JIT_WARMUP_S = 0.5
 DEFAULT_MIN_ROUNDS = 6  # the smallest n whose min-max interval of the median covers >= 95% (1 - 2 * 0.5**6)
 DEFAULT_MAX_ROUNDS = 20
 DEFAULT_PRECISION = 0.03  # a cell gets more rounds while its median's 95% interval is wider than +-3%
-DEFAULT_BUDGET_S = 285.0  # rounds beyond the minimum stop when the next one would end after this (the run: ~7 s more)
+DEFAULT_BUDGET_S = 290.0  # rounds beyond the minimum stop when the next one would end after this (the run: ~5 s more)
 DEFAULT_REPEAT = 3  # diagnose's repeats of each variant (its intervals say what 3 values can cover)
 DEFAULT_READY_TIMEOUT_S = 15.0
 DEFAULT_CLIENT_GRACE_S = 30.0
