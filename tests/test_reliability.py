@@ -224,6 +224,22 @@ def test_a_child_runs_pinned_from_its_start_and_the_starting_thread_keeps_its_cp
     assert child.popen.returncode is not None
 
 
+def test_stop_kills_what_a_child_left_in_its_group_and_knows_an_empty_group_without_reading_proc(tmp_path):
+    """A child that exited and was reaped leaves an empty group (group_gone, from the kernel); one whose shell left
+    two sleepers behind is not gone until stop has killed them."""
+    done = processes.start("quick", ["true"], ROOT, tmp_path)
+    done.popen.wait(10)
+    assert processes.group_gone(done.pid)
+    assert processes.stop(done) == 0
+    parent = processes.start("parent", ["sh", "-c", "sleep 30 & sleep 30 & wait"], ROOT, tmp_path)
+    deadline = time.monotonic() + 10
+    while len(processes.group_members(parent.pid)) < 3 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert len(processes.group_members(parent.pid)) == 3 and not processes.group_gone(parent.pid)
+    processes.stop(parent)
+    assert processes.group_members(parent.pid) == []
+
+
 CTRL_C_DROPPED_WHILE_STARTING = """
 import gc, os, signal, sys
 from pathlib import Path

@@ -144,7 +144,7 @@ def stop(process: ManagedProcess, grace_s: float = STOP_GRACE_S) -> int | None:
         code = popen.wait(grace_s)
     except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL cannot be ignored
         return None
-    if not group_members(popen.pid):
+    if group_gone(popen.pid) or not group_members(popen.pid):
         guardian.reaped(popen.pid)
     return code
 
@@ -179,7 +179,7 @@ def interrupts_deferred():
 def kill_group(pgid: int) -> None:
     """SIGKILL every process still in process group pgid, and wait until none is left."""
     deadline = time.monotonic() + STOP_GRACE_S
-    while group_members(pgid) and time.monotonic() < deadline:
+    while not group_gone(pgid) and group_members(pgid) and time.monotonic() < deadline:
         try:
             os.killpg(pgid, signal.SIGKILL)
         except ProcessLookupError:
@@ -187,6 +187,18 @@ def kill_group(pgid: int) -> None:
         except PermissionError:  # pragma: no cover - only our own groups are passed in
             return
         time.sleep(0.01)
+
+
+def group_gone(pgid: int) -> bool:
+    """True when no process, not even a zombie, is left in process group pgid: the usual case once a child has
+    exited and been reaped, answered by the kernel without reading /proc (group_members takes a few ms)."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # pragma: no cover - only our own groups are passed in
+        return False
+    return False
 
 
 def group_members(pgid: int) -> list[int]:
