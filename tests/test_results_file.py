@@ -1,6 +1,7 @@
 """The results file: versioned on disk, typed in memory, and the summaries saved in it are the records' JSON."""
 
 import json
+from dataclasses import asdict, replace
 
 import pytest
 
@@ -58,6 +59,22 @@ def test_a_run_round_trips_through_its_json():
     """to_dict then from_dict gives back the same run."""
     run = load(REFERENCE)
     assert RunResult.from_dict(json.loads(json.dumps(run.to_dict()))) == run
+
+
+def test_saving_again_converts_only_what_changed_and_says_what_asdict_would():
+    """to_dict keeps each attempt's conversion for the next save, yet an attempt replaced since (its server's exit
+    code filled in) is saved as it is now, and the whole equals the dataclasses' own conversion."""
+    run = load(REFERENCE)
+    first = run.to_dict()
+    cell = run.cells[0]
+    cell.attempts[0] = replace(cell.attempts[0], server_exit_code=-9)
+    again = run.to_dict()
+    assert again["cells"][0]["attempts"][0]["server_exit_code"] == -9
+    assert again["cells"][0]["attempts"][1] is first["cells"][0]["attempts"][1]  # unchanged: not converted again
+    expected = asdict(run)
+    for cell_data, cell in zip(expected["cells"], run.cells):
+        cell_data["status"] = cell.status
+    assert json.dumps(again) == json.dumps(expected)
 
 
 def test_a_file_from_a_newer_suite_is_refused_in_one_line():

@@ -75,9 +75,10 @@ def save(result: RunResult, paths: ResultPaths) -> None:
 
 
 def save_record(result: RunResult, paths: ResultPaths) -> None:
-    """Rewrite only the run's own JSON, without summaries: cheap enough to call after every server group (the
-    summaries, reports and latest.* copies are written by save(), at the end and on an interruption)."""
-    text = json.dumps(result.to_dict(None), indent=1)
+    """Rewrite only the run's own JSON, without summaries: cheap enough to call after every round (the
+    summaries, reports and latest.* copies are written by save(), at the end and on an interruption). Without
+    indentation: json's C encoder does not indent, and takes a fifth of the time."""
+    text = json.dumps(result.to_dict(None))
     write_atomically(paths.json, text)
     write_atomically(paths.latest_dir / "latest.json", text)
 
