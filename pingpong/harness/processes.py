@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import math
 import os
 import resource
+import select
 import signal
 import socket
 import subprocess
@@ -136,17 +138,37 @@ def stop(process: ManagedProcess, grace_s: float = STOP_GRACE_S) -> int | None:
         except ProcessLookupError:
             pass
         try:
-            popen.wait(grace_s)
+            wait(popen, grace_s)
         except subprocess.TimeoutExpired:
             pass
     kill_group(popen.pid)
     try:
-        code = popen.wait(grace_s)
+        code = wait(popen, grace_s)
     except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL cannot be ignored
         return None
     if group_gone(popen.pid) or not group_members(popen.pid):
         guardian.reaped(popen.pid)
     return code
+
+
+def wait(popen: subprocess.Popen, timeout_s: float) -> int:
+    """popen.wait(timeout_s), woken by the exit itself. Popen.wait with a timeout polls, sleeping 0.5 ms, then 1, 2,
+    4 ... up to 50 ms between looks: a child that exits 20 ms in is seen at 31.5 ms, one waited for from its start
+    up to 50 ms late. A pidfd (Linux 5.3) becomes readable when the child exits; without one, Popen.wait it is."""
+    if popen.returncode is not None:
+        return popen.returncode
+    try:
+        exit_fd = os.pidfd_open(popen.pid)
+    except (AttributeError, OSError):  # no pidfd here, or the child is already reaped
+        return popen.wait(timeout_s)
+    try:
+        exited = select.poll()
+        exited.register(exit_fd, select.POLLIN)
+        if not exited.poll(max(0, math.ceil(timeout_s * 1000))) and popen.poll() is None:
+            raise subprocess.TimeoutExpired(popen.args, timeout_s)
+    finally:
+        os.close(exit_fd)
+    return popen.wait()
 
 
 @contextmanager

@@ -593,7 +593,7 @@ def _await_clients(server_process: processes.ManagedProcess, clients: list[proce
     codes = []
     for index, client_process in enumerate(clients):
         try:
-            codes.append(client_process.popen.wait(max(0.1, deadline - time.monotonic())))
+            codes.append(processes.wait(client_process.popen, max(0.1, deadline - time.monotonic())))
         except subprocess.TimeoutExpired:
             for other in clients:
                 processes.stop(other)
