@@ -1,13 +1,14 @@
 """HdrHistograms cross runtimes: what the Node driver encodes decodes in Python, and the other way round."""
 
 import json
+import random
 import subprocess
 from array import array
 
 from hdrh.histogram import HdrHistogram
 
 from pingpong.kit.driver import encode_histogram
-from pingpong.harness.histograms import latency_summary, merge
+from pingpong.harness.histograms import empty_histogram, latency_summary, merge, value_at_percentile
 from tests.conftest import ROOT
 
 VALUES = [1_000 * (i % 500 + 50) for i in range(5000)] + [40_000_000] * 5
@@ -52,3 +53,14 @@ def test_merge_adds_counts_and_keeps_extremes():
     assert 99_900 <= summary["p50_ns"] <= 100_100
     assert summary["max_ns"] >= 50_000_000
     assert summary["slow_share"] == 10 / 1010
+
+
+def test_percentiles_from_the_cumulative_counts_are_the_librarys():
+    """value_at_percentile gives what HdrHistogram.get_value_at_percentile gives, at the edges (0, 100, beyond)
+    and for an empty histogram, over latencies spread from microseconds to a delayed-ACK stall."""
+    generator = random.Random(12)
+    values = array("q", [int(generator.lognormvariate(11, 1.2)) + 1_000 for _ in range(5_000)] + [41_000_000] * 7)
+    histogram = merge([encode_histogram(values)])
+    for percentile in (0.0, 0.01, 1, 25, 50, 90, 99, 99.9, 99.99, 100.0, 120.0):
+        assert value_at_percentile(histogram, percentile) == histogram.get_value_at_percentile(percentile)
+    assert value_at_percentile(empty_histogram(), 50) == empty_histogram().get_value_at_percentile(50) == 0

@@ -240,6 +240,21 @@ def test_stop_kills_what_a_child_left_in_its_group_and_knows_an_empty_group_with
     assert processes.group_members(parent.pid) == []
 
 
+def test_waiting_for_a_child_gives_its_exit_code_or_times_out_leaving_it_running(tmp_path):
+    """processes.wait: a child that exits gives its code (and is reaped); one still running after the timeout raises
+    TimeoutExpired and runs on; a child already reaped gives its code again."""
+    quick = processes.start("quick", ["sh", "-c", "exit 3"], ROOT, tmp_path)
+    assert processes.wait(quick.popen, 10) == 3 and quick.popen.returncode == 3
+    assert processes.wait(quick.popen, 0) == 3
+    sleeper = processes.start("sleeper", ["sleep", "30"], ROOT, tmp_path)
+    try:
+        with pytest.raises(subprocess.TimeoutExpired):
+            processes.wait(sleeper.popen, 0.05)
+        assert sleeper.popen.poll() is None
+    finally:
+        assert processes.stop(sleeper) == -signal.SIGTERM
+
+
 CTRL_C_DROPPED_WHILE_STARTING = """
 import gc, os, signal, sys
 from pathlib import Path
