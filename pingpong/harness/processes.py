@@ -90,7 +90,7 @@ def start(name: str, argv: list[str], cwd: Path, log_dir: Path, env: dict[str, s
                                  start_new_session=True, pass_fds=pass_fds, preexec_fn=preexec)
     guardian.started(popen.pid)  # its own session: the group's id is its PID
     process = ManagedProcess(name, popen, stdout_path, stderr_path)
-    if stop_requested():  # a Ctrl-C during the fork: its KeyboardInterrupt was dropped in an at-fork hook
+    if stop_requested():  # a Ctrl-C as it started, its KeyboardInterrupt dropped (in an at-fork hook, a gc callback)
         with interrupts_deferred():
             stop(process)
         raise KeyboardInterrupt
