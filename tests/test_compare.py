@@ -66,6 +66,24 @@ def test_cells_in_one_run_only_and_the_few_shared_ones():
     assert "compression 'default' → 'off'" in markdown
 
 
+def test_pairs_skipped_in_both_runs_are_not_failures_and_are_not_listed_one_by_one():
+    """compare A A of a run with incompatible pairs: they are counted as skipped by design, never listed as 'no
+    successful repeat'; a pair skipped in one run only is not comparable, with that run's reason."""
+    skip = lambda client, why: Cell("s", client, skipped=why)  # noqa: E731
+    a = run_with([cell("s", "c1", 1000, 1010, 990), skip("raw", "server speaks websocket, client speaks raw-tcp"),
+                  skip("tls-less", "client tls-less does not support --tls")])
+    b = run_with([cell("s", "c1", 1000, 1010, 990), skip("raw", "server speaks websocket, client speaks raw-tcp"),
+                  cell("s", "tls-less", 900, 910, 905)])
+    same = compare_runs(a, a)
+    assert same.skipped == [("s", "raw"), ("s", "tls-less")] and same.not_comparable == []
+    markdown = render_comparison(same, a, a, "a.json", "a.json")
+    assert "no successful repeat" not in markdown and "s × raw" not in markdown
+    assert "Compared: 1 cell measured in both runs; 2 pairs skipped in both" in markdown
+    other = compare_runs(a, b)
+    assert other.skipped == [("s", "raw")]
+    assert other.not_comparable == [("s", "tls-less", "skipped in run A: client tls-less does not support --tls")]
+
+
 def test_a_uniform_slowdown_is_drift_not_a_regression():
     """B is 10% slower in every cell: each cell's own interval excludes 1, but all lie within the drift's, so no
     cell is marked and a 5% gate passes; the report names the drift and says the gate does not judge it."""

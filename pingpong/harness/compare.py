@@ -27,7 +27,9 @@ from pingpong.harness.usage import UsageError
 SETTING_KEYS = ("workload", "duration_s", "warmup_s", "repeat", "loop", "compression", "payload_size",
                 "payload_kind", "pairs", "client_processes", "tls", "pinned", "python_packages", "node_packages",
                 "receivers", "idle_connections", "rate")
-COMPARE_FORMAT_VERSION = 2  # of the JSON printed with --format json; 1 had neither drift nor gate (nor a version)
+# Of the JSON printed with --format json; 1 had neither drift nor gate (nor a version); 2 listed pairs skipped in both
+# runs (incompatible, not measured by design) among not_comparable, which 3 keeps apart as skipped.
+COMPARE_FORMAT_VERSION = 3
 EXIT_OK, EXIT_GATE_FAILED = 0, 1
 
 
@@ -50,6 +52,7 @@ class Comparison:
     only_in_a: list[tuple[str, str]]
     only_in_b: list[tuple[str, str]]
     not_comparable: list[tuple[str, str, str]]  # in both runs but not measured in one: (server, client, why)
+    skipped: list[tuple[str, str]]  # in both runs, skipped in both (an incompatible pair): nothing to compare
     setting_differences: dict[str, tuple[Any, Any]]
     drift: Ratio | None  # median of the compared cells' ratios B/A, with its interval; None when no cell compares
 
@@ -73,12 +76,19 @@ def measured(run: RunResult) -> dict[tuple[str, str], list[float]]:
 
 def compare_runs(a: RunResult, b: RunResult) -> Comparison:
     a_cells, b_cells = measured(a), measured(b)
-    ratios, not_comparable = {}, []
+    a_skipped, b_skipped = ({(cell.server, cell.client): cell.skipped for cell in run.cells if cell.skipped}
+                            for run in (a, b))
+    ratios, not_comparable, skipped = {}, [], []
     for key in [key for key in a_cells if key in b_cells]:
         a_rates, b_rates = a_cells[key], b_cells[key]
+        if key in a_skipped and key in b_skipped:
+            skipped.append(key)
+            continue
         if not a_rates or not b_rates:
-            side = "A" if not a_rates else "B"
-            not_comparable.append((*key, f"no successful repeat in run {side}"))
+            side, reasons = ("A", a_skipped) if not a_rates else ("B", b_skipped)
+            why = (f"skipped in run {side}: {reasons[key]}" if key in reasons
+                   else f"no successful repeat in run {side}")
+            not_comparable.append((*key, why))
             continue
         ratios[key] = ratio_of_medians(b_rates, a_rates)
     drift = median_with_interval([ratio.value for ratio in ratios.values()]) if ratios else None
@@ -91,7 +101,7 @@ def compare_runs(a: RunResult, b: RunResult) -> Comparison:
                    if a.configuration.get(key) != b.configuration.get(key)}
     return Comparison(cells=cells, only_in_a=[key for key in a_cells if key not in b_cells],
                       only_in_b=[key for key in b_cells if key not in a_cells], not_comparable=not_comparable,
-                      setting_differences=differences, drift=drift)
+                      skipped=skipped, setting_differences=differences, drift=drift)
 
 
 def drift_bounds(drift: Ratio) -> tuple[float, float]:
@@ -181,8 +191,11 @@ def render_comparison(comparison: Comparison, a: RunResult, b: RunResult, a_name
             row.append(format_ratio(cell.ratio, usual) + MARKS[cell.verdict] if cell else "—")
         lines.append(f"| {server} | " + " | ".join(row) + " |")
     changed = [c for c in comparison.cells if c.verdict in ("faster", "slower")]
-    lines += ["", f"{len(changed)} of {len(comparison.cells)} compared cells differ beyond their noise and the "
-              "drift."]
+    count = len(comparison.cells)
+    lines += ["", f"Compared: {count} cell{'s' if count != 1 else ''} measured in both runs"
+              + (f"; {len(comparison.skipped)} pairs skipped in both (incompatible: not measured by design, reasons "
+                 "in each run's files), not listed" if comparison.skipped else "") + ".", "",
+              f"{len(changed)} of {len(comparison.cells)} compared cells differ beyond their noise and the drift."]
     for cell in sorted(changed, key=lambda c: c.ratio.value):
         lines.append(f"- {cell.server} × {cell.client}: {format_rate(cell.a_median)} → {format_rate(cell.b_median)} "
                      f"{rate_unit(b)}, {format_ratio(cell.ratio, usual)} ({cell.verdict}, {cell.beyond:.0%} beyond "
