@@ -119,3 +119,52 @@ def test_handshake_workload_skips_the_long_lived_connection_rules():
                      "client_tcp_nodelay": False})
     assert rule_flags(odd, payload_size=4, workload="handshake") == []
     assert len(rule_flags(odd, payload_size=4, workload="pingpong")) == 3
+
+
+def test_an_open_loop_cell_is_odd_only_when_it_saturates_at_the_offered_rate():
+    """Every open-loop cell answers its offered rate, so the rate model judges nothing there; a cell that answers
+    within its latency threshold is not odd whatever its page faults at that rate; one that saturates is, and says
+    why. The same figures in a closed loop flag the slow cell and the faults."""
+    rates = product_matrix({("s2", "c3"): 0.1})
+    answering = {"open_loop": {"saturated": False, "saturated_because": None}}
+    saturated = {"open_loop": {"saturated": True, "saturated_because": "p99 12.1 ms > 10 ms"}}
+    faulty = {**HEALTHY, "server_cpu_utilization": 0.1, "client_cpu_utilization": 0.1,
+              "server_minor_faults_per_roundtrip": 2.0}
+    summaries = {cell: signals(rate=rate, workload=saturated if cell == ("s1", "c1") else answering, **faulty)
+                 for cell, rate in rates.items()}
+    open_loop = annotate(summaries, payload_size=4, workload="open-loop")
+    assert open_loop[("s1", "c1")].flags == ("saturated at the offered rate: p99 12.1 ms > 10 ms",)
+    assert all(summary.flags == () for cell, summary in open_loop.items() if cell != ("s1", "c1"))
+    closed = annotate(summaries, payload_size=4, workload="pingpong")
+    assert closed[("s2", "c3")].flags[0].startswith("10.0× slower")
+    assert any("page faults per roundtrip on the server side" in flag for flag in closed[("s1", "c2")].flags)
+
+
+@pytest.mark.parametrize("runtime,malloc,named", [
+    ("python", "as-is", "a Python side with --malloc as-is"), ("python", "settled", "a Python side: glibc"),
+    ("node", "settled", "a Node.js side: V8's heap"), ("bun", None, "a Bun side: JavaScriptCore's heap"),
+    ("native", None, "a compiled side")])
+def test_a_page_fault_flag_names_the_side_and_its_runtime(runtime, malloc, named):
+    """The reason names the side that faults and what its own runtime does, not another runtime's cause."""
+    odd = signals(**{**HEALTHY, "client_minor_faults_per_roundtrip": 2.0})
+    flags = rule_flags(odd, payload_size=4, runtimes={"server": "python", "client": runtime}, malloc=malloc)
+    assert flags == [f"2.0 page faults per roundtrip on the client side: it maps fresh memory for messages "
+                     f"({named}" + flags[0].split(named, 1)[1]]
+    if runtime != "python":
+        assert "Python" not in flags[0] and "malloc" not in flags[0]
+
+
+def test_every_flag_the_rules_write_has_a_cause_to_group_by():
+    """Each rule's flag maps to its own short cause (a terminal groups cells by it)."""
+    from pingpong.harness.anomalies import CAUSES, flag_cause
+
+    odd = signals(**{**HEALTHY, "segments_per_message": 5.0, "delayed_acks_per_roundtrip": 1.0,
+                     "retransmits_per_roundtrip": 1.0, "compression_negotiated": "permessage-deflate",
+                     "client_tcp_nodelay": False, "server_minor_faults_per_roundtrip": 2.0,
+                     "client_minor_faults_per_roundtrip": 2.0, "server_cpu_utilization": 0.1,
+                     "client_cpu_utilization": 0.1})
+    flags = rule_flags(odd, payload_size=4)
+    causes = [flag_cause(flag) for flag in flags]
+    assert len(flags) == 8 and len(set(causes)) == 8
+    assert set(causes) <= {cause for _, cause in CAUSES}
+    assert flag_cause("3.2× slower than its server and client predict (1 against 3)") == "slow for this pair (the model)"

@@ -8,6 +8,12 @@ Two kinds of flag:
   bad cells cannot drag their row's and column's factors down and hide themselves or each other.
 - rules over the signals recorded per cell: TCP segments and delayed ACKs per roundtrip, negotiated compression
   on small messages, sockets without TCP_NODELAY, page faults per roundtrip, and sides that mostly wait.
+
+Each applies where it means something for the workload. In an open loop every cell answers the rate it is offered,
+so the model (which compares rates) has nothing to judge: a cell is odd there when it saturates at the offered
+rate (its p99 past the threshold, or less than 95% answered); the per-roundtrip page faults, counted at a rate
+the run chose, say nothing about the pair either. Every flag belongs to one cause (CAUSES), so a report can group
+the cells by what is wrong with them.
 """
 
 from __future__ import annotations
@@ -125,16 +131,59 @@ def model_outliers(rates: dict[Cell, float], threshold: float = MODEL_THRESHOLD)
     return verdicts
 
 
-def rule_flags(summary, payload_size: int, workload: str = "pingpong") -> list[str]:
+# A flag's cause, from the words it starts with (rule_flags and annotate write them): (marker, short cause).
+CAUSES = (
+    ("slower than its server and client predict", "slow for this pair (the model)"),
+    ("saturated at the offered rate", "saturated at the offered rate"),
+    ("TCP segments per message", "messages written in pieces"),
+    ("delayed ACKs per roundtrip", "delayed ACKs"),
+    ("TCP retransmissions", "retransmissions on loopback"),
+    ("permessage-deflate negotiated for", "permessage-deflate on small messages"),
+    ("TCP_NODELAY off", "TCP_NODELAY off"),
+    ("page faults per roundtrip on the server", "page faults, server side"),
+    ("page faults per roundtrip on the client", "page faults, client side"),
+    ("both sides mostly wait", "both sides mostly wait"),
+)
+
+
+def flag_cause(flag: str) -> str:
+    """The short cause of one flag (CAUSES); the flag itself for one no rule wrote."""
+    for marker, cause in CAUSES:
+        if marker in flag:
+            return cause
+    return flag
+
+
+def fault_cause(runtime: str | None, malloc: str | None) -> str:
+    """Why a side of this runtime maps fresh memory for messages, as far as the suite knows it."""
+    if runtime == "python":
+        return ("a Python side with --malloc as-is: an mmap per asyncio read" if malloc == "as-is" else
+                "a Python side: glibc's allocator maps and unmaps buffers past its mmap threshold")
+    if runtime in ("node", "bun"):
+        engine = "V8" if runtime == "node" else "JavaScriptCore"
+        return f"a {'Node.js' if runtime == 'node' else 'Bun'} side: {engine}'s heap taking new pages as it grows"
+    if runtime == "native":
+        return "a compiled side: its allocator or library maps buffers per message"
+    return "its runtime is not recorded"
+
+
+def rule_flags(summary, payload_size: int, workload: str = "pingpong",
+               runtimes: dict[str, str | None] | None = None, malloc: str | None = None) -> list[str]:
     """One-line reasons from one cell's recorded signals (a summary.CellSummary); empty for a healthy cell.
 
     The TCP segment, delayed-ACK and TCP_NODELAY rules assume long-lived connections. In the handshake workload,
     SYNs, FINs and upgrade segments are its very subject, and the connection being opened when the sockets are
     read may not have its options set yet, so those rules are left out there. The per-roundtrip counts assume
     one message each way per roundtrip (not so in broadcast or open loop), and an open loop below saturation
-    waits by design.
+    waits by design. In an open loop the page faults per roundtrip are counted at the rate the run offered, not one
+    the pair reached, so that rule is left out too; a saturated open-loop cell is flagged instead.
+    runtimes: {"server": runtime, "client": runtime} of the cell's two sides, to name what a side's signal means.
     """
     flags = []
+    runtimes = runtimes or {}
+    open_loop = (summary.workload or {}).get("open_loop") if workload == "open-loop" else None
+    if open_loop and open_loop.get("saturated"):
+        flags.append(f"saturated at the offered rate: {open_loop.get('saturated_because')}")
     connections_persist = workload != "handshake"
     one_message_each_way = workload == "pingpong"
     segments = summary.segments_per_message if one_message_each_way else None
@@ -156,11 +205,11 @@ def rule_flags(summary, payload_size: int, workload: str = "pingpong") -> list[s
     if off:
         flags.append(f"TCP_NODELAY off on the {' and '.join(off)}'s sockets: Nagle's algorithm may hold small "
                      f"writes back")
-    for side in ("server", "client"):
+    for side in ("server", "client") if workload != "open-loop" else ():
         faults = summary.cpu(side).minor_faults_per_roundtrip
         if faults is not None and faults > FAULTS_PER_ROUNDTRIP_LIMIT:
             flags.append(f"{faults:.1f} page faults per roundtrip on the {side} side: it maps fresh memory for "
-                         f"messages (a Python side with --malloc as-is: an mmap per asyncio read)")
+                         f"messages ({fault_cause(runtimes.get(side), malloc)})")
     server_utilization = summary.server_cpu.utilization
     client_utilization = summary.client_cpu.utilization
     if (workload != "open-loop" and server_utilization is not None and client_utilization is not None
@@ -170,13 +219,16 @@ def rule_flags(summary, payload_size: int, workload: str = "pingpong") -> list[s
     return flags
 
 
-def annotate(summaries: dict, payload_size: int, workload: str = "pingpong") -> dict:
+def annotate(summaries: dict, payload_size: int, workload: str = "pingpong",
+             runtimes: dict[tuple[str, str], str | None] | None = None, malloc: str | None = None) -> dict:
     """The summaries with "flags" (one-line reasons) and the model's expected rate on every measured one.
 
     summaries: {(server, client): summary.CellSummary}; returns a new dict of new records, in the same order.
+    runtimes: {(role, name): runtime} of the run's implementations; malloc: the run's --malloc.
     """
+    runtimes = runtimes or {}
     rates = {cell: summary.roundtrips_per_s.median for cell, summary in summaries.items() if summary.measured}
-    verdicts = model_outliers(rates)
+    verdicts = model_outliers(rates) if workload != "open-loop" else {}
     annotated = {}
     for cell, summary in summaries.items():
         if cell not in rates:
@@ -190,6 +242,8 @@ def annotate(summaries: dict, payload_size: int, workload: str = "pingpong") -> 
             if verdict["outlier"]:
                 flags.append(f"{1 / verdict['ratio']:.1f}× slower than its server and client predict "
                              f"({rates[cell]:,.0f} against an expected {verdict['expected']:,.0f} roundtrips/s)")
-        flags += rule_flags(summary, payload_size, workload)
+        flags += rule_flags(summary, payload_size, workload,
+                            {"server": runtimes.get(("server", cell[0])), "client": runtimes.get(("client", cell[1]))},
+                            malloc)
         annotated[cell] = replace(summary, flags=tuple(flags))
     return annotated

@@ -117,7 +117,8 @@ def diagnose_cell(options: argparse.Namespace, configuration: RunConfiguration, 
         mover = first_moving_mechanism(switches, cells)
         if mover is not None and not isinstance(traces["baseline"], str):
             traces[mover.name] = trace_syscalls(server, client, mover.settings)
-    report = build_report(server.name, client.name, baseline, switches, cells, traces, reference)
+    report = build_report(server.name, client.name, baseline, switches, cells, traces, reference,
+                          {"server": server.runtime, "client": client.runtime})
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H-%M-%SZ")
     base = options.results_dir / f"diagnose-{server.name}-{client.name}-{stamp}"
     document = {"format_version": DIAGNOSE_FORMAT_VERSION, "kind": "diagnose", "server": server.name,
@@ -275,10 +276,11 @@ def column_context(reference, server: str, client: str) -> dict[str, Any]:
 
 
 def build_report(server: str, client: str, baseline: CellSettings, switches: list[Switch], cells: dict[str, Cell],
-                 traces: dict[str, Any], reference) -> dict[str, Any]:
+                 traces: dict[str, Any], reference, runtimes: dict[str, str] | None = None) -> dict[str, Any]:
     summary = summarize_cell(cells["baseline"])
     report: dict[str, Any] = {"server": server, "client": client, "baseline": summary,
-                              "flags": anomalies.rule_flags(summary, baseline.payload_size)
+                              "flags": anomalies.rule_flags(summary, baseline.payload_size, runtimes=runtimes,
+                                                            malloc=baseline.malloc)
                               if summary.measured else [],
                               "context": column_context(reference, server, client),
                               "syscalls_per_roundtrip": syscalls_per_roundtrip(traces.get("baseline")),

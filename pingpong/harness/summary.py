@@ -282,8 +282,10 @@ def summarize_run(run: RunResult) -> Summaries:
     """Every cell's summary, with the anomaly flags that need the whole matrix."""
     threshold = run.configuration.get("saturation_p99_ms") or DEFAULT_SATURATION_P99_MS
     summaries = {(cell.server, cell.client): summarize_cell(cell, threshold) for cell in run.cells}
+    runtimes = {(role, name): entry.get("runtime") for role, entries in run.implementations.items()
+                for name, entry in entries.items()}
     return anomalies.annotate(summaries, run.configuration.get("payload_size", DEFAULT_PAYLOAD_SIZE),
-                              workload_kind(run.configuration))
+                              workload_kind(run.configuration), runtimes, run.configuration.get("malloc"))
 
 
 def workload_kind(configuration: dict[str, Any]) -> str:
