@@ -117,3 +117,22 @@ def test_in_a_browser_the_page_is_not_blank(reference_page, tmp_path):
     assert colours is not None and len(colours) > 50  # text, the heat map's colours, table rules
     heat_map_purple = sum(count for count, (r, g, b) in colours if r < 90 and g < 40 and b > 60)
     assert heat_map_purple > 500  # viridis' dark end painted the slowest cells
+
+
+@needs_browser
+def test_at_1280_pixels_the_default_matrix_and_the_page_fit_the_window(tmp_path):
+    """A 1280-px window shows the whole default matrix's heat map, raw-TCP columns included, without scrolling
+    sideways, and no table makes the page itself wider than the window (wide ones scroll inside their box)."""
+    run = load(ROOT / "results" / "reference" / "2026-11-22-default-matrix-waits.json")
+    measure = ("<script>var box = document.querySelector('#heatmap').parentNode;"
+               "document.body.setAttribute('data-page-width', document.documentElement.scrollWidth);"
+               "document.body.setAttribute('data-heatmap', box.clientWidth + '/' + box.scrollWidth);</script>")
+    page = tmp_path / "page.html"
+    page.write_text(render_html(run, summarize_run(run)).replace("</body>", measure + "</body>"))
+    completed = chromium(f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1280,900",
+                         "--virtual-time-budget=2000", "--dump-dom", page.as_uri())
+    assert completed.returncode == 0, completed.stderr[-2000:]
+    page_width = int(re.search(r'data-page-width="(\d+)"', completed.stdout).group(1))
+    visible, whole = map(int, re.search(r'data-heatmap="(\d+)/(\d+)"', completed.stdout).groups())
+    assert page_width <= 1280 and visible == whole, (page_width, visible, whole)
+    assert ">raw-tcp-bun<" in completed.stdout

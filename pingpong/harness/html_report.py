@@ -13,7 +13,7 @@ import re
 from typing import Any
 
 from pingpong.harness.costs import CostSplit, websocket_costs
-from pingpong.harness.render import (axes, axis_loops, faults_text, fastest_cell, format_duration_ns, format_rate,
+from pingpong.harness.render import (Headline, axes, axis_loops, faults_text, fastest_cell, format_duration_ns, format_rate,
                                      format_ratio, interval_legend, is_floor, percentiles, rate_unit,
                                      relative_to_fastest, rounds_text, short_extensions, workload_title)
 from pingpong.harness.results import RunResult
@@ -28,7 +28,8 @@ h1 { font-size: 1.4em; } h2 { font-size: 1.15em; margin-top: 1.6em; border-botto
 table { border-collapse: collapse; margin: 0.5em 0; }
 th, td { padding: 3px 8px; border: 1px solid #ddd; text-align: right; white-space: nowrap; }
 th:first-child, td.name, #cells th:nth-child(2) { text-align: left; }
-table.heatmap td.rate { min-width: 5.5em; font-weight: 600; }
+table.heatmap td.rate { min-width: 3.6em; font-weight: 600; }
+table.heatmap thead th { white-space: normal; } /* long names break at their hyphens: the matrix fits 1280 px */
 table.heatmap td.rate a { color: inherit; text-decoration: none; display: block; }
 table.heatmap td.empty { background: #f4f4f4; color: #999; }
 #cells tbody tr { cursor: pointer; } #cells tbody tr:hover { background: #eef4ff; }
@@ -43,6 +44,7 @@ table.heatmap td.empty { background: #f4f4f4; color: #999; }
 dt { font-weight: 600; } dd { margin: 0; }
 .legend span { display: inline-block; width: 2.2em; height: 1em; vertical-align: middle; }
 .loop { font-weight: normal; color: #666; }
+.scroll { overflow-x: auto; max-width: 100%; }
 """
 
 SCRIPT = """
@@ -136,19 +138,29 @@ def render_html(run: RunResult, summaries: Summaries) -> str:
 
 
 def heatmap(run: RunResult, summaries: Summaries) -> list[str]:
+    """The matrix coloured by the workload's headline (the rate; an open loop's p99, bright where it is low)."""
     servers, clients = axes(run)
     server_loops, client_loops = axis_loops(summaries)
-    rates = [s.roundtrips_per_s.median for s in summaries.values() if s.measured]
-    low, high = log_range(rates)
+    headline = Headline(run)
+    values = [v for s in summaries.values() if (v := headline.value(s)) is not None]
+    low, high = log_range(values)
+
+    def shade(value: float) -> float:  # 1 = the best end of the scale (bright)
+        fraction = position(value, low, high)
+        return fraction if headline.higher_is_better else 1 - fraction
+
     lines = ["<h2>Heat map</h2>",
-             f'<p class="note">Median {e(rate_unit(run))} per cell; colour on a log scale spanning at least '
-             f"{MIN_SPAN:g}× ({e(format_rate(low))} to {e(format_rate(high))}), so that noise stays one colour. "
+             f'<p class="note">{e(headline.label[0].upper() + headline.label[1:])} per cell; colour on a log scale '
+             f"spanning at least {MIN_SPAN:g}× ({e(headline.long(low))} to {e(headline.long(high))}"
+             + ("; bright is low" if headline.latency else "") + "), so that noise stays one colour. "
              "Each server and client is named with the event loop it reported running on. "
              + "; ".join(f'<span class="mark">{e(m)}</span> {e(meaning)}' for m, meaning in MARKS.items())
              + "; — not measured.</p>",
              '<p class="legend">' + "".join(f'<span style="background:{viridis_hex(i / 8)}"></span>'
-                                            for i in range(9)) + f" {e(format_rate(low))} … {e(format_rate(high))}</p>",
-             '<table class="heatmap" id="heatmap">',
+                                            for i in range(9))
+             + (f" {e(headline.long(low))} … {e(headline.long(high))}</p>" if headline.higher_is_better
+                else f" {e(headline.long(high))} … {e(headline.long(low))}</p>"),
+             '<div class="scroll"><table class="heatmap" id="heatmap">',
              "<thead><tr><th>server \\ client</th>" + "".join(
                  f"<th>{e(c)}" + (f'<br><span class="loop">{e(client_loops[c])}</span>' if c in client_loops else "")
                  + "</th>" for c in clients) + "</tr></thead>",
@@ -162,16 +174,18 @@ def heatmap(run: RunResult, summaries: Summaries) -> list[str]:
                 cells.append(f'<td class="empty" title="{e(reason)}">—</td>')
             elif not summary.measured:
                 cells.append(f'<td class="empty flag"><a href="#{anchor("cell", server, client)}">FAIL</a></td>')
+            elif (value := headline.value(summary)) is None:
+                cells.append(f'<td class="empty"><a href="#{anchor("cell", server, client)}">?</a></td>')
             else:
-                fraction = position(summary.roundtrips_per_s.median, low, high)
+                fraction = shade(value)
                 colour = "#000" if fraction > 0.6 else "#fff"
                 cells.append(f'<td class="rate" style="background:{viridis_hex(fraction)};color:{colour}" '
-                             f'title="{e(server)} × {e(client)}: {e(format_rate(summary.roundtrips_per_s.median))}">'
+                             f'title="{e(server)} × {e(client)}: {e(headline.long(value))}">'
                              f'<a href="#{anchor("cell", server, client)}">'
-                             f"{e(format_short(summary.roundtrips_per_s.median) + marks(summary))}</a></td>")
+                             f"{e(headline.short(value) + marks(summary))}</a></td>")
         loop = f' <span class="loop">({e(server_loops[server])})</span>' if server in server_loops else ""
         lines.append(f'<tr><th class="name">{e(server)}{loop}</th>{"".join(cells)}</tr>')
-    return lines + ["</tbody></table>"]
+    return lines + ["</tbody></table></div>"]
 
 
 def cell_table(run: RunResult, summaries: Summaries) -> list[str]:
@@ -183,7 +197,8 @@ def cell_table(run: RunResult, summaries: Summaries) -> list[str]:
              + (f" ({e(fastest[0])} × {e(fastest[1])})" if fastest else "") + ", the median of the per-round "
              f"ratios (each round measures every cell once); its interval is in the details "
              f"({e(interval_legend(ratios.values()))}). Raw-TCP floors (no WebSocket) are marked as such.</p>",
-             '<table id="cells">', "<thead><tr>" + "".join(f"<th>{e(c)}</th>" for c in COLUMNS) + "</tr></thead>",
+             '<div class="scroll"><table id="cells">',
+             "<thead><tr>" + "".join(f"<th>{e(c)}</th>" for c in COLUMNS) + "</tr></thead>",
              "<tbody>"]
     for (server, client), summary in summaries.items():
         if not summary.measured:
@@ -207,7 +222,7 @@ def cell_table(run: RunResult, summaries: Summaries) -> list[str]:
         cells = "".join(f'<td{" class=name" if index < 2 else ""} data-value="{e(value)}">{e(text)}</td>'
                         for index, (text, value) in enumerate(values))
         lines.append(f'<tr data-details="{anchor("cell", server, client)}">{cells}</tr>')
-    return lines + ["</tbody></table>"]
+    return lines + ["</tbody></table></div>"]
 
 
 COST_LABELS = (("server", "server part"), ("client", "client part"), ("end_to_end", "end to end"))
@@ -234,7 +249,7 @@ def cost_matrix(run: RunResult, costs: dict[tuple[str, str], CostSplit]) -> list
              "floors paired, over the cell's rate. Each figure is the median of the per-round ratios (every round "
              "measures every cell once), its bracket an order-statistic interval with the coverage it has; – where "
              "the floor cell was not measured.</p>",
-             '<table id="costs">',
+             '<div class="scroll"><table id="costs">',
              "<thead><tr><th>server \\ client</th>" + "".join(f"<th>{e(c)}</th>" for c in columns) + "</tr></thead>",
              "<tbody>"]
     for server in rows:
@@ -247,7 +262,7 @@ def cost_matrix(run: RunResult, costs: dict[tuple[str, str], CostSplit]) -> list
             cells.append("<td>" + "<br>".join(f"{e(label)} {e(cost_text(getattr(split, part)))}"
                                               for part, label in COST_LABELS) + "</td>")
         lines.append(f'<tr><th class="name">{e(server)}</th>{"".join(cells)}</tr>')
-    return lines + ["</tbody></table>"]
+    return lines + ["</tbody></table></div>"]
 
 
 def flagged(summaries: Summaries) -> list[str]:

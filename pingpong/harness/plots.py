@@ -18,7 +18,7 @@ from matplotlib.colors import LogNorm  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 
 from pingpong.harness import histograms  # noqa: E402
-from pingpong.harness.render import axes, rate_unit, unit_for_kind  # noqa: E402
+from pingpong.harness.render import Headline, axes, rate_unit, unit_for_kind  # noqa: E402
 from pingpong.harness.results import RunResult  # noqa: E402
 from pingpong.harness.scales import MIN_SPAN, log_range  # noqa: E402
 from pingpong.harness.summary import Summaries  # noqa: E402
@@ -28,20 +28,21 @@ HEATMAP_SIZE_IN = (11.0, 7.0)
 CDF_SIZE_IN = (12.0, 8.0)
 
 
-def _median_rate(summary) -> float | None:
-    return summary.roundtrips_per_s.median if summary is not None and summary.measured else None
-
-
 def figure_heatmap(run: RunResult, summaries: Summaries):
-    """Median roundtrips/s per cell on a log colour scale (scales.log_range: spanning at least MIN_SPAN), the value
-    written in each cell, flags marked."""
+    """The workload's headline per cell (render.Headline: the median rate; an open loop's p99 at the offered rate)
+    on a log colour scale (scales.log_range: spanning at least MIN_SPAN), the value written in each cell, flags
+    marked; bright is better (a high rate, a low latency)."""
     servers, clients = axes(run)
-    values = [[_median_rate(summaries.get((s, c))) for c in clients] for s in servers]
+    headline = Headline(run)
+    scale = 1e-6 if headline.latency else 1.0  # a latency is drawn in ms
+    values = [[v * scale if (v := headline.value(summaries.get((s, c)))) is not None else None for c in clients]
+              for s in servers]
     measured = [v for row in values for v in row if v]
     figure, axis = plt.subplots(figsize=HEATMAP_SIZE_IN, dpi=DPI)
     grid = [[v if v else math.nan for v in row] for row in values]
     norm = LogNorm(*log_range(measured))  # at least a MIN_SPAN ratio end to end: noise stays one colour
-    image = axis.imshow(grid, cmap="viridis", norm=norm, aspect="auto")
+    image = axis.imshow(grid, cmap="viridis" if headline.higher_is_better else "viridis_r", norm=norm,
+                        aspect="auto")
     axis.set_xticks(range(len(clients)), labels=clients, rotation=30, ha="right")
     axis.set_yticks(range(len(servers)), labels=servers)
     axis.set_xlabel("client")
@@ -51,19 +52,24 @@ def figure_heatmap(run: RunResult, summaries: Summaries):
             summary = summaries.get((server, client))
             value = values[row][column]
             if value:
-                text = f"{value:,.0f}"
+                text = headline.long(value / scale) if headline.latency else f"{value:,.0f}"
                 if summary.compression_negotiated:
                     text += " z"
                 if summary.flags:
                     text += " !"
             else:
                 text = "—" if summary is None or summary.status == "skipped" else "failed"
-            bright = not value or (norm and norm(value) > 0.6)  # empty cells are white: dark text there too
+            shade = norm(value) if value and norm else 0.0
+            bright = not value or (shade > 0.6 if headline.higher_is_better else shade < 0.4)  # white when empty
             axis.text(column, row, text, ha="center", va="center", fontsize=8, color="black" if bright else "white")
     unit = rate_unit(run)
-    figure.colorbar(image, ax=axis, label=f"{unit} (median, log scale spanning at least {MIN_SPAN:g}×)")
+    what = "p99 latency, ms" if headline.latency else f"{unit} (median"
+    figure.colorbar(image, ax=axis, label=f"{what}, log scale spanning at least {MIN_SPAN:g}×)"
+                    if not headline.latency else f"{what} (log scale spanning at least {MIN_SPAN:g}×)")
     config = run.configuration
-    axis.set_title(f"{unit[0].upper()}{unit[1:]}, server × client — {config.get('payload_size')} B {config.get('payload_kind')}, "
+    title = (f"p99 latency at {config.get('rate', 0):g} messages/s offered per pair" if headline.latency
+             else f"{unit[0].upper()}{unit[1:]}")
+    axis.set_title(f"{title}, server × client\n{config.get('payload_size')} B {config.get('payload_kind')}, "
                    f"compression {config.get('compression')}; z = deflate negotiated, ! = flagged")
     figure.tight_layout()
     return figure

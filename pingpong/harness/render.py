@@ -201,7 +201,7 @@ WORKLOAD_TEXTS = {
                   "handshake-cycle"),
     "broadcast": ("deliveries/s", "WebSocket broadcast: messages delivered per second (one sender, each message to "
                                   "every receiver before the next)", "to-the-last-receiver"),
-    "open-loop": ("answered/s", "WebSocket open-loop ping-pong: roundtrips answered per second at a fixed offered "
+    "open-loop": ("answered/s", "WebSocket open-loop ping-pong: latency and roundtrips answered at a fixed offered "
                                 "rate", "from-the-intended-send-time"),
 }
 
@@ -230,6 +230,53 @@ def latency_name(config: dict) -> str:
 
 def rate_unit(run: RunResult) -> str:
     return unit_for_kind(workload_kind(run.configuration))
+
+
+class Headline:
+    """What a matrix shows per cell for the run's workload: its rate (roundtrips, handshakes or deliveries per
+    second), or, in an open loop, where every cell answers the rate it is offered, the p99 latency from the intended
+    send time at that rate. The terminal, the HTML heat map and the PNG heat map all show this one figure."""
+
+    def __init__(self, run: RunResult) -> None:
+        config = run.configuration
+        self.kind = workload_kind(config)
+        self.latency = self.kind == "open-loop"
+        self.unit = "p99" if self.latency else rate_unit(run)
+        self.higher_is_better = not self.latency
+        self.label = (f"p99 latency from the intended send time at {config.get('rate', 0):g} messages/s offered "
+                      "per pair" if self.latency else f"median {self.unit}")
+
+    def value(self, summary: CellSummary | None) -> float | None:
+        """The figure of a measured cell (ns for a latency), None otherwise."""
+        if summary is None or not summary.measured:
+            return None
+        if self.latency:
+            return summary.latency.p99_ns if summary.latency is not None and summary.latency.count else None
+        return summary.roundtrips_per_s.median
+
+    def short(self, value: float) -> str:
+        """The figure in at most 6 characters: '7.3k', '6.9ms', '412µs'."""
+        if not self.latency:
+            return short_rate(value)
+        if value >= 1e9:
+            return f"{value / 1e9:.1f}s"
+        if value >= 1e6:
+            return f"{value / 1e6:.1f}ms" if value < 99.95e6 else f"{value / 1e6:.0f}ms"
+        return f"{value / 1e3:.0f}µs"
+
+    def long(self, value: float) -> str:
+        return format_duration_ns(value) if self.latency else format_rate(value)
+
+
+def short_rate(value: float) -> str:
+    """A rate in at most 5 characters: 850, 7.3k, 23.1k, 231k, 1.23M."""
+    if value < 999.5:
+        return f"{value:.0f}"
+    if value < 99_950:
+        return f"{value / 1e3:.1f}k"
+    if value < 999_500:
+        return f"{value / 1e3:.0f}k"
+    return f"{value / 1e6:.2f}M"
 
 
 def topology_line(cluster: dict) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 from pathlib import Path
 
@@ -32,7 +33,8 @@ def run(options: argparse.Namespace) -> int:
 def show(result: RunResult, summaries: Summaries, output_format: str, source: str | None = None) -> None:
     """The run on stdout: drawn with rich when the terminal format goes to a terminal, else as text."""
     if output_format == "terminal" and sys.stdout.isatty():
-        terminal.print_rich(terminal.terminal_report(result, summaries, source))
+        columns = shutil.get_terminal_size((terminal.WIDTH, 24)).columns
+        terminal.print_rich(terminal.terminal_report(result, summaries, source, width=columns))
     else:
         sys.stdout.write(rendered(result, summaries, output_format, source))
         sys.stdout.flush()

@@ -111,12 +111,20 @@ def _memory_section(index: dict[str, Any]) -> list[str]:
              "all points pooled. PSS splits shared pages among the processes that share them; RSS counts them "
              "whole.", "",
              "| cell | PSS per connection | interval | RSS per connection | pooled PSS slope | largest N held | "
-             "held (kernel, server side) |", "|---|---:|---|---:|---:|---:|---|"]
+             "pair's rate at largest N / at none | held (kernel, server side) |",
+             "|---|---:|---|---:|---:|---:|---:|---|"]
+    first_is_none = bool(index.get("points")) and index["points"][0].get("idle_connections") == 0
     for cell, entries in index["cells"].items():
         pss, rss = memory_fit(entries, "pss_bytes"), memory_fit(entries, "rss_bytes")
         if pss is None:
-            lines.append(f"| {cell} | — | — | — | — | — | — |")
+            lines.append(f"| {cell} | — | — | — | — | — | — | — |")
             continue
+        largest = max((entry for entry in entries if entry.get("idle_memory_by_round")),
+                      key=lambda entry: entry["idle_connections"])
+        against_none = largest.get("ratio_to_first_point") if first_is_none else None
+        rate_ratio = (f"{against_none['value']:.2f}×" + (f" [{against_none['low']:.2f}–{against_none['high']:.2f}]"
+                                                         if against_none.get("low") is not None else "")
+                      if against_none else "—")
         ratio = Ratio(pss["bytes_per_connection"], pss["interval_low"], pss["interval_high"],
                       pss["interval_coverage"], pss["interval_kind"], pss["rounds"])
         interval = (f"{_bytes(ratio.low)}–{_bytes(ratio.high)}, {ratio.label()}" if ratio.low is not None
@@ -127,9 +135,12 @@ def _memory_section(index: dict[str, Any]) -> list[str]:
                          for entry in entries if entry.get("idle_memory_by_round"))
         lines.append(f"| {cell} | {_bytes(pss['bytes_per_connection'])} | {interval} | "
                      f"{_bytes(rss['bytes_per_connection']) if rss else '—'} | {_bytes(pss['pooled_slope'])} | "
-                     f"{pss['largest_held']:,} | {held} |")
+                     f"{pss['largest_held']:,} | {rate_ratio} | {held} |")
     lines += ["", "Held: the ESTABLISHED connections on the server's port in the kernel's table, per round, with "
-              "every idle connection and the measured pair open (N + 2)."]
+              "every idle connection and the measured pair open (N + 2). The pair's rate at the largest N over its "
+              "rate with none held is paired by round"
+              + (" (the median of the per-round ratios, its interval in brackets)." if first_is_none else
+                 ": it needs 0 first in the list of --idle-connections (e.g. 0,1000,2000), so it is not shown.")]
     return lines
 
 
@@ -190,35 +201,51 @@ def broadcast_text(figures: dict[str, Any], server_us_per_delivery: float | None
             f"{format_duration_ns(last.get('p50_ns'))} / {format_duration_ns(last.get('p99_ns'))}{cpu}")
 
 
-def run_section(summaries: dict, unit: str) -> list[str]:
-    """For a single-point run: each measured cell's workload figures in one table (nothing for plain ping-pong)."""
-    rows = []
-    for (server, client), summary in summaries.items():
+def cell_figures(summaries: dict, unit: str) -> list[tuple[tuple[str, str], str]]:
+    """For a single-point run: each measured cell's workload figures as one line of text (none for plain
+    ping-pong): what the terminal lists and the Markdown tabulates."""
+    found = []
+    for key, summary in summaries.items():
         workload = summary.workload
         if not workload:
             continue
         parts = []
         if "broadcast" in workload:
-            parts.append(f"{workload['broadcast']['receivers']} receivers, "
-                         f"{format_rate(workload['broadcast']['messages_per_s'])} messages/s; first / last receiver: "
-                         + broadcast_text(workload["broadcast"], summary.server_cpu.us_per_roundtrip)
+            figures = workload["broadcast"]
+            last = figures.get("latency_last") or {}
+            parts.append(f"{figures['receivers']} receivers, {format_rate(figures['messages_per_s'])} messages/s = "
+                         f"{format_rate(figures.get('deliveries_per_s', figures['messages_per_s'] * figures['receivers']))}"
+                         f" deliveries/s, last receiver p99 {format_duration_ns(last.get('p99_ns'))}; first / last "
+                         "receiver p50 / p99: " + broadcast_text(figures, summary.server_cpu.us_per_roundtrip)
                          + " per delivery")
         if "open_loop" in workload:
             figures = workload["open_loop"]
             parts.append(f"{format_rate(figures['achieved_per_s'])} of {format_rate(figures['offered_per_s'])}/s "
                          f"offered ({figures['achieved_share']:.0%}), p50 {format_duration_ns(figures['p50_ns'])}, "
-                         f"p99 {format_duration_ns(figures['p99_ns'])} from the intended send time"
-                         + (f"; saturated: {figures['saturated_because']}" if figures["saturated"] else "")
+                         f"p99 {format_duration_ns(figures['p99_ns'])} from the intended send time: "
+                         + (f"saturated ({figures['saturated_because']})" if figures["saturated"] else "keeps up")
                          + f"; client send lag up to {format_duration_ns(figures['send_lag_max_ns'])}")
         if "idle" in workload:
-            figures = workload["idle"]
-            growth = figures.get("server_pss_growth_bytes")
-            per = growth / figures["requested"] if growth is not None and figures["requested"] else None
-            parts.append(f"{figures['opened']:,} idle connections held (kernel, server side: "
-                         f"{', '.join(str(count) for count in figures['server_connections_established'])}); server "
-                         f"PSS +{_bytes(growth)} ({_bytes(per)} per connection from this one point; a list of "
-                         "--idle-connections fits it)")
-        rows.append(f"| {server} × {client} | " + "; ".join(parts) + " |")
+            parts.append(idle_text(workload["idle"]))
+        found.append((key, "; ".join(parts)))
+    return found
+
+
+def idle_text(figures: dict[str, Any]) -> str:
+    """One point of idle connections: how many were held and how the server's memory moved. Never a figure per
+    connection: one difference is not a fit (memory moves by itself too, and can even shrink)."""
+    growth = figures.get("server_pss_growth_bytes")
+    moved = ("not sampled" if growth is None else
+             f"grew by {_bytes(growth)}" if growth >= 0 else f"shrank by {_bytes(-growth)}")
+    return (f"{figures['opened']:,} idle connections held (kernel, server side: "
+            f"{', '.join(str(count) for count in figures['server_connections_established'])}); server PSS {moved} "
+            f"with them held. Memory per connection needs a list of --idle-connections (e.g. 0,1000,2000): a fit "
+            "over several counts, not one difference")
+
+
+def run_section(summaries: dict, unit: str) -> list[str]:
+    """For a single-point run: each measured cell's workload figures in one table (nothing for plain ping-pong)."""
+    rows = [f"| {server} × {client} | {text} |" for (server, client), text in cell_figures(summaries, unit)]
     if not rows:
         return []
     return ["", f"Workload figures ({unit}; medians over the rounds, latency histograms merged):", "",
