@@ -211,14 +211,17 @@ def test_a_list_setting_is_a_dimension_interleaved_within_every_round(tmp_path):
         next(tmp_path.glob("*-sweep.md")).read_text()
 
 
-def test_kill_9_of_the_orchestrator_leaves_no_process_behind(tmp_path):
+@pytest.mark.parametrize("started_from", ["the checkout", "another folder"])
+def test_kill_9_of_the_orchestrator_leaves_no_process_behind(tmp_path, started_from):
     """SIGKILL reaches no handler, and every server and client runs in a session of its own; the guardian, told
     each process group as it starts, ends them when the orchestrator's pipe closes. Sanic has worker processes:
-    the whole tree of the server being measured goes, and the clients with it."""
+    the whole tree of the server being measured goes, and the clients with it. Started from another folder
+    (python /path/to/run_bench.py), the guardian still finds the suite's package."""
+    folder = ROOT if started_from == "the checkout" else tmp_path
     with open(tmp_path / "run_bench.stderr", "w") as stderr:
-        process = subprocess.Popen([sys.executable, "run_bench.py", "--servers", "sanic", "--clients",
+        process = subprocess.Popen([sys.executable, str(ROOT / "run_bench.py"), "--servers", "sanic", "--clients",
                                     "websockets,node-ws", "--repeat", "6", "--duration", "1", "--warmup", "0.2",
-                                    "--fresh-server", "--results-dir", str(tmp_path / "results")], cwd=ROOT,
+                                    "--fresh-server", "--results-dir", str(tmp_path / "results")], cwd=folder,
                                    stdout=subprocess.DEVNULL, stderr=stderr)
     try:
         deadline = time.monotonic() + 120
@@ -241,3 +244,4 @@ def test_kill_9_of_the_orchestrator_leaves_no_process_behind(tmp_path):
                                               != psutil.STATUS_ZOMBIE for pid in pids):
         time.sleep(0.05)
     assert_gone(pids)
+    assert "No module named" not in (tmp_path / "run_bench.stderr").read_text()

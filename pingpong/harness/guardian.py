@@ -20,6 +20,7 @@ import signal
 import subprocess
 import sys
 import threading
+from pathlib import Path
 
 _lock = threading.Lock()
 _write_fd: int | None = None
@@ -69,9 +70,10 @@ def _tell(line: str) -> None:
                 return
             read_fd, write_fd = os.pipe()  # both non-inheritable: only the guardian gets the read end, by pass_fds
             try:
+                # from the checkout, so `-m` finds the package whatever folder run_bench.py was started from
                 _process = subprocess.Popen([sys.executable, "-m", "pingpong.harness.guardian", str(read_fd)],
                                             pass_fds=(read_fd,), start_new_session=True, stdin=subprocess.DEVNULL,
-                                            stdout=subprocess.DEVNULL)
+                                            stdout=subprocess.DEVNULL, cwd=Path(__file__).resolve().parents[2])
             except OSError:
                 os.close(write_fd)
                 return
