@@ -1,9 +1,10 @@
 """A --cluster run on this one machine: hosts made of network namespaces, joined by veth links to a bridge.
 
 It makes the cluster's certificates, three namespaces (h0: the scheduler and the orchestrator; server: a worker
-offering server=1; client: a worker offering client=1), starts the scheduler with mutual TLS and the workers from
-this checkout, runs `run_bench.py --cluster ... ARGS` in h0, and removes everything afterwards. Whatever follows
-`--` goes to run_bench.py (the results land in its --results-dir, results/ by default).
+offering server=1; client: a worker offering client=1), starts the scheduler with mutual TLS and the workers with
+`run_bench.py cluster scheduler|worker` (docs/cluster.md), runs `run_bench.py --cluster ... ARGS` in h0, and
+removes everything afterwards. Whatever follows `--` goes to run_bench.py (the results land in its --results-dir,
+results/ by default).
 
 Needs root (namespaces) and iproute2. Exits with run_bench.py's exit code.
 Usage: python -m benchmarks.cluster_lab -- --servers sanic,node-ws --clients websockets,node-ws --repeat 3

@@ -19,6 +19,7 @@ from pingpong.harness import cluster_figures, netns_lab
 from pingpong.harness.cluster import make_certificates, spread_shares
 from pingpong.harness.runner import ClientShare
 from tests.conftest import TEST_TOKEN_ENV, processes_carrying
+from tests.test_docs import as_argv, documented_commands
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -108,6 +109,25 @@ def test_missing_tls_files_are_named(tmp_path):
     assert "missing" in line and "ca.pem" in line
 
 
+@pytest.mark.parametrize("args, words", [
+    (["cluster"], "required: PROCESS"),
+    (["cluster", "scheduler", "--host", "127.0.0.1", "--tls", "{empty}"], "missing {empty}/ca.pem"),
+    (["cluster", "worker", "tls://127.0.0.1:8786", "--role", "server", "--tls", "{empty}"], "worker-key.pem"),
+    (["cluster", "worker", "tls://127.0.0.1:8786", "--role", "both", "--tls", "{tls}"], "invalid choice: 'both'"),
+    (["cluster", "worker", "tcp://10.0.0.1:8786", "--role", "client", "--tls", "{tls}"], "as tls://ADDR:PORT"),
+    (["cluster", "worker", "tls://10.0.0.1", "--role", "client", "--tls", "{tls}"], "as tls://ADDR:PORT"),
+    (["cluster", "scheduler", "--host", "10.0.0.1:8786", "--tls", "{tls}"], "is not an IP address or a host name"),
+    (["cluster", "scheduler", "--host", "192.0.2.1", "--tls", "{tls}"], "cannot listen on 192.0.2.1:8786 here"),
+    (["cluster", "scheduler", "--host", "127.0.0.1", "--port", "0", "--tls", "{tls}"], "not a port number"),
+])
+def test_the_cluster_commands_refuse_bad_input_in_one_line(tmp_path, args, words):
+    make_certificates(tmp_path / "tls")
+    (tmp_path / "empty").mkdir()
+    folders = {"tls": str(tmp_path / "tls"), "empty": str(tmp_path / "empty")}
+    line = one_error_line(run_bench(*(arg.format(**folders) for arg in args), timeout=60))
+    assert words.format(**folders) in line
+
+
 def test_the_local_mode_imports_no_dask():
     code = ("import sys\nfrom pingpong.harness import cli, engine, matrix, runner\n"
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('dask', 'distributed')))")
@@ -123,27 +143,34 @@ needs_namespaces = pytest.mark.skipif(UNAVAILABLE is not None, reason=f"no netwo
 
 
 class ClusterLab:
-    """h0 (the orchestrator and the scheduler), a server host and two client hosts."""
+    """h0 (the orchestrator and the scheduler), a server host and two client hosts, started with the documented
+    commands (`run_bench.py cluster scheduler|worker`), which put the checkout on Dask's path themselves."""
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder
         self.tls = folder / "tls"
         make_certificates(self.tls)
         self.token = uuid.uuid4().hex  # carried by every process the lab starts, and by whatever they start
-        self.env = {"PYTHONPATH": str(ROOT), TEST_TOKEN_ENV: self.token}
+        self.env = {TEST_TOKEN_ENV: self.token}
         self.lab = netns_lab.Lab()
         for host in ("h0", "server", "client", "client2"):
             self.lab.add_host(host)
         self.scheduler = f"tls://{self.lab.hosts['h0'].address}:{netns_lab.SCHEDULER_PORT}"
         self.lab.run("h0", netns_lab.scheduler_command(self.tls, self.lab.hosts["h0"].address),
                      folder / "scheduler.log", self.env)
-        self.workers = {host: self.start_worker(host, host.rstrip("2"), f"{host}-host")
+        self.workers = {host: self.lab.run(host, netns_lab.worker_command(self.tls, self.scheduler, host.rstrip("2")),
+                                           folder / f"{host}-host.log", self.env)
                         for host in ("server", "client", "client2")}
         netns_lab.wait_for_workers(self.lab, "h0", self.tls, self.scheduler, 3)
 
-    def start_worker(self, host: str, resource: str, name: str, checkout: Path = ROOT) -> subprocess.Popen:
-        return self.lab.run(host, netns_lab.worker_command(self.tls, self.scheduler, resource, name),
-                            self.folder / f"{name}.log", dict(self.env, PYTHONPATH=str(checkout)), cwd=checkout)
+    def start_worker_from(self, host: str, checkout: Path, name: str) -> subprocess.Popen:
+        """A client worker started by hand from another checkout (made from the last commit, which may not have the
+        cluster commands yet): Dask's own command, with that checkout on its path."""
+        argv = [sys.executable, "-m", "distributed.cli.dask_worker", self.scheduler, "--resources", "client=1",
+                "--nworkers", "1", "--name", name, "--no-dashboard", "--tls-ca-file", str(self.tls / "ca.pem"),
+                "--tls-cert", str(self.tls / "worker.pem"), "--tls-key", str(self.tls / "worker-key.pem")]
+        return self.lab.run(host, argv, self.folder / f"{name}.log", dict(self.env, PYTHONPATH=str(checkout)),
+                            cwd=checkout)
 
     def bench(self, *args: str) -> list[str]:
         """run_bench.py on h0, against the cluster."""
@@ -154,9 +181,10 @@ class ClusterLab:
         return {host: self.lab.pids(host) for host in ("server", "client", "client2")}
 
     def worker_process(self, role: str) -> psutil.Process:
-        """The worker process its nanny spawned (what a lost host looks like: that process dies)."""
-        nanny = psutil.Process(self.workers[role].pid)
-        return next(p for p in nanny.children() if "spawn_main" in " ".join(p.cmdline()))
+        """The worker process its nanny spawned (what a lost host looks like: that process dies); the nanny is the
+        child of the documented command."""
+        command = psutil.Process(self.workers[role].pid)
+        return next(p for p in command.children(recursive=True) if "spawn_main" in " ".join(p.cmdline()))
 
     def close(self) -> None:
         self.lab.close()
@@ -343,7 +371,7 @@ def test_a_mismatched_worker_and_a_stranger_certificate_are_refused(cluster, tmp
     subprocess.run(["git", "clone", "--quiet", "--shared", str(ROOT), str(other)], check=True)
     subprocess.run(["git", "-C", str(other), "-c", "user.name=test", "-c", "user.email=test@localhost", "commit",
                     "--quiet", "--allow-empty", "-m", "another commit"], check=True)
-    stray = cluster.start_worker("client", "client", "stray-host", checkout=other)
+    stray = cluster.start_worker_from("client", other, "stray-host")
     try:
         netns_lab.wait_for_workers(cluster.lab, "h0", cluster.tls, cluster.scheduler, 4)
         done = subprocess.run(cluster.bench("--servers", "node-ws", "--clients", "node-ws", "--repeat", "1",
@@ -354,3 +382,56 @@ def test_a_mismatched_worker_and_a_stranger_certificate_are_refused(cluster, tmp
     finally:
         cluster.lab.stop(stray)
         cluster.lab.processes.remove(stray)
+
+
+@needs_namespaces
+def test_the_documented_commands_run_a_cluster(tmp_path):
+    """docs/cluster.md's blocks as written, each on its host of a lab of its own, from an empty folder (nothing is
+    imported from the current folder): the certificates, the scheduler, a server and a client worker, and the run.
+    Only the lab's address stands for 10.0.0.1, and a short run of one cell for [any other options]. The run exits 0
+    with its results, and SIGTERM stops each command with its Dask process."""
+    (certificates,) = documented_commands("docs/cluster.md", "run_bench.py cluster-certs cluster-tls")
+    (scheduler,) = documented_commands("docs/cluster.md", "run_bench.py cluster scheduler")
+    workers = documented_commands("docs/cluster.md", "run_bench.py cluster worker")
+    (run,) = documented_commands("docs/cluster.md", "run_bench.py --cluster tls://")
+    token = uuid.uuid4().hex
+    env = {TEST_TOKEN_ENV: token, "PYTHONPATH": ""}  # the commands put the checkout on Dask's path themselves
+    lab = netns_lab.Lab(tag=f"pp{os.getpid() % 100000}d")
+    started: dict[str, subprocess.Popen] = {}
+    try:
+        for host in ("h0", "server", "client"):
+            lab.add_host(host)
+        address = {"10.0.0.1": lab.hosts["h0"].address}
+        done = subprocess.run(as_argv(certificates), cwd=tmp_path, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        started["scheduler"] = lab.run("h0", as_argv(scheduler, address), tmp_path / "scheduler.log", env,
+                                       cwd=tmp_path)
+        for command in workers:
+            role = "server" if "--role server" in command else "client"
+            started[role] = lab.run(role, as_argv(command, address), tmp_path / f"{role}.log", env, cwd=tmp_path)
+        assert set(started) == {"scheduler", "server", "client"}, workers
+        options = "--servers node-ws --clients node-ws --repeat 1 --duration 0.5 --warmup 0.2 --results-dir results"
+        argv = as_argv(run, {**address, "[any other options]": options})
+        scheduler_address = next(word for word in argv if word.startswith("tls://"))
+        netns_lab.wait_for_workers(lab, "h0", tmp_path / "cluster-tls", scheduler_address, 2)
+        done = subprocess.run(["ip", "netns", "exec", lab.hosts["h0"].netns, *argv], cwd=tmp_path,
+                              capture_output=True, text=True, timeout=240, env={**os.environ, **env})
+        logs = {name: (tmp_path / f"{name}.log").read_text()[-1500:] for name in started}
+        assert done.returncode == 0, (done.stderr[-3000:], logs)
+        results = load(tmp_path / "results")
+        assert results["environment"]["cluster"]["scheduler"] == scheduler_address
+        (attempt,) = [a for cell in results["cells"] if not cell["skipped"] for a in cell["attempts"]]
+        assert attempt["status"] == "ok", attempt["reason"]
+        assert attempt["placement"]["server_host"].startswith(f"tls://{lab.hosts['server'].address}:")
+        assert attempt["placement"]["client_hosts"][0].startswith(f"tls://{lab.hosts['client'].address}:")
+        for process in started.values():
+            process.send_signal(signal.SIGTERM)  # the command alone: it stops its Dask process and reaps it
+        codes = {name: process.wait(30) for name, process in started.items()}
+        logs = {name: (tmp_path / f"{name}.log").read_text()[-1500:] for name in started}
+        assert codes == {"scheduler": 130, "server": 130, "client": 130}, logs
+        assert netns_lab.wait_until(lambda: not processes_carrying(token), 10), \
+            [p.cmdline() for p in processes_carrying(token)]  # before the lab ends what is left in its namespaces
+    finally:
+        lab.close()
+    assert netns_lab.wait_until(lambda: not processes_carrying(token), 10), \
+        [p.cmdline() for p in processes_carrying(token)]

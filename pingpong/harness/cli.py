@@ -10,7 +10,7 @@ from pathlib import Path
 
 
 from pingpong import SUITE_VERSION
-from pingpong.harness import abuse, compare, diagnose, matrix, report
+from pingpong.harness import abuse, cluster_commands, compare, diagnose, matrix, report
 from pingpong.harness.catalog import (DEFAULT_MANIFEST, PROJECT_ROOT, load_manifests, nothing_runnable,
                                       render_listing, select)
 from pingpong.harness.configuration import (DEFAULT_MATRIX_DURATION_S, DEFAULT_MATRIX_WARMUP_S, add_measuring_options,
@@ -22,7 +22,7 @@ from pingpong.harness.results_files import DEFAULT_RESULTS_DIR, prepare_results_
 from pingpong.harness.usage import OneLineArgumentParser, UsageError
 
 EXIT_OK, EXIT_USAGE = 0, 2
-COMMANDS = ("run", "list", "report", "diagnose", "compare", "abuse", "cluster-certs")
+COMMANDS = ("run", "list", "report", "diagnose", "compare", "abuse", "cluster-certs", "cluster")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -62,6 +62,8 @@ def run(argv: list[str] | None) -> int:
         written = make_certificates(options.folder)
         print("\n".join(str(path) for path in written))
         return EXIT_OK
+    if options.command == "cluster":
+        return cluster_commands.run(options)
     if options.command == "run":
         check_options(options)
     options.manifest = options.manifest or [DEFAULT_MANIFEST]
@@ -140,15 +142,20 @@ def build_parser() -> argparse.ArgumentParser:
     certificates = commands.add_parser(
         "cluster-certs", help="make a CA and mutual-TLS certificates for a --cluster's scheduler, workers and you",
         description="Make a CA for a cluster and a certificate with key for each role (scheduler, worker, client), "
-                    "all signed by it: the files --cluster-tls and the dask commands take (docs/cluster.md).")
+                    "all signed by it: the files --cluster-tls and the cluster commands take (docs/cluster.md).")
     certificates.add_argument("folder", type=Path, help="where to write them (created if missing)")
+    cluster_commands.add_arguments(commands.add_parser(
+        "cluster", help="start a --cluster's Dask scheduler or a worker on this host, until Ctrl-C",
+        description=cluster_commands.DESCRIPTION))
     return parser
 
 
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     selection = parser.add_argument_group("what to run")
-    selection.add_argument("--servers", help="comma-separated server names (default: all available)")
-    selection.add_argument("--clients", help="comma-separated client names (default: all available)")
+    selection.add_argument("--servers", help="comma-separated server names or sets (default: the default set; "
+                                                      "native, default,native, all)")
+    selection.add_argument("--clients", help="comma-separated client names or sets (default: the default set; "
+                                                      "native, default,native, all)")
     selection.add_argument("--exclude", metavar="NAME[,NAME...]",
                            help="leave these servers or clients out (a name that is both leaves both)")
     selection.add_argument("--list", action="store_true", help="list implementations and whether they run here")

@@ -150,7 +150,8 @@ class Cluster:
         if missing:
             known = ", ".join(f"{address} {resources or '{}'}" for address, resources in workers.items()) or "none"
             raise ClusterError(f"--cluster {self.address}: no worker offers resource {' or '.join(missing)}=1 "
-                               f"(workers: {known}); start one with 'dask worker ... --resources {missing[0]}=1'")
+                               f"(workers: {known}); start one with 'run_bench.py cluster worker ... "
+                               f"--role {missing[0]}'")
         candidates = [address for address, role in roles.items() if role and address not in kept]
         described = (self.client.run(host_agent.describe_host, on_error="return", workers=candidates)
                      if candidates else {})
@@ -162,7 +163,7 @@ class Cluster:
                     log(f"worker {address} skipped: {type(answer).__name__}: {answer}")
                     continue
                 raise ClusterError(f"worker {address} cannot run the suite ({type(answer).__name__}: {answer}); "
-                                   f"start it from a checkout of this commit with PYTHONPATH set to it "
+                                   f"start it with 'run_bench.py cluster worker' from a checkout of this commit "
                                    f"(docs/cluster.md)")
             mismatches = cluster_figures.fingerprint_mismatches(self.fingerprint, answer["fingerprint"])
             if mismatches:

@@ -2,8 +2,9 @@
 
 Each host is a network namespace of its own with one veth link to a bridge in a switch namespace, all made here
 and removed by close(): no address outside them is ever used, and no packet leaves the machine. On the hosts run
-a Dask scheduler (with the cluster's mutual TLS) and one worker each, from this checkout; every process started
-here is in a process group of its own and ended by PID.
+a Dask scheduler (with the cluster's mutual TLS) and one worker each, started as docs/cluster.md says
+(`run_bench.py cluster scheduler|worker`); every process started here is in a process group of its own and ended
+by PID.
 
 Needs root (CAP_NET_ADMIN and CAP_SYS_ADMIN) and iproute2's `ip`; available() says why not when it cannot work.
 """
@@ -131,16 +132,15 @@ class Lab:
 
 
 def scheduler_command(tls_dir: Path, address: str) -> list[str]:
-    return [sys.executable, "-m", "distributed.cli.dask_scheduler", "--protocol", "tls", "--host", address,
-            "--port", str(SCHEDULER_PORT), "--dashboard-address", ":0", "--tls-ca-file", str(tls_dir / "ca.pem"),
-            "--tls-cert", str(tls_dir / "scheduler.pem"), "--tls-key", str(tls_dir / "scheduler-key.pem")]
+    """The documented command (docs/cluster.md): it runs Dask with this checkout on its path, in the foreground."""
+    return [sys.executable, str(PROJECT_ROOT / "run_bench.py"), "cluster", "scheduler", "--host", address,
+            "--port", str(SCHEDULER_PORT), "--tls", str(tls_dir)]
 
 
-def worker_command(tls_dir: Path, scheduler: str, resource: str, name: str) -> list[str]:
-    return [sys.executable, "-m", "distributed.cli.dask_worker", scheduler, "--resources", f"{resource}=1",
-            "--nworkers", "1", "--nthreads", "4", "--name", name, "--dashboard-address", ":0",
-            "--tls-ca-file", str(tls_dir / "ca.pem"), "--tls-cert", str(tls_dir / "worker.pem"),
-            "--tls-key", str(tls_dir / "worker-key.pem")]
+def worker_command(tls_dir: Path, scheduler: str, resource: str) -> list[str]:
+    """The documented command for a worker offering resource ("server" or "client")."""
+    return [sys.executable, str(PROJECT_ROOT / "run_bench.py"), "cluster", "worker", scheduler, "--role", resource,
+            "--tls", str(tls_dir)]
 
 
 def wait_for_workers(lab: Lab, host: str, tls_dir: Path, scheduler: str, count: int, timeout_s: float = 60.0) -> None:
@@ -168,8 +168,8 @@ def wait_until(condition, timeout_s: float, interval_s: float = 0.1) -> bool:
 @contextmanager
 def dask_cluster(workers: list[tuple[str, str, str]]) -> Iterator[tuple[Lab, str, Path]]:
     """A lab with h0 (the scheduler, and the place to run the orchestrator) and one Dask worker per (host,
-    resource, name), made with the cluster's certificates and started from this checkout; yields the lab, the
-    scheduler's address and the TLS folder. Everything is removed afterwards."""
+    resource, name), made with the cluster's certificates and started with the documented commands (name: its
+    log's); yields the lab, the scheduler's address and the TLS folder. Everything is removed afterwards."""
     from pingpong.harness.cluster import make_certificates
     with tempfile.TemporaryDirectory(prefix="pingpong-lab-") as folder:
         tls = Path(folder) / "tls"
@@ -179,10 +179,9 @@ def dask_cluster(workers: list[tuple[str, str, str]]) -> Iterator[tuple[Lab, str
             for host in dict.fromkeys(["h0", *(host for host, _, _ in workers)]):
                 lab.add_host(host)
             scheduler = f"tls://{lab.hosts['h0'].address}:{SCHEDULER_PORT}"
-            env = {"PYTHONPATH": str(PROJECT_ROOT)}
-            lab.run("h0", scheduler_command(tls, lab.hosts["h0"].address), Path(folder) / "scheduler.log", env)
+            lab.run("h0", scheduler_command(tls, lab.hosts["h0"].address), Path(folder) / "scheduler.log")
             for host, resource, name in workers:
-                lab.run(host, worker_command(tls, scheduler, resource, name), Path(folder) / f"{name}.log", env)
+                lab.run(host, worker_command(tls, scheduler, resource), Path(folder) / f"{name}.log")
             wait_for_workers(lab, "h0", tls, scheduler, len(workers))
             yield lab, scheduler, tls
         finally:
