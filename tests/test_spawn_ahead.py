@@ -20,15 +20,17 @@ from tests.conftest import ROOT, by_name
 
 SETTINGS = CellSettings(duration_s=0.3, warmup_s=0.1, loop="auto", compression="default", payload_size=4,
                         payload_kind="text-ascii", ready_timeout_s=20, stall_timeout_s=5, pin=True)
-# The Python driver, node/driver.js under Node.js and under Bun: every driver that honours the start gate.
-GATED_CLIENTS = ["websockets", "node-ws", "bun", "raw-tcp-node"]
+# The Python driver, node/driver.js under Node.js and under Bun, the Go, Rust and C++ clients: every driver that
+# honours the start gate.
+GATED_CLIENTS = ["websockets", "node-ws", "bun", "raw-tcp-node", "go-gorilla", "rust-tungstenite", "cpp-websocketpp"]
 
 
 def test_the_manifest_says_which_clients_honour_the_gate():
     """Every client but the C floor (which starts in a millisecond) declares the start gate."""
     gated = {name for name in ("websockets", "aiohttp", "picows", "node-ws", "node-builtin", "bun", "raw-tcp-python",
-                               "raw-tcp-node", "raw-tcp-bun") if START_GATE_FEATURE in by_name("client", name).features}
-    assert len(gated) == 9 and START_GATE_FEATURE not in by_name("client", "raw-tcp-c").features
+                               "raw-tcp-node", "raw-tcp-bun", "go-gorilla", "rust-tungstenite", "cpp-websocketpp")
+             if START_GATE_FEATURE in by_name("client", name).features}
+    assert len(gated) == 12 and START_GATE_FEATURE not in by_name("client", "raw-tcp-c").features
     assert can_start_ahead(by_name("client", "websockets"), SETTINGS)
     for other in (replace(SETTINGS, client_processes=2, pairs=2), replace(SETTINGS, idle_connections=5),
                   replace(SETTINGS, workload="broadcast")):

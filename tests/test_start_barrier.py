@@ -17,10 +17,11 @@ from tests.conftest import ROOT, by_name
 
 SETTINGS = CellSettings(duration_s=1.0, warmup_s=0.2, loop="auto", compression="default", payload_size=4,
                         payload_kind="text-ascii", ready_timeout_s=20, stall_timeout_s=5, pin=True)
-# One client per driver: the Python driver, node/driver.js under Node and Bun, the C client; each with a server
-# of its protocol.
+# One client per driver: the Python driver, node/driver.js under Node and Bun, the C client, the Go, Rust and C++
+# clients; each with a server of its protocol.
 DRIVERS = [("websockets", "websockets"), ("websockets", "node-ws"), ("websockets", "bun"),
-           ("raw-tcp-c", "raw-tcp-c")]
+           ("raw-tcp-c", "raw-tcp-c"), ("websockets", "go-gorilla"), ("websockets", "rust-tungstenite"),
+           ("websockets", "cpp-websocketpp")]
 
 
 def test_the_barrier_releases_every_client_once_the_last_is_ready():

@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from pingpong.harness.environment import runtime_version
-from pingpong.harness.manifest import Implementation, ManifestError, check_availability, load_manifest
+from pingpong.harness.manifest import (ALL_SET, DEFAULT_SET, Implementation, ManifestError, check_availability,
+                                       load_manifest)
 from pingpong.harness.runner import CellSettings, pairs_per_process
 from pingpong.harness.usage import UsageError
 
@@ -28,7 +29,19 @@ def load_manifests(paths: list[Path]) -> list[Implementation]:
                 raise ManifestError(f"manifest {path}: {implementation.role} '{implementation.name}' is already "
                                     f"defined in an earlier manifest")
             implementations.append(implementation)
+    names = {implementation.name for implementation in implementations}
+    for implementation in implementations:
+        clash = sorted(names & set(implementation.sets)) or ([ALL_SET] if ALL_SET in names else [])
+        if clash:
+            raise ManifestError(f"{implementation.role} '{implementation.name}': set '{clash[0]}' is also the name "
+                                f"of an implementation; --servers and --clients could not tell them apart")
     return implementations
+
+
+def set_names(implementations: list[Implementation]) -> list[str]:
+    """Every named set of the manifests, the default first, then 'all'."""
+    named = dict.fromkeys([DEFAULT_SET] + [name for i in implementations for name in i.sets])
+    return list(named) + [ALL_SET]
 
 
 def name_list(option: str, names: str) -> list[str]:
@@ -41,14 +54,25 @@ def name_list(option: str, names: str) -> list[str]:
 
 def select(implementations: list[Implementation], role: str, names: str | None,
            excluded: str | None = None) -> list[Implementation]:
-    """The implementations of a role named in names (all when None), less those named in excluded (either role)."""
+    """The implementations of a role named in names, less those named in excluded (either role).
+
+    A name is an implementation's or a set's (the manifest's `sets`; 'all' is every one of the role); None is the
+    default set. A set stands for its members of this role, in manifest order.
+    """
     known = [implementation for implementation in implementations if implementation.role == role]
     by_name = {implementation.name: implementation for implementation in known}
-    wanted = list(by_name) if names is None else name_list(f"--{role}s", names)
-    unknown = [name for name in wanted if name not in by_name]
+    sets = set_names(implementations)
+    requested = [DEFAULT_SET] if names is None else name_list(f"--{role}s", names)
+    unknown = [name for name in requested if name not in by_name and name not in sets]
     if unknown:
         raise UsageError(f"unknown {role} {', '.join(repr(n) for n in unknown)}; "
-                         f"valid {role}s: {', '.join(by_name)}")
+                         f"valid {role}s: {', '.join(by_name)}; or a set: {', '.join(sets)}")
+    wanted = []
+    for name in requested:
+        if name in by_name:
+            wanted.append(name)
+        else:
+            wanted += [i.name for i in known if name == ALL_SET or name in i.sets]
     if excluded is not None:
         every_name = {implementation.name for implementation in implementations}
         dropped = name_list("--exclude", excluded)
@@ -58,7 +82,8 @@ def select(implementations: list[Implementation], role: str, names: str | None,
                              f"valid names: {', '.join(dict.fromkeys(i.name for i in implementations))}")
         wanted = [name for name in wanted if name not in dropped]
     if not wanted:
-        raise UsageError(f"no {role} left to run after --exclude {excluded}")
+        raise UsageError(f"no {role} left to run after --exclude {excluded}" if excluded is not None else
+                         f"--{role}s {names}: no {role} belongs to it")
     return [by_name[name] for name in dict.fromkeys(wanted)]
 
 
@@ -156,11 +181,23 @@ def installed_versions(implementation: Implementation) -> dict[str, str | None]:
         kind, _, name = requirement.partition(":")
         if kind in ("python-module", "node-package"):
             versions[name] = package_version(kind, name)
+        if kind == "file":
+            versions |= built_versions(PROJECT_ROOT / name)
     return versions
 
 
+def built_versions(path: Path) -> dict[str, str | None]:
+    """What a built program was built with, as its build script recorded it beside it (FILE.versions, a JSON
+    object: toolchain and pinned libraries); {} when it recorded nothing."""
+    try:
+        recorded = json.loads((path.parent / (path.name + ".versions")).read_text())
+    except (OSError, ValueError):
+        return {}
+    return {str(k): str(v) for k, v in recorded.items()} if isinstance(recorded, dict) else {}
+
+
 LISTING_FIELDS = ("role", "name", "runtime", "protocol", "available", "why_not", "versions", "loops", "compression",
-                  "description")
+                  "sets", "description")
 
 
 def listing_rows(implementations: list[Implementation]) -> list[dict[str, Any]]:
@@ -171,7 +208,7 @@ def listing_rows(implementations: list[Implementation]) -> list[dict[str, Any]]:
                      "protocol": implementation.protocol, "available": availability.available,
                      "why_not": availability.reason, "versions": installed_versions(implementation),
                      "loops": list(implementation.loops), "compression": list(implementation.compression),
-                     "description": implementation.description})
+                     "sets": list(implementation.sets), "description": implementation.description})
     return rows
 
 
@@ -191,14 +228,16 @@ def render_listing(implementations: list[Implementation], output_format: str) ->
         writer.writeheader()
         for row in rows:
             writer.writerow({**row, "versions": format_versions(row["versions"]), "loops": " ".join(row["loops"]),
-                             "compression": " ".join(row["compression"])})
+                             "compression": " ".join(row["compression"]), "sets": " ".join(row["sets"])})
         return output.getvalue().rstrip("\n")
-    lines = [f"{'role':<7} {'name':<15} {'runtime':<7} {'protocol':<10} {'available':<10} versions"]
+    lines = [f"{'role':<7} {'name':<16} {'runtime':<7} {'protocol':<10} {'available':<10} versions"]
     for row in rows:
         state = "yes" if row["available"] else "no"
-        lines.append(f"{row['role']:<7} {row['name']:<15} {row['runtime']:<7} {row['protocol']:<10} {state:<10} "
+        lines.append(f"{row['role']:<7} {row['name']:<16} {row['runtime']:<7} {row['protocol']:<10} {state:<10} "
                      f"{format_versions(row['versions'])}")
-        for text in (row["description"], row["why_not"] and f"not available: {row['why_not']}"):
+        sets = [name for name in row["sets"] if name != DEFAULT_SET]
+        in_sets = f"(not in the default matrix: set {', '.join(sets)})" if DEFAULT_SET not in row["sets"] else None
+        for text in (row["description"], in_sets, row["why_not"] and f"not available: {row['why_not']}"):
             if text:
                 lines.append(f"{'':<8}{text}")
     lines.append("Servers and clients pair only when they speak the same protocol: a websocket server with websocket\n"

@@ -15,6 +15,10 @@ ROLES = ("server", "client")
 RUNTIMES = ("python", "node", "bun", "native")
 PROTOCOLS = ("websocket", "raw-tcp")
 REQUIREMENT_KINDS = ("python-module", "node-package", "executable", "file")
+DEFAULT_SET = "default"  # the set of an entry without `sets`: what a run measures when not told which
+ALL_SET = "all"  # every implementation of the role, whatever its sets
+# A built program that could not be built here: its build script writes why, in one line, to FILE + this suffix.
+UNAVAILABLE_SUFFIX = ".unavailable"
 
 
 class ManifestError(Exception):
@@ -35,6 +39,7 @@ class Implementation:
     compression: tuple[str, ...]
     description: str = ""
     features: tuple[str, ...] = ()
+    sets: tuple[str, ...] = (DEFAULT_SET,)  # named sets it belongs to (--servers native, default, ...)
 
 
 @dataclass(frozen=True)
@@ -91,7 +96,8 @@ def _parse_entry(path: Path, role: str, index: int, entry: dict) -> Implementati
                 raise fail(field, f"has '{item}'; expected items from {', '.join(choices)}")
         return tuple(value)
 
-    known = {"name", "runtime", "protocol", "command", "requires", "loops", "compression", "description", "features"}
+    known = {"name", "runtime", "protocol", "command", "requires", "loops", "compression", "description", "features",
+             "sets"}
     unknown = sorted(set(entry) - known)
     if unknown:
         raise fail(unknown[0], "is not a known field")
@@ -106,11 +112,15 @@ def _parse_entry(path: Path, role: str, index: int, entry: dict) -> Implementati
         compression=strings("compression", COMPRESSION_MODES),
         description=text("description", required=False),
         features=strings("features", FEATURES) if "features" in entry else (),
+        sets=strings("sets") if "sets" in entry else (DEFAULT_SET,),
     )
     if not implementation.command:
         raise fail("command", "is empty")
-    if not implementation.loops or not implementation.compression:
-        raise fail("loops" if not implementation.loops else "compression", "is empty")
+    if not implementation.loops or not implementation.compression or not implementation.sets:
+        raise fail("loops" if not implementation.loops else "compression" if not implementation.compression
+                   else "sets", "is empty")
+    if ALL_SET in implementation.sets:
+        raise fail("sets", f"has '{ALL_SET}', which names every implementation already")
     for requirement in implementation.requires:
         kind, _, name = requirement.partition(":")
         if kind not in REQUIREMENT_KINDS or not name:
@@ -145,8 +155,19 @@ def check_availability(implementation: Implementation, project_root: Path) -> Av
         if kind == "executable" and shutil.which(name) is None and runtime_executable(name, project_root) is None:
             return Availability(False, f"executable '{name}' not found on PATH")
         if kind == "file" and not (project_root / name).exists():
-            return Availability(False, f"'{name}' has not been built (npm ci builds it; or run sh native/build.sh)")
+            return Availability(False, unbuilt_reason(project_root / name, name))
     return Availability(True)
+
+
+def unbuilt_reason(path: Path, name: str) -> str:
+    """Why a built program is missing: its build script's one line (FILE.unavailable), else that it was not built."""
+    try:
+        written = (path.parent / (path.name + UNAVAILABLE_SUFFIX)).read_text().strip().splitlines()
+    except OSError:
+        written = []
+    if written and written[0].strip():
+        return f"'{name}' could not be built here: {written[0].strip()}"
+    return f"'{name}' has not been built (npm ci builds it; or run sh native/build.sh)"
 
 
 def resolve_command(implementation: Implementation, project_root: Path, python: str | None = None) -> list[str]:

@@ -1,0 +1,53 @@
+#!/bin/sh
+# Builds cpp-websocketpp (build/cpp_ws_server, build/cpp_ws_client) with g++ against websocketpp 0.8.2 and
+# standalone Asio from Debian's libwebsocketpp-dev and libasio-dev. Run from the project root: sh native/cpp/build.sh.
+# When the compiler or a header is missing, or the build fails, it says why in build/<binary>.unavailable and
+# exits 0.
+set -u
+cd "$(dirname "$0")/../.."
+mkdir -p build
+CXX="${CXX:-g++}"
+binaries="cpp_ws_server cpp_ws_client"
+
+unavailable() {
+  for binary in $binaries; do
+    rm -f "build/$binary" "build/$binary.versions" # not an older build: the harness reads the note without one
+    printf '%s\n' "$1" >"build/$binary.unavailable"
+  done
+  printf '%s\n' "$1" >&2
+  exit 0
+}
+
+now() { date +%s.%N 2>/dev/null | grep -v N || date +%s; }
+
+command -v "$CXX" >/dev/null 2>&1 || unavailable "$CXX not found on PATH (install g++ to build cpp-websocketpp)"
+for header in /usr/include/websocketpp/version.hpp /usr/include/asio.hpp; do
+  [ -f "$header" ] ||
+    unavailable "$header is missing (apt-get install libwebsocketpp-dev libasio-dev to build cpp-websocketpp)"
+done
+for header in /usr/include/openssl/ssl.h /usr/include/zlib.h; do
+  [ -f "$header" ] ||
+    unavailable "$header is missing (apt-get install libssl-dev zlib1g-dev to build cpp-websocketpp)"
+done
+websocketpp=$(sed -n 's/.*user_agent\[\] = "WebSocket++\/\([^"]*\)".*/\1/p' /usr/include/websocketpp/version.hpp)
+[ "$websocketpp" = "0.8.2" ] ||
+  unavailable "websocketpp $websocketpp found where 0.8.2 is pinned (apt-get install libwebsocketpp-dev=0.8.2-4)"
+asio=$(sed -n 's/.*define ASIO_VERSION [0-9]* \/\/ \([0-9.]*\).*/\1/p' /usr/include/asio/version.hpp)
+compiler="$("$CXX" -dumpfullversion 2>/dev/null || "$CXX" -dumpversion)"
+
+started=$(now)
+for program in server client; do
+  if ! "$CXX" -O2 -std=c++17 -Wall -o "build/cpp_ws_$program.tmp" "native/cpp/$program.cpp" \
+      -lssl -lcrypto -lz -pthread; then
+    rm -f "build/cpp_ws_$program.tmp"
+    unavailable "$CXX $compiler could not compile native/cpp/$program.cpp with websocketpp $websocketpp and asio $asio (see its output)"
+  fi
+  mv "build/cpp_ws_$program.tmp" "build/cpp_ws_$program"
+done
+for binary in $binaries; do # what `run_bench.py --list` shows it was built with
+  rm -f "build/$binary.unavailable"
+  printf '{"g++": "%s", "websocketpp": "%s", "asio": "%s"}\n' "$compiler" "$websocketpp" "$asio" \
+    >"build/$binary.versions"
+done
+echo "built build/cpp_ws_server and build/cpp_ws_client (websocketpp $websocketpp, asio $asio, g++ $compiler)" \
+  "in $(awk "BEGIN { printf \"%.1f\", $(now) - $started }") s"

@@ -1,0 +1,412 @@
+// Ping-pong client driver on websocketpp (standalone Asio, one thread), asynchronous as websocketpp's
+// examples are: A sends the ping, B's message handler checks it and replies, A's handler times the roundtrip and
+// sends the next ping. A steady timer watches for stalls. Flags, events and report as docs/contract.md says.
+#define ASIO_STANDALONE
+#include <websocketpp/client.hpp>
+#include <websocketpp/config/asio_client.hpp>
+#include <websocketpp/extensions/permessage_deflate/enabled.hpp>
+
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "common.hpp"
+
+static const char *PROGRAM = "cpp_ws_client";
+
+// websocketpp's stock configs never offer permessage-deflate; this one does (--compression on).
+template <typename base_config>
+struct with_deflate : public base_config {
+    typedef with_deflate type;
+    typedef base_config base;
+    struct permessage_deflate_config {};
+    typedef websocketpp::extensions::permessage_deflate::enabled<permessage_deflate_config> permessage_deflate_type;
+};
+
+struct Args {
+    std::string url, compression = "default", kind = "text-ascii", ca;
+    double duration = 5, warmup = 1, stall_timeout = 10;
+    long size = 4;
+    bool record = true;
+};
+
+static uint64_t now_ns() {
+    timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return uint64_t(t.tv_sec) * 1000000000u + uint64_t(t.tv_nsec);
+}
+
+static void cpu_seconds(double &user, double &system) {
+    rusage usage;
+    getrusage(RUSAGE_SELF, &usage);
+    user = usage.ru_utime.tv_sec + usage.ru_utime.tv_usec / 1e6;
+    system = usage.ru_stime.tv_sec + usage.ru_stime.tv_usec / 1e6;
+}
+
+// The ping (which=0) or pong (which=1) payload of exactly size bytes, as make_payload() in native/raw_tcp_client.c.
+static std::string make_payload(const std::string &kind, size_t size, int which) {
+    static const char *alphabet = "abcdefghijklmnopqrstuvwxyz0123456789";
+    static const char *utf8_cycle[4] = {"a", "\xc3\xa9", "\xe2\x82\xac", "\xf0\x9f\x98\x80"};
+    std::string out;
+    if (kind == "text-ascii") {
+        for (size_t i = 0; i < size; i++) out += alphabet[(i + which) % 36];
+    } else if (kind == "binary") {
+        for (size_t i = 0; i < size; i++) out += char((i * 31 + 7 + which * 101) & 0xff);
+    } else {
+        for (size_t index = which; out.size() < size; index++) {
+            std::string c = utf8_cycle[index % 4];
+            if (out.size() + c.size() > size) c = alphabet[(index + which) % 36];
+            out += c;
+        }
+    }
+    return out;
+}
+
+static std::string json_string(const std::string &text) {
+    std::string out = "\"";
+    for (unsigned char c : text) {
+        if (c == '"' || c == '\\') out += '\\', out += char(c);
+        else if (c < 0x20) { char escaped[8]; std::snprintf(escaped, sizeof escaped, "\\u%04x", c); out += escaped; }
+        else out += char(c);
+    }
+    return out + "\"";
+}
+
+static std::string format(const char *pattern, ...) __attribute__((format(printf, 1, 2)));
+static std::string format(const char *pattern, ...) {
+    char buffer[1024];
+    va_list arguments;
+    va_start(arguments, pattern);
+    std::vsnprintf(buffer, sizeof buffer, pattern, arguments);
+    va_end(arguments);
+    return buffer;
+}
+
+static uint64_t round_to_hdr_precision(uint64_t value) {
+    int bits = 64 - __builtin_clzll(value | 1);
+    int shift = bits > 11 ? bits - 11 : 0;
+    return (value >> shift) << shift;
+}
+
+// A line to the orchestrator's events pipe (PINGPONG_EVENTS_FD), one write each; none after a failed one.
+static int events_fd = -1;
+static void emit_event(const char *line) {
+    if (events_fd >= 0 && write(events_fd, line, std::strlen(line)) < 0) events_fd = -1;
+}
+
+// Block until a line arrives on fd (the start gate or the start barrier); true when it is "go".
+static bool read_go_line(int fd) {
+    std::string line;
+    char c;
+    while (line.size() < 16) {
+        ssize_t received = read(fd, &c, 1);
+        if (received < 0 && errno == EINTR) continue;
+        if (received <= 0 || c == '\n') break;
+        line += c;
+    }
+    close(fd);
+    return line == "go";
+}
+
+struct Run {
+    const Args &args;
+    std::string ping, pong, error, connections[2];
+    websocketpp::frame::opcode::value opcode;
+    enum { connecting, warming_up, measuring, done } phase = connecting;
+    uint64_t last_progress = now_ns(), warmup_start = 0, start = 0, end = 0, sent_at = 0;
+    size_t warmup_roundtrips = 0, roundtrips = 0;
+    std::vector<uint64_t> latencies;
+    double user_s = 0, system_s = 0;
+    explicit Run(const Args &a) : args(a) {}
+};
+
+static std::string describe(websocketpp::frame::opcode::value opcode, const std::string &payload) {
+    return format("%s of %zu bytes", opcode == websocketpp::frame::opcode::binary ? "binary" : "text", payload.size());
+}
+
+static std::string check(const Run &run, const char *who, const std::string &expected,
+                         websocketpp::frame::opcode::value opcode, const std::string &received) {
+    if (opcode == run.opcode && received == expected) return "";
+    return std::string("payload mismatch: connection ") + who + " expected " + describe(run.opcode, expected) +
+           ", received " + describe(opcode, received) +
+           (opcode == run.opcode && received.size() == expected.size() ? " with other bytes" : "");
+}
+
+template <typename connection_ptr>
+static std::string connection_json(const char *name, connection_ptr con) {
+    auto &socket = con->get_raw_socket();  // the TCP socket, under TLS too
+    asio::error_code ec;
+    auto local = socket.local_endpoint(ec), peer = socket.remote_endpoint(ec);
+    int nodelay = 0;
+    socklen_t length = sizeof nodelay;
+    getsockopt(socket.native_handle(), IPPROTO_TCP, TCP_NODELAY, &nodelay, &length);
+    auto address = [](const asio::ip::tcp::endpoint &e) {
+        std::string host = e.address().to_string();
+        return (e.address().is_v6() ? "[" + host + "]" : host) + ":" + std::to_string(e.port());
+    };
+    std::string extensions = con->get_response_header("Sec-WebSocket-Extensions");
+    return std::string("{\"name\": \"") + name + "\", \"extensions\": " +
+           (extensions.empty() ? "null" : json_string(extensions)) + ", \"subprotocol\": " +
+           (con->get_subprotocol().empty() ? "null" : json_string(con->get_subprotocol())) + ", \"family\": \"" +
+           (local.address().is_v6() ? "ipv6" : "ipv4") + "\", \"local_address\": \"" + address(local) +
+           "\", \"peer_address\": \"" + address(peer) + "\", \"tcp_nodelay\": " + (nodelay ? "true" : "false") + "}";
+}
+
+template <typename config, bool tls>
+static size_t drive(Run &run) {
+    typedef websocketpp::client<config> client;
+    typedef typename client::connection_ptr connection_ptr;
+    const Args &args = run.args;
+    client c;
+    c.clear_access_channels(websocketpp::log::alevel::all);  // websocketpp logs to stdout by default
+    c.clear_error_channels(websocketpp::log::elevel::all);
+    c.get_alog().set_ostream(&std::cerr);
+    c.get_elog().set_ostream(&std::cerr);
+    c.init_asio();
+    std::string tls_problem;  // why the certificate was refused, for the error
+    if constexpr (tls) {
+        std::string host = websocketpp::uri(args.url).get_host();
+        c.set_tls_init_handler([&args, &tls_problem, host](websocketpp::connection_hdl) {
+            auto context = std::make_shared<asio::ssl::context>(asio::ssl::context::tls_client);
+            context->set_verify_mode(asio::ssl::verify_peer);
+            if (args.ca.empty()) context->set_default_verify_paths();
+            else context->load_verify_file(args.ca);
+            context->set_verify_callback([&tls_problem, host](bool preverified, asio::ssl::verify_context &ctx) {
+                bool ok = asio::ssl::host_name_verification(host)(preverified, ctx);
+                if (!preverified)
+                    tls_problem = X509_verify_cert_error_string(X509_STORE_CTX_get_error(ctx.native_handle()));
+                else if (!ok)
+                    tls_problem = "the certificate does not name " + host;
+                return ok;
+            });
+            return context;
+        });
+    }
+
+    asio::steady_timer watchdog(c.get_io_service());
+    connection_ptr a, b;
+    int closed = 0;
+    auto fail = [&](const std::string &message) {
+        if (run.error.empty()) run.error = message;
+        run.phase = Run::done;
+        c.stop();
+    };
+    auto send = [&](connection_ptr con, const std::string &payload) {
+        websocketpp::lib::error_code ec = con->send(payload, run.opcode);
+        if (ec) fail("send failed: " + ec.message());
+    };
+    auto send_ping = [&] {
+        run.sent_at = now_ns();
+        send(a, run.ping);
+    };
+    auto begin_window = [&] {
+        emit_event("window-start\n");
+        cpu_seconds(run.user_s, run.system_s);
+        run.start = now_ns();
+        run.phase = Run::measuring;
+    };
+    auto finish = [&] {
+        double user, system;
+        cpu_seconds(user, system);
+        run.user_s = user - run.user_s;
+        run.system_s = system - run.system_s;
+        emit_event("window-end\n");
+        run.phase = Run::done;
+        run.connections[0] = connection_json("A", a);
+        run.connections[1] = connection_json("B", b);
+        websocketpp::lib::error_code ignored;
+        a->close(websocketpp::close::status::normal, "", ignored);
+        b->close(websocketpp::close::status::normal, "", ignored);
+        watchdog.expires_after(std::chrono::seconds(1));  // a server that never answers the close
+        watchdog.async_wait([&](const asio::error_code &ec) { if (!ec) c.stop(); });
+    };
+
+    // Open one connection; on_open runs once it is open. A failure to open or a close before the end fails the run.
+    auto open = [&](const char *name, std::function<void()> on_open,
+                    std::function<void(typename client::message_ptr)> on_message) {
+        websocketpp::lib::error_code ec;
+        connection_ptr con = c.get_connection(args.url, ec);
+        if (ec) { fail(std::string("cannot open connection ") + name + ": " + ec.message()); return con; }
+        con->set_open_handler([on_open](websocketpp::connection_hdl) { on_open(); });
+        con->set_message_handler([on_message](websocketpp::connection_hdl, typename client::message_ptr msg) {
+            on_message(msg);
+        });
+        con->set_fail_handler([&, name](websocketpp::connection_hdl hdl) {
+            auto failed = c.get_con_from_hdl(hdl);
+            std::string reason = failed->get_ec().message();
+            if (!tls_problem.empty()) reason += " (" + tls_problem + ")";
+            if (failed->get_response_code() != websocketpp::http::status_code::uninitialized)
+                reason += format(" (HTTP %d)", int(failed->get_response_code()));
+            fail(std::string("cannot open connection ") + name + " to " + args.url + ": " + reason);
+        });
+        con->set_close_handler([&, name](websocketpp::connection_hdl hdl) {
+            if (run.phase == Run::done) {
+                if (++closed == 2) watchdog.cancel();  // both closed cleanly: nothing left to wait for
+                return;
+            }
+            auto con = c.get_con_from_hdl(hdl);
+            fail(std::string("connection ") + name + " closed by the server (close code " +
+                 std::to_string(con->get_remote_close_code()) + (con->get_ec() ? ", " + con->get_ec().message() : "") +
+                 ")");
+        });
+        c.connect(con);
+        return con;
+    };
+
+    auto on_pong = [&](typename client::message_ptr msg) {
+        uint64_t t = now_ns();
+        std::string problem = check(run, "A", run.pong, msg->get_opcode(), msg->get_payload());
+        if (!problem.empty()) return fail(problem);
+        run.last_progress = t;
+        if (run.phase == Run::warming_up) {
+            run.warmup_roundtrips++;
+            if (t >= run.warmup_start + uint64_t(args.warmup * 1e9)) begin_window();
+        } else if (run.phase == Run::measuring) {
+            if (args.record) run.latencies.push_back(t - run.sent_at);
+            run.roundtrips++;
+            if (t >= run.start + uint64_t(args.duration * 1e9)) {
+                run.end = t;
+                return finish();
+            }
+        }
+        if (run.phase != Run::done) send_ping();
+    };
+    auto on_ping = [&](typename client::message_ptr msg) {
+        std::string problem = check(run, "B", run.ping, msg->get_opcode(), msg->get_payload());
+        if (!problem.empty()) return fail(problem);
+        send(b, run.pong);
+    };
+    auto both_open = [&] {
+        emit_event("ready\n");
+        const char *go_fd = std::getenv("PINGPONG_GO_FD");
+        if (go_fd && !read_go_line(std::atoi(go_fd)))
+            return fail("start barrier: the orchestrator closed it without a go (another client process failed "
+                        "or did not get ready)");
+        run.warmup_start = run.last_progress = now_ns();
+        run.phase = Run::warming_up;
+        if (args.warmup <= 0) begin_window();
+        send_ping();
+    };
+    a = open("A", [&] { b = open("B", both_open, on_ping); }, on_pong);
+
+    // The stall watchdog: checks a few times per --stall-timeout that a roundtrip (or an open) happened lately.
+    auto period = std::chrono::nanoseconds(uint64_t(std::min(1.0, args.stall_timeout / 4) * 1e9));
+    std::function<void()> watch = [&] {
+        watchdog.expires_after(period);
+        watchdog.async_wait([&](const asio::error_code &ec) {
+            if (ec || run.phase == Run::done) return;
+            if (now_ns() - run.last_progress >= uint64_t(args.stall_timeout * 1e9)) {
+                const char *phase = run.phase == Run::connecting ? "connect" : run.phase == Run::warming_up
+                                                                                   ? "warmup" : "window";
+                return fail(format("stall: no roundtrip completed for %g s (phase %s)", args.stall_timeout, phase));
+            }
+            watch();
+        });
+    };
+    watch();
+    c.run();
+    return c.get_max_message_size();
+}
+
+int main(int argc, char **argv) {
+    Args args;
+    std::string loop = "auto";
+    static const char *unsupported[] = {"--pairs", "--workload", "--rate", "--idle-connections", "--receivers",
+                                        "--broadcast-role", "--ack-processes", "--ab-windows"};
+    auto number = [](const std::string &flag, const char *text) {
+        char *end = nullptr;
+        double value = std::strtod(text, &end);
+        if (end == text || *end) usage_error(PROGRAM, flag + " needs a number, got " + text);
+        return value;
+    };
+    for (int i = 1; i < argc; i++) {
+        std::string flag = argv[i];
+        if (flag == "--no-latency") { args.record = false; continue; }
+        for (const char *name : unsupported)
+            if (flag == name) usage_error(PROGRAM, flag + " is not supported: this client runs one ping-pong pair");
+        if (i + 1 >= argc) usage_error(PROGRAM, flag + " needs a value");
+        const char *value = argv[++i];
+        if (flag == "--url") args.url = value;
+        else if (flag == "--duration") args.duration = number(flag, value);
+        else if (flag == "--warmup") args.warmup = number(flag, value);
+        else if (flag == "--stall-timeout") args.stall_timeout = number(flag, value);
+        else if (flag == "--payload-size") args.size = long(number(flag, value));
+        else if (flag == "--payload-kind") args.kind = value;
+        else if (flag == "--compression") args.compression = value;
+        else if (flag == "--loop") loop = value;
+        else if (flag == "--tls-ca") args.ca = value;
+        else usage_error(PROGRAM, "unknown option " + flag);
+    }
+    bool tls = args.url.rfind("wss://", 0) == 0;
+    if (!tls && args.url.rfind("ws://", 0) != 0) usage_error(PROGRAM, "--url ws://H:P/ROOM or wss://H:P/ROOM is required");
+    if (args.duration <= 0 || args.warmup < 0 || args.stall_timeout <= 0 || args.size < 1)
+        usage_error(PROGRAM, "--duration and --stall-timeout must be > 0, --warmup >= 0, --payload-size >= 1");
+    if (args.kind != "text-ascii" && args.kind != "text-utf8" && args.kind != "binary")
+        usage_error(PROGRAM, "--payload-kind must be text-ascii, text-utf8 or binary");
+    if (args.compression != "default" && args.compression != "off" && args.compression != "on")
+        usage_error(PROGRAM, "--compression must be default, off or on");
+    if (loop != "auto") usage_error(PROGRAM, "--loop " + loop + " is not supported (only auto: asio)");
+
+    Run run(args);
+    run.ping = make_payload(args.kind, size_t(args.size), 0);
+    run.pong = make_payload(args.kind, size_t(args.size), 1);
+    run.opcode = args.kind == "binary" ? websocketpp::frame::opcode::binary : websocketpp::frame::opcode::text;
+    const char *events = std::getenv("PINGPONG_EVENTS_FD");
+    events_fd = events ? std::atoi(events) : -1;
+    if (const char *start_fd = std::getenv("PINGPONG_START_FD")) {
+        emit_event("armed\n");
+        if (!read_go_line(std::atoi(start_fd))) return 0;  // not needed after all: no report
+    }
+
+    bool on = args.compression == "on";
+    size_t max_message_size;
+    if (tls) max_message_size = on ? drive<with_deflate<websocketpp::config::asio_tls_client>, true>(run)
+                                   : drive<websocketpp::config::asio_tls_client, true>(run);
+    else max_message_size = on ? drive<with_deflate<websocketpp::config::asio_client>, false>(run)
+                               : drive<websocketpp::config::asio_client, false>(run);
+
+    std::string report = "{\"format_version\": 1, \"role\": \"client\", \"implementation\": \"cpp-websocketpp\", "
+        "\"runtime\": " + runtime_json() + ", \"libraries\": " + libraries_json() + ", \"loop\": \"asio\", "
+        "\"settings\": {\"compression\": \"" + args.compression + "\", \"compression_offered\": " +
+        (on ? "true" : "false") + ", \"tls\": " + (tls ? "true" : "false") + ", \"max_message_size\": " +
+        std::to_string(max_message_size) + "}, \"payload\": {\"kind\": \"" + args.kind + "\", \"size\": " +
+        std::to_string(args.size) + "}, \"workload\": \"pingpong\", \"pairs\": 1";
+    if (!run.error.empty() || run.end == 0) {
+        if (run.error.empty()) run.error = "the connections ended before the window did";
+        std::printf("%s, \"error\": %s, \"errors\": 1}\n", report.c_str(), json_string(run.error).c_str());
+        std::fprintf(stderr, "cpp-websocketpp client: %s\n", run.error.c_str());
+        return 1;
+    }
+    double elapsed = (run.end - run.start) / 1e9;
+    report += format(", \"error\": null, \"errors\": 0, \"warmup\": {\"roundtrips\": %zu, \"elapsed_s\": %.9f}, "
+                     "\"roundtrips\": %zu, \"elapsed_s\": %.9f, \"roundtrips_per_s\": %.6f, \"cpu\": {\"user_s\": %.6f, "
+                     "\"system_s\": %.6f}, \"latency\": {\"unit\": \"ns\", \"recorded\": %s, \"hdr_histogram\": null",
+                     run.warmup_roundtrips, (run.start - run.warmup_start) / 1e9, run.roundtrips, elapsed,
+                     run.roundtrips / elapsed, run.user_s, run.system_s, args.record ? "true" : "false");
+    if (args.record) {
+        // [value_ns, count] pairs at 11 significant bits, sorted; the orchestrator folds them into a histogram.
+        for (auto &value : run.latencies) value = round_to_hdr_precision(value);
+        std::sort(run.latencies.begin(), run.latencies.end());
+        report += ", \"value_counts\": [";
+        for (size_t i = 0, j; i < run.latencies.size(); i = j) {
+            for (j = i; j < run.latencies.size() && run.latencies[j] == run.latencies[i];) j++;
+            report += format("%s[%llu, %zu]", i ? ", " : "", (unsigned long long)run.latencies[i], j - i);
+        }
+        report += "]";
+    }
+    std::printf("%s}, \"connections\": [%s, %s]}\n", report.c_str(), run.connections[0].c_str(),
+                run.connections[1].c_str());
+    return 0;
+}

@@ -1,0 +1,430 @@
+// The ping-pong client driver on gorilla/websocket's Dialer: connections A and B in one room, A sends the ping, B
+// checks it and sends the pong, A checks that; the same timing, events and report as native/raw_tcp_client.c.
+// Latencies are reported as [value_ns, count] pairs rounded to 11 significant bits (HdrHistogram's precision at 3
+// significant digits). It runs the pingpong workload with one pair only.
+package main
+
+import (
+	"bytes"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"math/bits"
+	"net"
+	"net/url"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/gorilla/websocket"
+)
+
+const alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
+
+var utf8Cycle = []string{"a", "\u00e9", "\u20ac", "\U0001f600"}
+
+// makePayload returns the ping (which=0) or pong (which=1) of exactly size bytes; see pingpong/kit/payloads.py.
+func makePayload(kind string, size, which int) []byte {
+	out := make([]byte, 0, size)
+	switch kind {
+	case "text-ascii":
+		for i := 0; i < size; i++ {
+			out = append(out, alphabet[(i+which)%36])
+		}
+	case "binary":
+		for i := 0; i < size; i++ {
+			out = append(out, byte(i*31+7+which*101))
+		}
+	default: // text-utf8: 1-4 byte characters in turn, ASCII where the next one does not fit
+		for index := which; len(out) < size; index++ {
+			c := utf8Cycle[index%4]
+			if len(out)+len(c) > size {
+				c = string(alphabet[(index+which)%36])
+			}
+			out = append(out, c...)
+		}
+	}
+	return out
+}
+
+type connection struct {
+	Name         string  `json:"name"`
+	Extensions   *string `json:"extensions"`
+	Subprotocol  *string `json:"subprotocol"`
+	Family       string  `json:"family"`
+	LocalAddress string  `json:"local_address"`
+	PeerAddress  string  `json:"peer_address"`
+	TCPNoDelay   bool    `json:"tcp_nodelay"`
+}
+
+type latency struct {
+	Unit         string     `json:"unit"`
+	Recorded     bool       `json:"recorded"`
+	HdrHistogram *string    `json:"hdr_histogram"`
+	ValueCounts  [][2]int64 `json:"value_counts,omitempty"`
+}
+
+// What a successful run adds to the report (a nil *results leaves these fields out).
+type results struct {
+	Warmup         map[string]any     `json:"warmup"`
+	Roundtrips     int                `json:"roundtrips"`
+	ElapsedS       float64            `json:"elapsed_s"`
+	RoundtripsPerS float64            `json:"roundtrips_per_s"`
+	CPU            map[string]float64 `json:"cpu"`
+	Latency        latency            `json:"latency"`
+	Connections    []connection       `json:"connections"`
+}
+
+type report struct {
+	FormatVersion  int               `json:"format_version"`
+	Role           string            `json:"role"`
+	Implementation string            `json:"implementation"`
+	Runtime        map[string]string `json:"runtime"`
+	Libraries      map[string]string `json:"libraries"`
+	Loop           string            `json:"loop"`
+	Settings       map[string]any    `json:"settings"`
+	Payload        map[string]any    `json:"payload"`
+	Workload       string            `json:"workload"`
+	Pairs          int               `json:"pairs"`
+	Error          *string           `json:"error"`
+	Errors         int               `json:"errors"`
+	*results
+}
+
+type options struct {
+	url                     string
+	duration, warmup, stall time.Duration
+	kind                    string
+	size                    int
+	record                  bool
+	dialer                  websocket.Dialer
+}
+
+// emit writes one line to the orchestrator's events pipe (PINGPONG_EVENTS_FD); after a failed write, no more.
+var eventsFD = -1
+
+func emit(line string) {
+	if eventsFD >= 0 {
+		if _, err := syscall.Write(eventsFD, []byte(line+"\n")); err != nil {
+			eventsFD = -1
+		}
+	}
+}
+
+// readGo blocks until a line arrives on fd and closes it; true when the line is "go" (false at end of file).
+func readGo(fd int) bool {
+	file := os.NewFile(uintptr(fd), "go")
+	defer file.Close()
+	var line []byte
+	chunk := make([]byte, 64)
+	for !bytes.HasSuffix(line, []byte("\n")) {
+		n, err := file.Read(chunk)
+		line = append(line, chunk[:n]...)
+		if err != nil {
+			break
+		}
+	}
+	return strings.TrimSpace(string(line)) == "go"
+}
+
+func envFD(name string) (int, bool) {
+	fd, err := strconv.Atoi(os.Getenv(name))
+	return fd, err == nil
+}
+
+func nonEmpty(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// tcpNoDelay reads TCP_NODELAY back from the socket under the (TLS) connection.
+func tcpNoDelay(c net.Conn) bool {
+	if t, ok := c.(*tls.Conn); ok {
+		c = t.NetConn()
+	}
+	value := 0
+	if s, ok := c.(syscall.Conn); ok {
+		if raw, err := s.SyscallConn(); err == nil {
+			raw.Control(func(fd uintptr) {
+				value, _ = syscall.GetsockoptInt(int(fd), syscall.IPPROTO_TCP, syscall.TCP_NODELAY)
+			})
+		}
+	}
+	return value != 0
+}
+
+func open(o *options, name string) (*websocket.Conn, connection, error) {
+	conn, response, err := o.dialer.Dial(o.url, nil)
+	if err != nil {
+		if response != nil {
+			err = fmt.Errorf("%v (HTTP %s)", err, response.Status)
+		}
+		return nil, connection{}, fmt.Errorf("connection %s: %v", name, err)
+	}
+	family := "ipv6"
+	if conn.LocalAddr().(*net.TCPAddr).IP.To4() != nil {
+		family = "ipv4"
+	}
+	return conn, connection{Name: name, Extensions: nonEmpty(response.Header.Get("Sec-WebSocket-Extensions")),
+		Subprotocol: nonEmpty(conn.Subprotocol()), Family: family, LocalAddress: conn.LocalAddr().String(),
+		PeerAddress: conn.RemoteAddr().String(), TCPNoDelay: tcpNoDelay(conn.NetConn())}, nil
+}
+
+func closeConn(conn *websocket.Conn) {
+	conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, ""),
+		time.Now().Add(time.Second))
+	conn.Close()
+}
+
+func describe(messageType int, data []byte) string {
+	kind := "text"
+	if messageType == websocket.BinaryMessage {
+		kind = "binary"
+	}
+	return fmt.Sprintf("%s of %d bytes %q", kind, len(data), data[:min(len(data), 24)])
+}
+
+// expect reads one message on conn and checks its type and bytes.
+func expect(conn *websocket.Conn, name string, messageType int, want []byte) error {
+	got, data, err := conn.ReadMessage()
+	if err != nil {
+		return fmt.Errorf("connection %s: %v", name, err)
+	}
+	if got != messageType || !bytes.Equal(data, want) {
+		return fmt.Errorf("payload mismatch: connection %s expected %s, received %s", name,
+			describe(messageType, want), describe(got, data))
+	}
+	return nil
+}
+
+func cpuSeconds() (user, system float64) {
+	var usage syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &usage)
+	return float64(usage.Utime.Nano()) / 1e9, float64(usage.Stime.Nano()) / 1e9
+}
+
+// valueCounts rounds latencies to 11 significant bits and counts each value, in increasing order.
+func valueCounts(latencies []int64) [][2]int64 {
+	for i, value := range latencies {
+		shift := max(bits.Len64(uint64(value)|1)-11, 0)
+		latencies[i] = value >> shift << shift
+	}
+	slices.Sort(latencies)
+	counts := [][2]int64{}
+	for _, value := range latencies {
+		if n := len(counts); n > 0 && counts[n-1][0] == value {
+			counts[n-1][1]++
+		} else {
+			counts = append(counts, [2]int64{value, 1})
+		}
+	}
+	return counts
+}
+
+func run(o *options) (*results, error) {
+	a, detailsA, err := open(o, "A")
+	if err != nil {
+		return nil, err
+	}
+	defer closeConn(a)
+	b, detailsB, err := open(o, "B")
+	if err != nil {
+		return nil, err
+	}
+	defer closeConn(b)
+	emit("ready")
+	if fd, ok := envFD("PINGPONG_GO_FD"); ok && !readGo(fd) {
+		return nil, errors.New("start barrier: the orchestrator closed it without a go (another client process " +
+			"failed or did not get ready)")
+	}
+
+	// The stall watchdog: no roundtrip for o.stall closes both connections, which ends the blocked read or write.
+	var stalled atomic.Bool
+	watchdog := time.AfterFunc(o.stall, func() { stalled.Store(true); a.Close(); b.Close() })
+	defer watchdog.Stop()
+	messageType := websocket.TextMessage
+	if o.kind == "binary" {
+		messageType = websocket.BinaryMessage
+	}
+	ping, pong := makePayload(o.kind, o.size, 0), makePayload(o.kind, o.size, 1)
+	roundtrip := func() error {
+		err := a.WriteMessage(messageType, ping)
+		if err == nil {
+			err = expect(b, "B", messageType, ping)
+		}
+		if err == nil {
+			err = b.WriteMessage(messageType, pong)
+		}
+		if err == nil {
+			err = expect(a, "A", messageType, pong)
+		}
+		if err != nil && stalled.Load() {
+			return fmt.Errorf("stall: no roundtrip completed for %g s", o.stall.Seconds())
+		}
+		watchdog.Reset(o.stall)
+		return err
+	}
+
+	warmupCount, warmupStart := 0, time.Now()
+	for time.Since(warmupStart) < o.warmup {
+		if err := roundtrip(); err != nil {
+			return nil, err
+		}
+		warmupCount++
+	}
+	emit("window-start")
+	userStart, systemStart := cpuSeconds()
+	var latencies []int64
+	if o.record {
+		latencies = make([]int64, 0, 1<<16)
+	}
+	count, start := 0, time.Now()
+	deadline, end := start.Add(o.duration), start
+	for end.Before(deadline) { // until the first roundtrip that completes at or after the deadline
+		sent := time.Now()
+		if err := roundtrip(); err != nil {
+			return nil, err
+		}
+		end = time.Now()
+		if o.record {
+			latencies = append(latencies, int64(end.Sub(sent)))
+		}
+		count++
+	}
+	user, system := cpuSeconds()
+	emit("window-end")
+
+	elapsed := end.Sub(start).Seconds()
+	r := &results{
+		Warmup:     map[string]any{"roundtrips": warmupCount, "elapsed_s": start.Sub(warmupStart).Seconds()},
+		Roundtrips: count, ElapsedS: elapsed, RoundtripsPerS: float64(count) / elapsed,
+		CPU:         map[string]float64{"user_s": user - userStart, "system_s": system - systemStart},
+		Latency:     latency{Unit: "ns", Recorded: o.record},
+		Connections: []connection{detailsA, detailsB},
+	}
+	if o.record {
+		r.Latency.ValueCounts = valueCounts(latencies)
+	}
+	return r, nil
+}
+
+// flagError says what the flag package found wrong, with the contract's double dashes.
+func flagError(err error) string {
+	if name, found := strings.CutPrefix(err.Error(), "flag provided but not defined: -"); found {
+		return "unknown option --" + name
+	}
+	return strings.NewReplacer("flag -", "flag --", ": -", ": --").Replace(err.Error())
+}
+
+func usageError(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "go_ws_client: "+format+"\n", args...)
+	os.Exit(2)
+}
+
+func gorillaVersion() string {
+	if info, ok := debug.ReadBuildInfo(); ok {
+		for _, module := range info.Deps {
+			if module.Path == "github.com/gorilla/websocket" {
+				return module.Version
+			}
+		}
+	}
+	return "unknown"
+}
+
+func main() {
+	flags := flag.NewFlagSet("go_ws_client", flag.ContinueOnError)
+	flags.SetOutput(io.Discard)
+	rawURL := flags.String("url", "", "")
+	duration := flags.Float64("duration", 5, "")
+	warmup := flags.Float64("warmup", 1, "")
+	loop := flags.String("loop", "auto", "")
+	compression := flags.String("compression", "default", "")
+	size := flags.Int("payload-size", 4, "")
+	kind := flags.String("payload-kind", "text-ascii", "")
+	stall := flags.Float64("stall-timeout", 10, "")
+	caFile := flags.String("tls-ca", "", "")
+	noLatency := flags.Bool("no-latency", false, "")
+	usage := "usage: go_ws_client --url ws[s]://H:P/ROOM --duration S --warmup W [--loop auto] " +
+		"[--compression default|off|on] [--payload-size N] [--payload-kind text-ascii|text-utf8|binary] " +
+		"[--stall-timeout S] [--tls-ca FILE] [--no-latency]"
+	if err := flags.Parse(os.Args[1:]); err != nil {
+		if name, found := strings.CutPrefix(err.Error(), "flag provided but not defined: -"); found &&
+			slices.Contains([]string{"pairs", "workload", "rate", "idle-connections", "receivers",
+				"broadcast-role", "ack-processes", "ab-windows"}, name) {
+			usageError("--%s is not supported: this client runs the pingpong workload with one pair only", name)
+		}
+		usageError("%s; %s", flagError(err), usage)
+	}
+	target, err := url.Parse(*rawURL)
+	finite := func(x float64) bool { return !math.IsInf(x, 0) && !math.IsNaN(x) }
+	switch {
+	case flags.NArg() > 0:
+		usageError("unexpected argument %q; %s", flags.Arg(0), usage)
+	case err != nil || (target.Scheme != "ws" && target.Scheme != "wss") || target.Host == "":
+		usageError("--url must be ws://HOST:PORT/ROOM or wss://HOST:PORT/ROOM; %s", usage)
+	case !(*duration > 0) || !(*warmup >= 0) || !(*stall > 0) || !finite(*duration+*warmup+*stall) || *size < 1:
+		usageError("--duration and --stall-timeout must be > 0, --warmup >= 0, --payload-size >= 1")
+	case *kind != "text-ascii" && *kind != "text-utf8" && *kind != "binary":
+		usageError("--payload-kind must be text-ascii, text-utf8 or binary")
+	case *compression != "default" && *compression != "off" && *compression != "on":
+		usageError("--compression must be default, off or on")
+	case *loop != "auto":
+		usageError("--loop %s is not available here (use auto: Go's netpoller)", *loop)
+	}
+	o := &options{url: *rawURL, duration: time.Duration(*duration * 1e9), warmup: time.Duration(*warmup * 1e9),
+		stall: time.Duration(*stall * 1e9), kind: *kind, size: *size, record: !*noLatency}
+	// gorilla's Dialer offers permessage-deflate only with EnableCompression: default = off.
+	o.dialer = websocket.Dialer{HandshakeTimeout: o.stall, EnableCompression: *compression == "on"}
+	if *caFile != "" {
+		pem, err := os.ReadFile(*caFile)
+		roots := x509.NewCertPool()
+		if err != nil {
+			usageError("--tls-ca: %v", err)
+		} else if !roots.AppendCertsFromPEM(pem) {
+			usageError("--tls-ca %s holds no PEM certificate", *caFile)
+		}
+		o.dialer.TLSClientConfig = &tls.Config{RootCAs: roots}
+	}
+	rep := &report{FormatVersion: 1, Role: "client", Implementation: "go-gorilla",
+		Runtime:   map[string]string{"name": "go", "version": runtime.Version()},
+		Libraries: map[string]string{"gorilla/websocket": gorillaVersion()}, Loop: "go-netpoll",
+		Settings: map[string]any{"compression": *compression, "compression_offered": o.dialer.EnableCompression,
+			"tls": target.Scheme == "wss", "handshake_timeout_s": o.stall.Seconds()},
+		Payload: map[string]any{"kind": *kind, "size": *size}, Workload: "pingpong", Pairs: 1}
+
+	if fd, ok := envFD("PINGPONG_EVENTS_FD"); ok {
+		eventsFD = fd
+	}
+	if fd, ok := envFD("PINGPONG_START_FD"); ok {
+		emit("armed")
+		if !readGo(fd) {
+			os.Exit(0) // started ahead of its turn and not needed: no connection, no report
+		}
+	}
+	rep.results, err = run(o)
+	if err != nil {
+		message := strings.ReplaceAll(err.Error(), "\n", " ")
+		rep.Error, rep.Errors = &message, 1
+		fmt.Fprintf(os.Stderr, "go-gorilla client: %s\n", message)
+	}
+	out := json.NewEncoder(os.Stdout)
+	out.SetEscapeHTML(false)
+	out.Encode(rep)
+	if err != nil {
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,330 @@
+//! Ping-pong client driver on tokio-tungstenite's connect_async: connections A and B in one room, A pings, B
+//! checks and pongs, A checks; one JSON report on stdout (docs/contract.md, native/raw_tcp_client.c).
+use std::fs::File;
+use std::io::{Read, Write};
+use std::os::fd::FromRawFd;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures_util::{SinkExt, StreamExt};
+use rust_ws_pingpong::{json_string, libraries_json, make_payload, parse_flags, usage_error, RUSTC_VERSION};
+use rust_ws_pingpong::{MAX_FRAME_SIZE, MAX_MESSAGE_SIZE};
+use rustls::pki_types::{pem::PemObject, CertificateDer};
+use tokio::net::TcpStream;
+use tokio::time::timeout;
+use tokio_tungstenite::tungstenite::{client::IntoClientRequest, handshake::client::Response, Message};
+use tokio_tungstenite::{connect_async_tls_with_config, Connector, MaybeTlsStream, WebSocketStream};
+
+const PROGRAM: &str = "rust_ws_client";
+// The contract's other workloads: this client drives one ping-pong pair only (its manifest entry says so).
+const UNSUPPORTED: &str =
+    "--pairs --workload --rate --idle-connections --receivers --broadcast-role --ack-processes --ab-windows";
+type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
+
+struct Options {
+    url: String,
+    duration: f64,
+    warmup: f64,
+    stall: f64,
+    size: usize,
+    kind: String,
+    compression: String,
+    tls_ca: Option<String>,
+    record: bool,
+}
+
+struct Measured {
+    warmup: (u64, f64),
+    roundtrips: u64,
+    elapsed: f64,
+    cpu: (f64, f64),
+    latencies: Vec<u64>,
+    connections: Vec<String>,
+}
+
+fn parse_options() -> Options {
+    if let Some(flag) =
+        std::env::args().find(|arg| UNSUPPORTED.split(' ').any(|flag| arg.split('=').next() == Some(flag)))
+    {
+        usage_error(PROGRAM, &format!("{flag} is not supported: this client drives one ping-pong pair only"));
+    }
+    let flags = parse_flags(
+        "--url --duration --warmup --loop --compression --payload-size --payload-kind --stall-timeout --tls-ca",
+        "--no-latency",
+    )
+    .unwrap_or_else(|problem| usage_error(PROGRAM, &problem));
+    let flag = |name: &str, default: &str| flags.get(name).cloned().unwrap_or_else(|| default.to_owned());
+    let number = |name: &str, default: &str, valid: fn(f64) -> bool| match flag(name, default).parse::<f64>() {
+        Ok(value) if value.is_finite() && valid(value) => value,
+        _ => usage_error(PROGRAM, &format!("{name} {} is out of range", flag(name, default))),
+    };
+    let options = Options {
+        url: flags.get("--url").cloned().unwrap_or_else(|| usage_error(PROGRAM, "--url ws[s]://H:P/ROOM is required")),
+        duration: number("--duration", "5", |v| v > 0.0),
+        warmup: number("--warmup", "1", |v| v >= 0.0),
+        stall: number("--stall-timeout", "10", |v| v > 0.0),
+        size: flag("--payload-size", "4")
+            .parse()
+            .ok()
+            .filter(|&size| size >= 1)
+            .unwrap_or_else(|| usage_error(PROGRAM, "--payload-size must be an integer >= 1")),
+        kind: flag("--payload-kind", "text-ascii"),
+        compression: flag("--compression", "default"),
+        tls_ca: flags.get("--tls-ca").cloned(),
+        record: !flags.contains_key("--no-latency"),
+    };
+    if !["text-ascii", "text-utf8", "binary"].contains(&options.kind.as_str()) {
+        usage_error(PROGRAM, &format!("--payload-kind {}: expected text-ascii, text-utf8 or binary", options.kind));
+    }
+    match options.compression.as_str() {
+        "default" | "off" => {}
+        "on" => {
+            usage_error(PROGRAM, "--compression on: tungstenite has no permessage-deflate (supported: default, off)")
+        }
+        other => usage_error(PROGRAM, &format!("--compression {other}: expected default or off")),
+    }
+    if flag("--loop", "auto") != "auto" {
+        usage_error(PROGRAM, &format!("--loop {}: only auto (tokio) is available", flag("--loop", "auto")));
+    }
+    let scheme_ok = options.url.starts_with("ws://") || options.url.starts_with("wss://");
+    if !scheme_ok || options.url.as_str().into_client_request().is_err() {
+        usage_error(PROGRAM, &format!("--url {}: expected ws[s]://H:P/ROOM", options.url));
+    }
+    options
+}
+
+/// The orchestrator's pipes, by fd number from the environment (absent when run by hand).
+fn pipe_from_env(variable: &str) -> Option<File> {
+    let fd = std::env::var(variable).ok()?.parse().ok()?;
+    Some(unsafe { File::from_raw_fd(fd) })
+}
+
+/// One event line, in one write; after a failed write no more are tried.
+fn event(events: &mut Option<File>, line: &str) {
+    if events.as_mut().is_some_and(|file| file.write_all(line.as_bytes()).is_err()) {
+        *events = None;
+    }
+}
+
+/// Block until "go\n" (true) or end of file (false).
+async fn wait_for_go(mut pipe: File) -> bool {
+    tokio::task::spawn_blocking(move || {
+        let mut line = Vec::new();
+        let mut byte = [0u8];
+        while pipe.read(&mut byte).unwrap_or(0) == 1 && byte[0] != b'\n' {
+            line.push(byte[0]);
+        }
+        line == b"go" && byte[0] == b'\n'
+    })
+    .await
+    .unwrap()
+}
+
+fn cpu_seconds() -> (f64, f64) {
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
+    let seconds = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    (seconds(usage.ru_utime), seconds(usage.ru_stime))
+}
+
+async fn connect(options: &Options, connector: Option<Connector>) -> Result<(Ws, Response), String> {
+    // connect_async's own choice: Nagle's algorithm left on (disable_nagle = false).
+    let connecting = connect_async_tls_with_config(options.url.as_str(), None, false, connector);
+    match timeout(Duration::from_secs_f64(options.stall), connecting).await {
+        Ok(connected) => connected.map_err(|error| format!("cannot connect to {}: {error}", options.url)),
+        Err(_) => Err(format!("cannot connect to {}: no handshake within {} s", options.url, options.stall)),
+    }
+}
+
+fn describe(name: &str, ws: &Ws, response: &Response) -> String {
+    let header = |name: &str| match response.headers().get(name).and_then(|value| value.to_str().ok()) {
+        Some(value) => json_string(value),
+        None => "null".into(),
+    };
+    let tcp = ws.get_ref().get_ref();
+    let (local, peer) = (tcp.local_addr().unwrap(), tcp.peer_addr().unwrap());
+    format!(
+        r#"{{"name": "{name}", "extensions": {}, "subprotocol": {}, "family": "{}", "local_address": "{local}", "peer_address": "{peer}", "tcp_nodelay": {}}}"#,
+        header("sec-websocket-extensions"),
+        header("sec-websocket-protocol"),
+        if local.is_ipv4() { "ipv4" } else { "ipv6" },
+        tcp.nodelay().unwrap_or(false)
+    )
+}
+
+/// Receive one message and check that it is exactly `expected`.
+async fn expect(ws: &mut Ws, expected: &Message, who: &str) -> Result<(), String> {
+    let received = match ws.next().await {
+        Some(Ok(Message::Close(frame))) => return Err(format!("connection {who} closed by the server: {frame:?}")),
+        Some(Ok(message)) => message,
+        Some(Err(error)) => return Err(format!("connection {who}: {error}")),
+        None => return Err(format!("connection {who} closed by the server")),
+    };
+    let kind = |m: &Message| match m {
+        Message::Text(_) => "text",
+        Message::Binary(_) => "binary",
+        _ => "control",
+    };
+    if kind(&received) != kind(expected) {
+        return Err(format!(
+            "payload mismatch: connection {who} expected a {} message, received {}",
+            kind(expected),
+            kind(&received)
+        ));
+    }
+    if received.len() != expected.len() {
+        return Err(format!(
+            "payload mismatch: connection {who} expected {} bytes, received {}",
+            expected.len(),
+            received.len()
+        ));
+    }
+    if received != *expected {
+        return Err(format!("payload mismatch: connection {who} received other bytes"));
+    }
+    Ok(())
+}
+
+async fn roundtrip(a: &mut Ws, b: &mut Ws, ping: &Message, pong: &Message) -> Result<(), String> {
+    a.send(ping.clone()).await.map_err(|error| format!("connection A: {error}"))?;
+    expect(b, ping, "B").await?;
+    b.send(pong.clone()).await.map_err(|error| format!("connection B: {error}"))?;
+    expect(a, pong, "A").await
+}
+
+async fn run(options: &Options, events: &mut Option<File>) -> Result<Option<Measured>, String> {
+    let message = |which| {
+        let bytes = make_payload(&options.kind, options.size, which);
+        if options.kind == "binary" {
+            Message::binary(bytes)
+        } else {
+            Message::text(String::from_utf8(bytes).unwrap())
+        }
+    };
+    let (ping, pong) = (message(0), message(1));
+    let connector = match &options.tls_ca {
+        None => None, // wss:// then trusts the webpki roots; ws:// needs none
+        Some(path) => {
+            let mut roots = rustls::RootCertStore::empty();
+            for cert in CertificateDer::pem_file_iter(path).map_err(|error| format!("--tls-ca {path}: {error}"))? {
+                roots
+                    .add(cert.map_err(|error| format!("--tls-ca {path}: {error}"))?)
+                    .map_err(|error| error.to_string())?;
+            }
+            Some(Connector::Rustls(Arc::new(
+                rustls::ClientConfig::builder().with_root_certificates(roots).with_no_client_auth(),
+            )))
+        }
+    };
+    if let Some(start) = pipe_from_env("PINGPONG_START_FD") {
+        event(events, "armed\n");
+        if !wait_for_go(start).await {
+            return Ok(None); // not needed: exit 0 without a report
+        }
+    }
+    let (mut a, response_a) = connect(options, connector.clone()).await?;
+    let (mut b, response_b) = connect(options, connector).await?;
+    let connections = vec![describe("A", &a, &response_a), describe("B", &b, &response_b)];
+    event(events, "ready\n");
+    if let Some(go) = pipe_from_env("PINGPONG_GO_FD") {
+        if !wait_for_go(go).await {
+            return Err("start barrier: the orchestrator closed it without a go (another client process failed or did not get ready)".into());
+        }
+    }
+
+    let stall = Duration::from_secs_f64(options.stall);
+    let stalled = || format!("stall: no roundtrip completed for {} s", options.stall);
+    let warmup_start = Instant::now();
+    let mut warmup_roundtrips = 0;
+    while warmup_start.elapsed() < Duration::from_secs_f64(options.warmup) {
+        timeout(stall, roundtrip(&mut a, &mut b, &ping, &pong)).await.map_err(|_| stalled())??;
+        warmup_roundtrips += 1;
+    }
+
+    event(events, "window-start\n");
+    let cpu_start = cpu_seconds();
+    let start = Instant::now();
+    let deadline = start + Duration::from_secs_f64(options.duration);
+    let (mut roundtrips, mut latencies, mut end) = (0, Vec::new(), start);
+    while end < deadline {
+        let sent = Instant::now();
+        timeout(stall, roundtrip(&mut a, &mut b, &ping, &pong)).await.map_err(|_| stalled())??;
+        end = Instant::now();
+        if options.record {
+            latencies.push((end - sent).as_nanos() as u64);
+        }
+        roundtrips += 1;
+    }
+    let cpu_end = cpu_seconds();
+    event(events, "window-end\n");
+    for ws in [&mut a, &mut b] {
+        let _ = timeout(Duration::from_secs(1), ws.close(None)).await;
+    }
+    Ok(Some(Measured {
+        warmup: (warmup_roundtrips, (start - warmup_start).as_secs_f64()),
+        roundtrips,
+        elapsed: (end - start).as_secs_f64(),
+        cpu: (cpu_end.0 - cpu_start.0, cpu_end.1 - cpu_start.1),
+        latencies,
+        connections,
+    }))
+}
+
+/// Latencies rounded to 11 significant bits (HdrHistogram's precision at 3 digits), sorted and counted.
+fn value_counts(mut latencies: Vec<u64>) -> String {
+    for value in latencies.iter_mut() {
+        let shift = (64 - (*value | 1).leading_zeros()).saturating_sub(11);
+        *value = (*value >> shift) << shift;
+    }
+    latencies.sort_unstable();
+    let mut pairs = Vec::new();
+    for group in latencies.chunk_by(|x, y| x == y) {
+        pairs.push(format!("[{}, {}]", group[0], group.len()));
+    }
+    pairs.join(", ")
+}
+
+#[tokio::main]
+async fn main() {
+    let options = parse_options();
+    let mut events = pipe_from_env("PINGPONG_EVENTS_FD");
+    let outcome = run(&options, &mut events).await;
+    let workers = tokio::runtime::Handle::current().metrics().num_workers();
+    let mut report = format!(
+        r#"{{"format_version": 1, "role": "client", "implementation": "rust-tungstenite", "runtime": {{"name": "rust", "version": "{RUSTC_VERSION}"}}, "libraries": {}, "loop": "tokio", "settings": {{"compression": {}, "compression_offered": false, "tls": {}, "max_message_size": {MAX_MESSAGE_SIZE}, "max_frame_size": {MAX_FRAME_SIZE}, "tokio_worker_threads": {workers}, "latency_recorded": {}}}, "payload": {{"kind": "{}", "size": {}}}, "workload": "pingpong", "pairs": 1"#,
+        libraries_json(),
+        json_string(&options.compression),
+        options.url.starts_with("wss://"),
+        options.record,
+        options.kind,
+        options.size
+    );
+    match outcome {
+        Ok(None) => std::process::exit(0),
+        Err(error) => {
+            report += &format!(r#", "error": {}, "errors": 1}}"#, json_string(&error));
+            println!("{report}");
+            eprintln!("rust-tungstenite client: {error}");
+            std::process::exit(1);
+        }
+        Ok(Some(m)) => {
+            let latency = if options.record {
+                format!(r#""recorded": true, "hdr_histogram": null, "value_counts": [{}]"#, value_counts(m.latencies))
+            } else {
+                r#""recorded": false, "hdr_histogram": null"#.to_owned()
+            };
+            report += &format!(
+                r#", "error": null, "errors": 0, "warmup": {{"roundtrips": {}, "elapsed_s": {:.9}}}, "roundtrips": {}, "elapsed_s": {:.9}, "roundtrips_per_s": {:.6}, "cpu": {{"user_s": {:.6}, "system_s": {:.6}}}, "latency": {{"unit": "ns", {latency}}}, "connections": [{}]}}"#,
+                m.warmup.0,
+                m.warmup.1,
+                m.roundtrips,
+                m.elapsed,
+                m.roundtrips as f64 / m.elapsed,
+                m.cpu.0,
+                m.cpu.1,
+                m.connections.join(", ")
+            );
+            println!("{report}");
+        }
+    }
+}

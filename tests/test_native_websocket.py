@@ -1,0 +1,164 @@
+"""The compiled WebSocket servers and clients (Go, Rust, C++; manifest set "native"), run for real.
+
+Relay, rooms, payload kinds, abuse, the start gate and barrier are tested for them where every implementation is
+(test_matrix_pairs, test_rooms, test_reliability, test_spawn_ahead, test_start_barrier): those take the manifest's
+entries. Here: what only the compiled programs need shown, the contract's flags they refuse, the permessage-deflate
+negotiation they declare, TLS across runtimes, and the reports they write.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+
+from pingpong import contract
+from pingpong.harness import processes
+from pingpong.harness.manifest import resolve_command
+from pingpong.harness.runner import CellSettings, run_attempt_on
+from tests.conftest import IMPLEMENTATIONS, ROOT, by_name
+from tests.test_run_bench import run_bench
+
+NATIVE = [i for i in IMPLEMENTATIONS if "native" in i.sets]
+NATIVE_SERVERS = [i for i in NATIVE if i.role == "server"]
+NATIVE_CLIENTS = [i for i in NATIVE if i.role == "client"]
+LANGUAGES = {"go-gorilla": "go", "rust-tungstenite": "rust", "cpp-websocketpp": "c++"}
+SHORT = CellSettings(duration_s=0.3, warmup_s=0.1, loop="auto", compression="default", payload_size=4,
+                     payload_kind="text-ascii", ready_timeout_s=20, stall_timeout_s=5, pin=True)
+
+
+def required_flags(implementation) -> list[str]:
+    return (["--url", "ws://127.0.0.1:1/x", "--duration", "0.3"] if implementation.role == "client"
+            else ["--host", "127.0.0.1", "--port", "0"])
+
+
+def refused(implementation, extra: list[str]) -> subprocess.CompletedProcess:
+    return subprocess.run(resolve_command(implementation, ROOT) + required_flags(implementation) + extra, cwd=ROOT,
+                          capture_output=True, text=True, timeout=30)
+
+
+@pytest.mark.parametrize("implementation", NATIVE, ids=lambda i: f"{i.role}-{i.name}")
+def test_a_native_program_refuses_what_it_does_not_offer_in_one_line_exit_2(implementation):
+    """An unknown flag, a loop other than auto and a compression mode its manifest entry lacks: exit 2, one line
+    on stderr naming the problem, nothing on stdout, before anything listens or connects. A client refuses the
+    contract's workload flags too, since its entry declares ping-pong only."""
+    cases = [(["--not-in-the-contract", "1"], "--not-in-the-contract"), (["--loop", "uvloop"], "uvloop")]
+    cases += [(["--compression", mode], mode) for mode in contract.COMPRESSION_MODES
+              if mode not in implementation.compression]
+    if implementation.role == "client":
+        cases += [(["--pairs", "2"], "--pairs"), (["--workload", "handshake"], "--workload"),
+                  (["--rate", "100"], "--rate"), (["--idle-connections", "10"], "--idle-connections"),
+                  (["--duration", "-1"], "duration")]
+        assert not {"pairs", "handshake", *contract.WORKLOAD_FEATURES} & set(implementation.features)
+    for extra, named in cases:
+        completed = refused(implementation, extra)
+        assert completed.returncode == 2, (extra, completed.returncode, completed.stderr)
+        assert completed.stdout == "", extra
+        assert named in completed.stderr, (extra, completed.stderr)
+
+
+@pytest.mark.parametrize("client", NATIVE_CLIENTS, ids=lambda i: i.name)
+def test_a_native_client_reports_its_language_library_and_offer(client, shared_servers):
+    """Against the websockets server: the report names the client's language, its library's pinned version, the
+    event loop, whether it offered permessage-deflate (the manifest says it does not by default), the real
+    TCP_NODELAY of both sockets, and latencies as value counts that add up to the roundtrips."""
+    attempt = run_attempt_on(shared_servers.get(by_name("server", "websockets"), SHORT), client, SHORT, repeat=1,
+                             project_root=ROOT)
+    assert attempt.status == "ok", attempt.reason
+    report = attempt.client_report
+    assert report["format_version"] == contract.CLIENT_REPORT_FORMAT_VERSION and report["role"] == "client"
+    assert report["implementation"] == client.name and report["runtime"]["name"] == LANGUAGES[client.name]
+    assert report["runtime"]["version"] and report["loop"]
+    assert report["libraries"] and all(report["libraries"].values())
+    assert report["settings"][contract.COMPRESSION_OFFERED_SETTING] is False
+    assert report["settings"][contract.COMPRESSION_SETTING] == "default"
+    assert report["workload"] == "pingpong" and report["pairs"] == 1
+    assert all(isinstance(c["tcp_nodelay"], bool) for c in report["connections"])
+    assert all(c["extensions"] is None for c in report["connections"])
+    assert report["cpu"]["user_s"] + report["cpu"]["system_s"] > 0
+
+
+@pytest.mark.parametrize("server", NATIVE_SERVERS, ids=lambda i: i.name)
+def test_a_native_server_reports_itself_and_refuses_deflate_by_default(server, shared_servers):
+    """The server report names its language and library; by default it refuses permessage-deflate even when the
+    client offers it (the node-ws client does), as its manifest description says."""
+    attempt = run_attempt_on(shared_servers.get(server, SHORT), by_name("client", "node-ws"), SHORT, repeat=1,
+                             project_root=ROOT)
+    assert attempt.status == "ok", attempt.reason
+    info = attempt.server_info
+    assert info["format_version"] == contract.SERVER_REPORT_FORMAT_VERSION and info["role"] == "server"
+    assert info["implementation"] == server.name and info["runtime"]["name"] == LANGUAGES[server.name]
+    assert info["libraries"] and all(info["libraries"].values()) and info["loop"]
+    assert info["settings"] == {"compression": "default", "compression_effective": False, "tls": False}
+    assert attempt.client_report["settings"][contract.COMPRESSION_OFFERED_SETTING] is True
+    assert all(c["extensions"] is None for c in attempt.client_report["connections"])
+
+
+DEFLATE_SIDES = [(role, i.name) for i in NATIVE if "on" in i.compression for role in (i.role,)]
+
+
+@pytest.mark.parametrize("role,name", DEFLATE_SIDES, ids=[f"{r}-{n}" for r, n in DEFLATE_SIDES])
+def test_compression_on_negotiates_permessage_deflate_with_a_python_peer(role, name, shared_servers):
+    """--compression on: a native side that supports permessage-deflate negotiates it with the websockets library
+    (as each side reports) and the payloads still verify; with --compression off nothing is negotiated."""
+    for mode, negotiated in (("on", True), ("off", False)):
+        settings = CellSettings(**{**SHORT.__dict__, "compression": mode, "payload_size": 2000})
+        server = by_name("server", name) if role == "server" else by_name("server", "websockets")
+        client = by_name("client", name) if role == "client" else by_name("client", "websockets")
+        attempt = run_attempt_on(shared_servers.get(server, settings), client, settings, repeat=1, project_root=ROOT)
+        assert attempt.status == "ok", (mode, attempt.reason)
+        extensions = [c["extensions"] for c in attempt.client_report["connections"]]
+        assert all(("permessage-deflate" in (e or "")) == negotiated for e in extensions), (mode, extensions)
+        assert attempt.client_report["settings"][contract.COMPRESSION_OFFERED_SETTING] is negotiated
+        # what the server passes its library: a bool for the native servers, "deflate" or None for websockets
+        effective = attempt.server_info["settings"][contract.COMPRESSION_EFFECTIVE_SETTING]
+        assert bool(effective) is negotiated and (role != "server" or effective is negotiated), effective
+
+
+@pytest.mark.timeout(660)
+def test_native_servers_and_clients_speak_wss_with_each_other_and_python(tmp_path):
+    """--tls: every native server with every native client and the websockets client, over wss:// trusting only
+    the run's CA; each side says it spoke TLS."""
+    names = ",".join(LANGUAGES)
+    completed = run_bench("--tls", "--servers", names, "--clients", f"{names},websockets", "--duration", "0.3",
+                          "--warmup", "0.1", "--repeat", "1", "--results-dir", str(tmp_path), "--format", "json",
+                          timeout=600)
+    assert completed.returncode == 0, completed.stderr
+    cells = json.loads(completed.stdout)["cells"]
+    assert len(cells) == 12 and not any(cell["skipped"] for cell in cells)
+    for cell in cells:
+        attempt = cell["attempts"][0]
+        assert attempt["status"] == "ok", (cell["server"], cell["client"], attempt["reason"])
+        assert attempt["server_info"]["settings"]["tls"] is True
+        assert attempt["client_report"]["settings"]["tls"] is True
+
+
+def test_the_native_set_runs_beside_the_default_one_with_its_floor_cost_split(tmp_path):
+    """--servers native,raw-tcp-c --clients native,raw-tcp-c: the named set measures its 9 WebSocket cells plus
+    the C floor, and each native side's WebSocket cost is split against the C floor (runtime native)."""
+    completed = run_bench("--servers", "native,raw-tcp-c", "--clients", "native,raw-tcp-c", "--duration", "0.3",
+                          "--warmup", "0.1", "--repeat", "1", "--results-dir", str(tmp_path), "--format", "json",
+                          timeout=600)
+    assert completed.returncode == 0, completed.stderr
+    result = json.loads(completed.stdout)
+    measured = {(c["server"], c["client"]) for c in result["cells"] if not c["skipped"]}
+    assert measured == {(s, c) for s in LANGUAGES for c in LANGUAGES} | {("raw-tcp-c", "raw-tcp-c")}
+    markdown = (tmp_path / "latest.md").read_text()
+    assert "go-gorilla" in markdown and "WebSocket cost" in markdown
+
+
+def test_no_native_server_is_left_running_after_a_port_clash(tmp_path):
+    """A port already taken: each native server exits 1 with one line saying so, and leaves nothing behind."""
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        for server in NATIVE_SERVERS:
+            completed = subprocess.run(resolve_command(server, ROOT) + ["--host", "127.0.0.1", "--port", str(port)],
+                                       cwd=ROOT, capture_output=True, text=True, timeout=30)
+            assert completed.returncode == 1, (server.name, completed.returncode, completed.stderr)
+            assert completed.stderr.strip() and completed.stdout == "", server.name
+    assert processes.port_is_free(port)
