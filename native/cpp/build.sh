@@ -9,16 +9,7 @@ mkdir -p build
 CXX="${CXX:-g++}"
 binaries="cpp_ws_server cpp_ws_client"
 
-unavailable() {
-  for binary in $binaries; do
-    rm -f "build/$binary" "build/$binary.versions" # not an older build: the harness reads the note without one
-    printf '%s\n' "$1" >"build/$binary.unavailable"
-  done
-  printf '%s\n' "$1" >&2
-  exit 0
-}
-
-now() { date +%s.%N 2>/dev/null | grep -v N || date +%s; }
+. native/build_common.sh
 
 command -v "$CXX" >/dev/null 2>&1 || unavailable "$CXX not found on PATH (install g++ to build cpp-websocketpp)"
 for header in /usr/include/websocketpp/version.hpp /usr/include/asio.hpp; do

@@ -4,7 +4,6 @@
 #define ASIO_STANDALONE
 #include <websocketpp/client.hpp>
 #include <websocketpp/config/asio_client.hpp>
-#include <websocketpp/extensions/permessage_deflate/enabled.hpp>
 
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -25,15 +24,6 @@
 #include "common.hpp"
 
 static const char *PROGRAM = "cpp_ws_client";
-
-// websocketpp's stock configs never offer permessage-deflate; this one does (--compression on).
-template <typename base_config>
-struct with_deflate : public base_config {
-    typedef with_deflate type;
-    typedef base_config base;
-    struct permessage_deflate_config {};
-    typedef websocketpp::extensions::permessage_deflate::enabled<permessage_deflate_config> permessage_deflate_type;
-};
 
 struct Args {
     std::string url, compression = "default", kind = "text-ascii", ca;

@@ -2,6 +2,7 @@
 #pragma once
 #include <asio/version.hpp>
 #include <openssl/opensslv.h>
+#include <websocketpp/extensions/permessage_deflate/enabled.hpp>
 #include <websocketpp/version.hpp>
 #include <zlib.h>
 
@@ -30,3 +31,13 @@ inline std::string libraries_json() {
     std::fprintf(stderr, "%s: %s\n", program, message.c_str());
     std::exit(2);
 }
+
+// websocketpp's stock configs refuse permessage-deflate (server) and never offer it (client); a config derived
+// from one with this wrapper does both (--compression on).
+template <typename base_config>
+struct with_deflate : public base_config {
+    typedef with_deflate type;
+    typedef base_config base;
+    struct permessage_deflate_config {};
+    typedef websocketpp::extensions::permessage_deflate::enabled<permessage_deflate_config> permessage_deflate_type;
+};

@@ -2,7 +2,6 @@
 // websocketpp's broadcast_server and echo_server_tls examples. The request path without its query is the room.
 #define ASIO_STANDALONE
 #include <websocketpp/config/asio.hpp>
-#include <websocketpp/extensions/permessage_deflate/enabled.hpp>
 #include <websocketpp/server.hpp>
 
 #include <cstdio>
@@ -14,15 +13,6 @@
 #include <unistd.h>
 
 #include "common.hpp"
-
-// websocketpp's stock configs refuse permessage-deflate; this one accepts it (--compression on).
-template <typename base_config>
-struct with_deflate : public base_config {
-    typedef with_deflate type;
-    typedef base_config base;
-    struct permessage_deflate_config {};
-    typedef websocketpp::extensions::permessage_deflate::enabled<permessage_deflate_config> permessage_deflate_type;
-};
 
 struct Args {
     std::string host = "127.0.0.1", port, compression = "default", cert, key;
@@ -148,5 +138,6 @@ int main(int argc, char **argv) {
     bool tls = !args.cert.empty(), on = args.compression == "on";
     if (tls) return on ? serve<with_deflate<websocketpp::config::asio_tls>, true>(args)
                        : serve<websocketpp::config::asio_tls, true>(args);
-    return on ? serve<with_deflate<websocketpp::config::asio>, false>(args) : serve<websocketpp::config::asio, false>(args);
+    return on ? serve<with_deflate<websocketpp::config::asio>, false>(args)
+              : serve<websocketpp::config::asio, false>(args);
 }

@@ -7,16 +7,7 @@ cd "$(dirname "$0")/../.."
 mkdir -p build
 binaries="go_ws_server go_ws_client"
 
-unavailable() {
-  for binary in $binaries; do
-    rm -f "build/$binary" "build/$binary.versions" # not an older build: the harness reads the note without one
-    printf '%s\n' "$1" >"build/$binary.unavailable"
-  done
-  printf '%s\n' "$1" >&2
-  exit 0
-}
-
-now() { date +%s.%N 2>/dev/null | grep -v N || date +%s; }
+. native/build_common.sh
 
 command -v go >/dev/null 2>&1 || unavailable "go not found on PATH (install Go 1.24 or newer to build go-gorilla)"
 started=$(now)

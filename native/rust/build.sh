@@ -8,16 +8,7 @@ cd "$(dirname "$0")/../.."
 mkdir -p build
 binaries="rust_ws_server rust_ws_client"
 
-unavailable() {
-  for binary in $binaries; do
-    rm -f "build/$binary" "build/$binary.versions"
-    printf '%s\n' "$1" >"build/$binary.unavailable"
-  done
-  printf '%s\n' "$1" >&2
-  exit 0
-}
-
-now() { date +%s.%N 2>/dev/null | grep -v N || date +%s; }
+. native/build_common.sh
 
 command -v cargo >/dev/null 2>&1 ||
   unavailable "cargo not found on PATH (install Rust 1.85 or newer to build rust-tungstenite)"

@@ -19,7 +19,6 @@ import (
 	"net/url"
 	"os"
 	"runtime"
-	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -28,6 +27,8 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+
+	"pingpong/native/go/internal/buildinfo"
 )
 
 const alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
@@ -334,17 +335,6 @@ func usageError(format string, args ...any) {
 	os.Exit(2)
 }
 
-func gorillaVersion() string {
-	if info, ok := debug.ReadBuildInfo(); ok {
-		for _, module := range info.Deps {
-			if module.Path == "github.com/gorilla/websocket" {
-				return module.Version
-			}
-		}
-	}
-	return "unknown"
-}
-
 func main() {
 	flags := flag.NewFlagSet("go_ws_client", flag.ContinueOnError)
 	flags.SetOutput(io.Discard)
@@ -401,7 +391,7 @@ func main() {
 	}
 	rep := &report{FormatVersion: 1, Role: "client", Implementation: "go-gorilla",
 		Runtime:   map[string]string{"name": "go", "version": runtime.Version()},
-		Libraries: map[string]string{"gorilla/websocket": gorillaVersion()}, Loop: "go-netpoll",
+		Libraries: map[string]string{"gorilla/websocket": buildinfo.GorillaVersion()}, Loop: "go-netpoll",
 		Settings: map[string]any{"compression": *compression, "compression_offered": o.dialer.EnableCompression,
 			"tls": target.Scheme == "wss", "handshake_timeout_s": o.stall.Seconds()},
 		Payload: map[string]any{"kind": *kind, "size": *size}, Workload: "pingpong", Pairs: 1}

@@ -15,7 +15,6 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
-	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -24,6 +23,8 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+
+	"pingpong/native/go/internal/buildinfo"
 )
 
 const (
@@ -125,17 +126,6 @@ func fail(code int, format string, args ...any) {
 	os.Exit(code)
 }
 
-func gorillaVersion() string {
-	if info, ok := debug.ReadBuildInfo(); ok {
-		for _, module := range info.Deps {
-			if module.Path == "github.com/gorilla/websocket" {
-				return module.Version
-			}
-		}
-	}
-	return "unknown"
-}
-
 // writeInfo writes the server report to PINGPONG_INFO_FILE, if set, atomically (a temporary file renamed).
 func writeInfo(compression string, compress, tls bool) {
 	path := os.Getenv("PINGPONG_INFO_FILE")
@@ -145,7 +135,7 @@ func writeInfo(compression string, compress, tls bool) {
 	info, _ := json.Marshal(map[string]any{
 		"format_version": 1, "role": "server", "pid": os.Getpid(), "implementation": "go-gorilla",
 		"runtime":        map[string]string{"name": "go", "version": runtime.Version()},
-		"libraries":      map[string]string{"gorilla/websocket": gorillaVersion()},
+		"libraries":      map[string]string{"gorilla/websocket": buildinfo.GorillaVersion()},
 		"loop_requested": "auto", "loop": "go-netpoll",
 		"settings": map[string]any{"compression": compression, "compression_effective": compress, "tls": tls},
 	})
