@@ -53,7 +53,7 @@ def test_an_open_loop_run_headlines_latency_at_the_offered_rate_and_flags_only_s
     assert "answered/s, median" not in text
     assert re.search(r"^Lowest p99 at 500 messages/s offered per pair", text, re.M)
     assert "saturated at the offered rate: s × d" in text
-    figures = dict(cell_figures(summaries, "answered/s"))
+    figures = dict(cell_figures(summaries))
     assert "saturated (p99 12.0 ms > 10 ms)" in figures[("s", "d")] and "keeps up" in figures[("s", "c")]
 
 
@@ -66,7 +66,7 @@ def test_a_single_point_of_idle_connections_gives_no_figure_per_connection():
                       roundtrips_per_s=1800.0, workload_figures=idle)
     run = RunResult(started_at="t", command_line=[], configuration={**CONFIG, "idle_connections": 2000},
                     environment={}, implementations=IMPLEMENTATIONS, cells=[Cell("s", "c", attempts=[attempt])])
-    (_, text), = cell_figures(summarize_run(run), "roundtrips/s")
+    (_, text), = cell_figures(summarize_run(run))
     assert "server PSS shrank by 6,451.2 KiB" in text and "+-" not in text
     assert "per connection" not in text.split("Memory per connection")[0]
     assert "needs a list of --idle-connections" in text

@@ -131,7 +131,7 @@ def model_outliers(rates: dict[Cell, float], threshold: float = MODEL_THRESHOLD)
     return verdicts
 
 
-# A flag's cause, from the words it starts with (rule_flags and annotate write them): (marker, short cause).
+# A flag's cause, from words in it (rule_flags and annotate write them): (marker, short cause).
 CAUSES = (
     ("slower than its server and client predict", "slow for this pair (the model)"),
     ("saturated at the offered rate", "saturated at the offered rate"),

@@ -20,7 +20,7 @@ from pingpong.harness.results import RunResult
 from pingpong.harness.scales import MIN_SPAN, log_range, position, viridis_hex
 from pingpong.harness.stats import Ratio
 from pingpong.harness.summary import CellSummary, Summaries
-from pingpong.harness.terminal import MARKS, format_short, machine_line, marks, settings_line
+from pingpong.harness.terminal import MARKS, machine_line, marks, settings_line
 
 STYLE = """
 body { font: 14px/1.4 system-ui, sans-serif; margin: 1.5em auto; max-width: 1200px; padding: 0 1em; color: #222; }

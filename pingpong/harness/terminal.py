@@ -46,9 +46,7 @@ class TerminalReport:
     width: int = WIDTH  # the columns it was laid out for: lines are wrapped and tables split to fit them
 
 
-def format_short(value: float) -> str:
-    """A rate in at most 5 characters: 850, 7.3k, 23.1k, 231k, 1.23M."""
-    return short_rate(value)
+format_short = short_rate  # a rate in at most 5 characters: 850, 7.3k, 23.1k, 231k, 1.23M
 
 
 def marks(summary: CellSummary) -> str:
@@ -58,14 +56,19 @@ def marks(summary: CellSummary) -> str:
     return "".join(mark for mark, present in found.items() if present)
 
 
-def matrix_text(summary: CellSummary | None, headline: Headline | None = None) -> str:
+def unmeasured_text(summary: CellSummary | None) -> str:
+    """What a matrix shows for a cell without a figure: — skipped or absent, FAIL, … not yet measured."""
     if summary is None or summary.status == "skipped":
         return "—"
-    if not summary.measured:
-        return "FAIL" if summary.status == "failed" else "…"
-    value = headline.value(summary) if headline is not None else summary.roundtrips_per_s.median
-    return ("?" if value is None else (headline.short(value) if headline is not None else format_short(value))) \
-        + marks(summary)
+    return "FAIL" if summary.status == "failed" else "…"
+
+
+def matrix_text(summary: CellSummary | None, headline: Headline) -> str:
+    """A cell's headline figure in a few characters with its marks ('?' for a measured cell without it)."""
+    if summary is None or not summary.measured:
+        return unmeasured_text(summary)
+    value = headline.value(summary)
+    return ("?" if value is None else headline.short(value)) + marks(summary)
 
 
 def _client_is_websocket(run: RunResult, client: str) -> bool:
@@ -109,7 +112,7 @@ def terminal_report(run: RunResult, summaries: Summaries, source: str | None = N
     if costs:
         tables.append(costs)
     notes = []
-    figures = cell_figures(summaries, unit)
+    figures = cell_figures(summaries)
     if figures:
         notes.append("Workload figures (medians over the rounds; the .md has them in a table):")
         notes += [f"  {server} × {client}: {text}" for (server, client), text in figures]
@@ -215,7 +218,7 @@ def cost_table(run: RunResult, summaries: Summaries, servers: list[str], clients
     def text(server: str, client: str) -> str:
         summary = summaries.get((server, client))
         if summary is None or not summary.measured:
-            return matrix_text(summary)
+            return unmeasured_text(summary)
         split = costs.get((server, client))
         parts = (split.server, split.client) if split is not None else (None, None)
         return "/".join("–" if part is None else f"{part.value:.2f}" for part in parts)

@@ -201,7 +201,7 @@ def broadcast_text(figures: dict[str, Any], server_us_per_delivery: float | None
             f"{format_duration_ns(last.get('p50_ns'))} / {format_duration_ns(last.get('p99_ns'))}{cpu}")
 
 
-def cell_figures(summaries: dict, unit: str) -> list[tuple[tuple[str, str], str]]:
+def cell_figures(summaries: dict) -> list[tuple[tuple[str, str], str]]:
     """For a single-point run: each measured cell's workload figures as one line of text (none for plain
     ping-pong): what the terminal lists and the Markdown tabulates."""
     found = []
@@ -245,7 +245,7 @@ def idle_text(figures: dict[str, Any]) -> str:
 
 def run_section(summaries: dict, unit: str) -> list[str]:
     """For a single-point run: each measured cell's workload figures in one table (nothing for plain ping-pong)."""
-    rows = [f"| {server} × {client} | {text} |" for (server, client), text in cell_figures(summaries, unit)]
+    rows = [f"| {server} × {client} | {text} |" for (server, client), text in cell_figures(summaries)]
     if not rows:
         return []
     return ["", f"Workload figures ({unit}; medians over the rounds, latency histograms merged):", "",
