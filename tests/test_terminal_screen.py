@@ -56,7 +56,7 @@ def test_a_quick_run_in_a_real_terminal_shows_its_plan_progress_and_whole_matrix
     screen = Screen(columns, 50)
     try:
         screen.type(f"{sys.executable} run_bench.py --quick --servers aiohttp,node-ws --clients default "
-                    f"--results-dir {tmp_path}; echo '='run-exit $?")  # the quotes keep the marker out of the typed line
+                    f"--results-dir {tmp_path}; echo '='run-exit $?")  # quoted: the marker is not in the typed line
         seen_plan = seen_bar = False
         deadline = time.monotonic() + 240
         while time.monotonic() < deadline:

@@ -13,8 +13,8 @@ import re
 from typing import Any
 
 from pingpong.harness.costs import CostSplit, websocket_costs
-from pingpong.harness.render import (Headline, axes, axis_loops, faults_text, fastest_cell, format_duration_ns, format_rate,
-                                     format_ratio, interval_legend, is_floor, percentiles, rate_unit,
+from pingpong.harness.render import (Headline, axes, axis_loops, faults_text, fastest_cell, format_duration_ns,
+                                     format_rate, format_ratio, interval_legend, is_floor, percentiles, rate_unit,
                                      relative_to_fastest, rounds_text, short_extensions, workload_title)
 from pingpong.harness.results import RunResult
 from pingpong.harness.scales import MIN_SPAN, log_range, position, viridis_hex

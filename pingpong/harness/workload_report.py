@@ -214,10 +214,9 @@ def cell_figures(summaries: dict) -> list[tuple[tuple[str, str], str]]:
             figures = workload["broadcast"]
             last = figures.get("latency_last") or {}
             parts.append(f"{figures['receivers']} receivers, {format_rate(figures['messages_per_s'])} messages/s = "
-                         f"{format_rate(figures.get('deliveries_per_s', figures['messages_per_s'] * figures['receivers']))}"
-                         f" deliveries/s, last receiver p99 {format_duration_ns(last.get('p99_ns'))}; first / last "
-                         "receiver p50 / p99: " + broadcast_text(figures, summary.server_cpu.us_per_roundtrip)
-                         + " per delivery")
+                         f"{format_rate(figures['deliveries_per_s'])} deliveries/s, last receiver p99 "
+                         f"{format_duration_ns(last.get('p99_ns'))}; first / last receiver p50 / p99: "
+                         + broadcast_text(figures, summary.server_cpu.us_per_roundtrip) + " per delivery")
         if "open_loop" in workload:
             figures = workload["open_loop"]
             parts.append(f"{format_rate(figures['achieved_per_s'])} of {format_rate(figures['offered_per_s'])}/s "
