@@ -22,6 +22,14 @@ def run_bench(*args, timeout=300):
                           timeout=timeout)
 
 
+def command_line(process: psutil.Process) -> str | None:
+    """A process's command line, or None when it has exited (a zombie not yet reaped, or gone)."""
+    try:
+        return " ".join(process.cmdline())
+    except psutil.Error:
+        return None
+
+
 def assert_gone(pids):
     alive = [pid for pid in pids if pid and psutil.pid_exists(pid)
              and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
@@ -227,9 +235,11 @@ def test_kill_9_of_the_orchestrator_leaves_no_process_behind(tmp_path, started_f
         deadline = time.monotonic() + 120
         started = []
         while time.monotonic() < deadline:  # a server with its workers and a client, all measuring
-            tree = psutil.Process(process.pid).children(recursive=True)
-            started = [p for p in tree if "pingpong.harness.guardian" not in " ".join(p.cmdline())]
-            names = " ".join(" ".join(p.cmdline()) for p in started)
+            # a child that just exited (a room probe, a client between attempts) has no command line any more
+            tree = [(p, command_line(p)) for p in psutil.Process(process.pid).children(recursive=True)]
+            measuring = [(p, line) for p, line in tree if line is not None and "pingpong.harness.guardian" not in line]
+            started = [p for p, _ in measuring]
+            names = " ".join(line for _, line in measuring)
             if "servers.sanic_server" in names and "client" in names and len(started) >= 3:
                 break
             time.sleep(0.05)
