@@ -2,7 +2,7 @@
 
 import sys
 
-from pingpong.harness.cli import main
+from pingpong.harness.commands.cli import main
 
 if __name__ == "__main__":
     sys.exit(main())

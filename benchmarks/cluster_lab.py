@@ -17,7 +17,7 @@ import subprocess
 import sys
 
 from benchmarks.rounds_setup import ROOT
-from pingpong.harness import netns_lab
+from benchmarks import netns_lab
 
 
 def main() -> int:

@@ -22,10 +22,10 @@ import tempfile
 from dataclasses import asdict
 from pathlib import Path
 
-from pingpong.harness import processes
-from pingpong.harness.runner import run_attempt
-from pingpong.harness.stats import paired_ratio
-from pingpong.harness.stop_signals import stop_signals_raise_interrupt
+from pingpong.harness.system import processes
+from pingpong.harness.measure.runner import run_attempt
+from pingpong.harness.analysis.stats import paired_ratio
+from pingpong.harness.system.stop_signals import stop_signals_raise_interrupt
 from benchmarks.rounds_setup import ROOT, implementations_by_role, matrix_settings, parse_arguments
 
 DEFAULT_CELLS = "blacksheep:aiohttp,node-ws:aiohttp,aiohttp:websockets,node-ws:node-ws,bun:bun"

@@ -23,8 +23,8 @@ from dataclasses import asdict, replace
 from pathlib import Path
 
 from benchmarks.rounds_setup import implementations_by_role, matrix_settings
-from pingpong.harness import netns_lab
-from pingpong.harness.stats import paired_ratio
+from benchmarks import netns_lab
+from pingpong.harness.analysis.stats import paired_ratio
 
 DEFAULT_CELLS = "raw-tcp-c:raw-tcp-c,node-ws:node-ws,sanic:websockets,aiohttp:node-ws"
 LINKS = ("loopback", "veth")
@@ -32,7 +32,7 @@ LINKS = ("loopback", "veth")
 
 def measure_in_h0(arguments: argparse.Namespace, scheduler: str, tls: Path) -> dict:
     """The rounds, run inside the orchestrator's namespace (this same file, with --inside)."""
-    from pingpong.harness import cluster
+    from pingpong.harness.cluster import measurer as cluster
 
     implementations = implementations_by_role()
     connected = cluster.Cluster(scheduler, tls)

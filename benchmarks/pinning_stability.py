@@ -12,9 +12,10 @@ import sys
 from dataclasses import asdict, replace
 from pathlib import Path
 
-from pingpong.harness.manifest import load_manifest
-from pingpong.harness.runner import CellSettings, run_attempt
-from pingpong.harness.stats import paired_ratio, summarize
+from pingpong.harness.settings.manifest import load_manifest
+from pingpong.harness.measure.runner import run_attempt
+from pingpong.harness.settings.cell import CellSettings
+from pingpong.harness.analysis.stats import paired_ratio, summarize
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -14,10 +14,12 @@ import sys
 import tempfile
 from pathlib import Path
 
-from pingpong.harness import processes
-from pingpong.harness.manifest import load_manifest
-from pingpong.harness.runner import CellSettings, cpus_for, run_attempt_on, start_server
-from pingpong.harness.stop_signals import stop_signals_raise_interrupt
+from pingpong.harness.system import processes
+from pingpong.harness.settings.manifest import load_manifest
+from pingpong.harness.measure.runner import run_attempt_on, start_server
+from pingpong.harness.settings.cell import cpus_for
+from pingpong.harness.settings.cell import CellSettings
+from pingpong.harness.system.stop_signals import stop_signals_raise_interrupt
 
 ROOT = Path(__file__).resolve().parent.parent
 SETTINGS = CellSettings(duration_s=0.3, warmup_s=0.1, loop="auto", compression="default", payload_size=4,

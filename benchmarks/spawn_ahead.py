@@ -25,10 +25,11 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from pingpong.harness import processes
-from pingpong.harness.runner import CLIENTS_AHEAD_AT_SERVER_START, cpus_for, run_attempt_on, start_server
-from pingpong.harness.stats import paired_ratio
-from pingpong.harness.stop_signals import stop_signals_raise_interrupt
+from pingpong.harness.system import processes
+from pingpong.harness.measure.runner import CLIENTS_AHEAD_AT_SERVER_START, run_attempt_on, start_server
+from pingpong.harness.settings.cell import cpus_for
+from pingpong.harness.analysis.stats import paired_ratio
+from pingpong.harness.system.stop_signals import stop_signals_raise_interrupt
 from benchmarks.rounds_setup import (AGREE_WITHIN, ROOT, count_agreeing, implementations_by_role, matrix_settings,
                                     paired_agreement, parse_arguments)
 

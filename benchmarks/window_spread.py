@@ -24,10 +24,11 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from pingpong.harness import processes
-from pingpong.harness.runner import cpus_for, run_attempt_on, start_server
-from pingpong.harness.stats import summarize
-from pingpong.harness.stop_signals import stop_signals_raise_interrupt
+from pingpong.harness.system import processes
+from pingpong.harness.measure.runner import run_attempt_on, start_server
+from pingpong.harness.settings.cell import cpus_for
+from pingpong.harness.analysis.stats import summarize
+from pingpong.harness.system.stop_signals import stop_signals_raise_interrupt
 from benchmarks.rounds_setup import (ROOT, count_agreeing, implementations_by_role, matrix_settings,
                                     paired_agreement, parse_arguments)
 

@@ -11,10 +11,11 @@ from pathlib import Path
 import psutil
 import pytest
 
-from pingpong.harness import guardian, processes
-from pingpong.harness.manifest import load_manifest
-from pingpong.harness import runner
-from pingpong.harness.runner import CellSettings, ServerUnderTest
+from pingpong.harness.system import guardian, processes
+from pingpong.harness.settings.manifest import load_manifest
+from pingpong.harness.measure import runner
+from pingpong.harness.measure.runner import ServerUnderTest
+from pingpong.harness.settings.cell import CellSettings
 
 ROOT = Path(__file__).resolve().parent.parent
 IMPLEMENTATIONS = load_manifest(ROOT / "manifest.toml")
@@ -69,7 +70,7 @@ def no_process_left_behind(monkeypatch):
     token = uuid.uuid4().hex
     monkeypatch.setenv(TEST_TOKEN_ENV, token)
     yield
-    # This pytest process's own guardian (started with the first child it started, pingpong/harness/guardian.py)
+    # This pytest process's own guardian (started with the first child it started, pingpong/harness/system/guardian.py)
     # lives as long as this process does, as it does in run_bench.py; it is not a leftover of the test.
     own_guardian = guardian.guardian_pid()
     deadline = time.monotonic() + 5

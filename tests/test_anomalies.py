@@ -2,9 +2,9 @@
 
 import pytest
 
-from pingpong.harness.anomalies import annotate, fit_log_factors, model_outliers, rule_flags
-from pingpong.harness.stats import summarize
-from pingpong.harness.summary import CellSummary, SideCpu
+from pingpong.harness.analysis.anomalies import annotate, fit_log_factors, model_outliers, rule_flags
+from pingpong.harness.analysis.stats import summarize
+from pingpong.harness.analysis.summary import CellSummary, SideCpu
 
 SERVERS = {"s1": 3000.0, "s2": 5000.0, "s3": 8000.0, "s4": 12000.0}
 CLIENTS = {"c1": 0.5, "c2": 0.8, "c3": 1.0, "c4": 1.4}
@@ -156,7 +156,7 @@ def test_a_page_fault_flag_names_the_side_and_its_runtime(runtime, malloc, named
 
 def test_every_flag_the_rules_write_has_a_cause_to_group_by():
     """Each rule's flag maps to its own short cause (a terminal groups cells by it)."""
-    from pingpong.harness.anomalies import CAUSES, flag_cause
+    from pingpong.harness.analysis.anomalies import CAUSES, flag_cause
 
     odd = signals(**{**HEALTHY, "segments_per_message": 5.0, "delayed_acks_per_roundtrip": 1.0,
                      "retransmits_per_roundtrip": 1.0, "compression_negotiated": "permessage-deflate",

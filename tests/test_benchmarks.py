@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from benchmarks.rounds_setup import implementations_by_role, matrix_settings
-from pingpong.harness.configuration import (DEFAULT_JIT_WARMUP_S, DEFAULT_MATRIX_DURATION_S,
+from pingpong.harness.settings.configuration import (DEFAULT_JIT_WARMUP_S, DEFAULT_MATRIX_DURATION_S,
                                             DEFAULT_MATRIX_WARMUP_S)
 from tests.conftest import ROOT
 

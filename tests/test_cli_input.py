@@ -13,8 +13,8 @@ import sys
 import pytest
 
 from pingpong import SUITE_VERSION
-from pingpong.harness.cli import build_parser
-from pingpong.harness.configuration import DEFAULT_MATRIX_DURATION_S, DEFAULT_MATRIX_WARMUP_S, check_options
+from pingpong.harness.commands.cli import build_parser
+from pingpong.harness.settings.configuration import DEFAULT_MATRIX_DURATION_S, DEFAULT_MATRIX_WARMUP_S, check_options
 from tests.conftest import ROOT
 from tests.test_run_bench import run_bench
 
@@ -80,7 +80,7 @@ def test_exclude_refuses_unknown_names_and_an_empty_selection(tmp_path):
 
 
 def test_exclude_drops_a_name_from_both_roles():
-    from pingpong.harness.catalog import DEFAULT_MANIFEST, load_manifests, select
+    from pingpong.harness.settings.catalog import DEFAULT_MANIFEST, load_manifests, select
 
     implementations = load_manifests([DEFAULT_MANIFEST])
     servers = [s.name for s in select(implementations, "server", None, "websockets,raw-tcp-c")]
@@ -172,7 +172,7 @@ def test_workload_options_that_do_not_fit_get_one_line(tmp_path, args, fragment)
 def test_idle_connections_choose_fresh_servers_and_say_why():
     options = options_for("--idle-connections", "0,100", "--repeat", "2")
     options.manifest = options.manifest or []
-    from pingpong.harness.configuration import build_configuration
+    from pingpong.harness.settings.configuration import build_configuration
 
     configuration = build_configuration(options, ["run_bench.py"], [], [], [])
     assert configuration.rounds.fresh_server and "memory" in configuration.rounds.fresh_server_reason
@@ -183,9 +183,9 @@ def test_idle_connections_choose_fresh_servers_and_say_why():
 def test_malloc_modes_are_a_dimension_that_needs_a_server_process_each():
     """--malloc settled,as-is: two points; each point's processes get its mode (PINGPONG_MALLOC), recorded."""
     from pingpong.contract import MALLOC_ENV
-    from pingpong.harness.configuration import build_configuration
-    from pingpong.harness.rounds import SERVER_DIMENSIONS
-    from pingpong.harness.runner import process_environment
+    from pingpong.harness.settings.configuration import build_configuration
+    from pingpong.harness.measure.rounds import SERVER_DIMENSIONS
+    from pingpong.harness.measure.runner import process_environment
 
     options = options_for("--malloc", "settled,as-is", "--repeat", "2")
     options.manifest = options.manifest or []

@@ -15,9 +15,10 @@ from pathlib import Path
 import psutil
 import pytest
 
-from pingpong.harness import cluster_figures, netns_lab
-from pingpong.harness.cluster import make_certificates, spread_shares
-from pingpong.harness.runner import ClientShare
+from pingpong.harness.cluster import figures as cluster_figures
+from benchmarks import netns_lab
+from pingpong.harness.cluster.measurer import make_certificates, spread_shares
+from pingpong.harness.measure.runner import ClientShare
 from tests.conftest import TEST_TOKEN_ENV, processes_carrying
 from tests.test_docs import as_argv, documented_commands
 
@@ -129,7 +130,8 @@ def test_the_cluster_commands_refuse_bad_input_in_one_line(tmp_path, args, words
 
 
 def test_the_local_mode_imports_no_dask():
-    code = ("import sys\nfrom pingpong.harness import cli, engine, matrix, runner\n"
+    code = ("import sys\nfrom pingpong.harness.commands import cli, run\n"
+            "from pingpong.harness.measure import engine, runner\n"
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('dask', 'distributed')))")
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr

@@ -6,8 +6,8 @@ import sys
 
 import pytest
 
-from pingpong.harness.compare import compare_runs, gate, render_comparison
-from pingpong.harness.results import Attempt, Cell, RunResult
+from pingpong.harness.commands.compare import compare_runs, gate, render_comparison
+from pingpong.harness.results.records import Attempt, Cell, RunResult
 from tests.conftest import ROOT
 
 CONFIG = {"repeat": 3, "duration_s": 5, "warmup_s": 1, "loop": "auto", "compression": "default",

@@ -2,8 +2,8 @@
 
 import pytest
 
-from pingpong.harness.costs import cpu_by_round, websocket_costs
-from pingpong.harness.results import Attempt, Cell, RunResult
+from pingpong.harness.analysis.costs import cpu_by_round, websocket_costs
+from pingpong.harness.results.records import Attempt, Cell, RunResult
 from tests.conftest import IMPLEMENTATIONS
 from tests.test_render import CONFIG
 
@@ -85,8 +85,8 @@ def mixed_run():
 
 def test_the_markdown_shows_each_part_as_a_matrix():
     """Server part, client part and end to end: one table each, the ratio with its interval."""
-    from pingpong.harness.render import render_markdown
-    from pingpong.harness.summary import summarize_run
+    from pingpong.harness.report.render import render_markdown
+    from pingpong.harness.analysis.summary import summarize_run
 
     run = mixed_run()
     markdown = render_markdown(run, summarize_run(run))
@@ -99,8 +99,8 @@ def test_the_markdown_shows_each_part_as_a_matrix():
 
 
 def test_the_terminal_shows_server_part_slash_client_part():
-    from pingpong.harness.summary import summarize_run
-    from pingpong.harness.terminal import render_plain, terminal_report
+    from pingpong.harness.analysis.summary import summarize_run
+    from pingpong.harness.report.terminal import render_plain, terminal_report
 
     run = mixed_run()
     text = render_plain(terminal_report(run, summarize_run(run)))
@@ -111,8 +111,8 @@ def test_the_terminal_shows_server_part_slash_client_part():
 
 
 def test_the_html_page_has_the_cost_matrix_and_each_cell_names_its_floors():
-    from pingpong.harness.html_report import render_html
-    from pingpong.harness.summary import summarize_run
+    from pingpong.harness.report.html import render_html
+    from pingpong.harness.analysis.summary import summarize_run
 
     run = mixed_run()
     page = render_html(run, summarize_run(run))

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from pingpong.harness import cpu
+from pingpong.harness.system import cpu
 
 # /proc/PID/stat of a process whose name holds a space and a parenthesis; utime 1234 and stime 56 ticks.
 STAT = (b"4242 (odd) name) S 1 4242 4242 0 -1 4194560 900 0 0 0 1234 56 0 0 20 0 11 0 777 1000000 2000 "
@@ -90,7 +90,7 @@ def test_touching_fresh_pages_shows_as_minor_faults_of_this_process():
 
 
 def test_steal_time_is_the_eighth_number_of_each_cpu_line():
-    from pingpong.harness import kernel_signals
+    from pingpong.harness.system import kernel_signals
 
     text = ("cpu  2021632 951 562291 3486095 3676 0 194723 1855 0 0\n"
             "cpu0 809708 510 244773 1979247 759 0 98044 872 0 0\n"

@@ -6,8 +6,8 @@ import shutil
 
 import pytest
 
-from pingpong.harness.diagnose import moves, switch_ratio
-from pingpong.harness.results import Cell
+from pingpong.harness.commands.diagnose import moves, switch_ratio
+from pingpong.harness.results.records import Cell
 from tests.test_render import failed, ok
 from tests.test_run_bench import assert_gone, run_bench
 

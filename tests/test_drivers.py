@@ -6,8 +6,8 @@ import sys
 
 import pytest
 
-from pingpong.harness import processes
-from pingpong.harness.manifest import resolve_command
+from pingpong.harness.system import processes
+from pingpong.harness.settings.manifest import resolve_command
 from pingpong.kit.payloads import PAYLOAD_KINDS, make_payload, wire_bytes
 from tests.conftest import CLIENTS, ROOT, url_scheme
 
@@ -70,7 +70,7 @@ def test_python_driver_runs_outside_the_orchestrator(tmp_path):
     server = processes.start("srv", resolve_command(by_name("server", "node-ws"), ROOT) + ["--port", str(port)],
                              ROOT, tmp_path)
     try:
-        from pingpong.harness.probe import wait_until_ready
+        from pingpong.harness.measure.probe import wait_until_ready
 
         wait_until_ready(f"ws://127.0.0.1:{port}", server, 20)
         completed = subprocess.run([sys.executable, "-m", "clients.websockets_client", "--url",

@@ -5,9 +5,9 @@ A deliberate change of a renderer regenerates the snapshots (see make_snapshots 
 
 from pathlib import Path
 
-from pingpong.harness.render import render_csv, render_markdown
-from pingpong.harness.results import load
-from pingpong.harness.summary import summarize_run
+from pingpong.harness.report.render import render_csv, render_markdown
+from pingpong.harness.results.records import load
+from pingpong.harness.analysis.summary import summarize_run
 from tests.conftest import ROOT
 from tests.test_render import sample_run
 

@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from pingpong.harness.manifest import ManifestError, check_availability, load_manifest
+from pingpong.harness.settings.manifest import ManifestError, check_availability, load_manifest
 from tests.conftest import IMPLEMENTATIONS, ROOT
 
 VALID = """
@@ -116,8 +116,8 @@ def test_a_program_that_could_not_be_built_says_why(tmp_path):
 
 def test_sets_select_their_members_and_the_default_set_is_the_default(tmp_path):
     """No --servers: the default set; a set name stands for its members of the role; 'all' for every one."""
-    from pingpong.harness.catalog import load_manifests, select
-    from pingpong.harness.usage import UsageError
+    from pingpong.harness.settings.catalog import load_manifests, select
+    from pingpong.harness.settings.usage import UsageError
 
     other = VALID.replace('name = "x"', 'name = "y"') + 'sets = ["extra"]\n'
     client = VALID.replace("[[server]]", "[[client]]")

@@ -6,8 +6,9 @@ room of its own): the servers' lifecycle is tested elsewhere, and their clean st
 
 import pytest
 
-from pingpong.harness.histograms import latency_summary, merge
-from pingpong.harness.runner import CellSettings, run_attempt_on
+from pingpong.harness.results.histograms import latency_summary, merge
+from pingpong.harness.measure.runner import run_attempt_on
+from pingpong.harness.settings.cell import CellSettings
 from tests.conftest import CLIENTS, COMPATIBLE_PAIRS, ROOT, SERVERS
 
 SHORT = CellSettings(duration_s=0.5, warmup_s=0.2, loop="auto", compression="default", payload_size=4,

@@ -6,9 +6,9 @@ import sys
 
 import pytest
 
-from pingpong.harness.package_envs import (override_dependencies, override_requirements, parse_node_specs,
+from pingpong.harness.settings.package_envs import (override_dependencies, override_requirements, parse_node_specs,
                                            parse_python_specs)
-from pingpong.harness.usage import UsageError
+from pingpong.harness.settings.usage import UsageError
 from tests.test_run_bench import run_bench
 
 REQUIREMENTS = "# pinned\naiohttp==3.14.5\nuvicorn==0.54.0  # server\nwebsockets==17.4\n"

@@ -6,10 +6,10 @@ from array import array
 import pytest
 
 from pingpong.kit.driver import encode_histogram
-from pingpong.harness.results import Attempt, Cell, RunResult
-from pingpong.harness.summary import summarize_run
+from pingpong.harness.results.records import Attempt, Cell, RunResult
+from pingpong.harness.analysis.summary import summarize_run
 
-plots = pytest.importorskip("pingpong.harness.plots")
+plots = pytest.importorskip("pingpong.harness.report.plots")
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 

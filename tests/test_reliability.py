@@ -11,10 +11,11 @@ import time
 import psutil
 import pytest
 
-from pingpong.harness import listeners, processes, probe
-from pingpong.harness.abuse import ABUSES, abuse_server
-from pingpong.harness.manifest import resolve_command
-from pingpong.harness.runner import diagnose_port
+from pingpong.harness.system import listeners, processes
+from pingpong.harness.measure import probe
+from pingpong.harness.commands.abuse import ABUSES, abuse_server
+from pingpong.harness.settings.manifest import resolve_command
+from pingpong.harness.measure.runner import diagnose_port
 from tests.conftest import ROOT, WEBSOCKET_SERVERS, by_name
 
 FAULTY_SERVERS = ["crash-at-start", "never-ready", "crash-mid-run", "hang-mid-run", "corrupt-mid-run",
@@ -258,8 +259,8 @@ def test_waiting_for_a_child_gives_its_exit_code_or_times_out_leaving_it_running
 CTRL_C_DROPPED_WHILE_STARTING = """
 import gc, os, signal, sys
 from pathlib import Path
-from pingpong.harness import processes
-from pingpong.harness.stop_signals import stop_signals_raise_interrupt
+from pingpong.harness.system import processes
+from pingpong.harness.system.stop_signals import stop_signals_raise_interrupt
 
 # The Ctrl-C arrives while a garbage-collector callback runs, where Python drops the KeyboardInterrupt it raises (as
 # in an at-fork hook or a __del__). The collection is made to happen inside processes.start: its first allocation.
@@ -358,7 +359,7 @@ def test_servers_under_abuse_keep_serving_other_rooms(server):
 
 def test_abuse_verdicts_on_fixed_outcomes():
     """Survival means alive with the pair still playing after; rate ratios only label what was seen."""
-    from pingpong.harness.abuse import AbuseOutcome
+    from pingpong.harness.commands.abuse import AbuseOutcome
 
     def outcome(before, during, after, alive=True, pair_error=None):
         return AbuseOutcome("s", "a", before, during, after, alive, None, pair_error)

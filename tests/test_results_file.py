@@ -5,8 +5,8 @@ from dataclasses import asdict, replace
 
 import pytest
 
-from pingpong.harness.results import FORMAT_VERSION, RunResult, load
-from pingpong.harness.summary import summarize_run
+from pingpong.harness.results.records import FORMAT_VERSION, RunResult, load
+from pingpong.harness.analysis.summary import summarize_run
 from tests.test_golden import REFERENCE
 
 

@@ -9,12 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from pingpong.harness import engine, rounds
-from pingpong.harness.configuration import RunConfiguration
-from pingpong.harness.results import Attempt, Cell, RunResult
-from pingpong.harness.results_files import ResultPaths
-from pingpong.harness.rounds import (RoundPolicy, Unit, estimated_round_s, next_step, plan_extra_rounds,
-                                     predicted_precision)
+from pingpong.harness.measure import engine, rounds
+from pingpong.harness.settings import round_policy
+from pingpong.harness.settings.configuration import RunConfiguration
+from pingpong.harness.results.records import Attempt, Cell, RunResult
+from pingpong.harness.results.files import ResultPaths
+from pingpong.harness.measure.rounds import Unit, estimated_round_s, next_step, plan_extra_rounds, predicted_precision
+from pingpong.harness.settings.round_policy import RoundPolicy
 from tests.test_orchestration_logic import SETTINGS, implementation
 
 POINT = {"loop": "auto", "compression": "default", "tls": False, "payload_size": 4, "payload_kind": "text-ascii",
@@ -199,22 +200,22 @@ def test_round_plan_groups_by_server_settings_and_is_a_permutation():
 
 @pytest.mark.parametrize("text, seconds", [("90", 90), ("90s", 90), ("4.5m", 270), ("1h", 3600), ("1m30s", 90)])
 def test_durations_parse(text, seconds):
-    assert rounds.parse_duration(text) == seconds
+    assert round_policy.parse_duration(text) == seconds
 
 
 @pytest.mark.parametrize("text", ["", "0", "-5s", "5x", "m", "soon"])
 def test_bad_durations_are_refused(text):
     with pytest.raises(ValueError):
-        rounds.parse_duration(text)
+        round_policy.parse_duration(text)
 
 
 def test_precision_is_a_percentage():
-    assert rounds.parse_precision("3%") == pytest.approx(0.03)
-    assert rounds.parse_precision("3") == pytest.approx(0.03)
-    assert rounds.parse_precision("0.5") == pytest.approx(0.005)
+    assert round_policy.parse_precision("3%") == pytest.approx(0.03)
+    assert round_policy.parse_precision("3") == pytest.approx(0.03)
+    assert round_policy.parse_precision("0.5") == pytest.approx(0.005)
     for text in ("0", "100", "-1", "x"):
         with pytest.raises(ValueError):
-            rounds.parse_precision(text)
+            round_policy.parse_precision(text)
 
 
 def test_extra_rounds_go_in_blocks_that_reach_the_next_order_statistic(tmp_path):

@@ -10,8 +10,8 @@ import time
 import psutil
 import pytest
 
-from pingpong.harness.histograms import latency_summary, merge
-from pingpong.harness.results import FORMAT_VERSION
+from pingpong.harness.results.histograms import latency_summary, merge
+from pingpong.harness.results.records import FORMAT_VERSION
 from tests.conftest import ROOT
 
 FAST = ["--duration", "0.5", "--warmup", "0.2"]
@@ -237,7 +237,7 @@ def test_kill_9_of_the_orchestrator_leaves_no_process_behind(tmp_path, started_f
         while time.monotonic() < deadline:  # a server with its workers and a client, all measuring
             # a child that just exited (a room probe, a client between attempts) has no command line any more
             tree = [(p, command_line(p)) for p in psutil.Process(process.pid).children(recursive=True)]
-            measuring = [(p, line) for p, line in tree if line is not None and "pingpong.harness.guardian" not in line]
+            measuring = [(p, line) for p, line in tree if line is not None and "pingpong.harness.system.guardian" not in line]
             started = [p for p, _ in measuring]
             names = " ".join(line for _, line in measuring)
             if "servers.sanic_server" in names and "client" in names and len(started) >= 3:

@@ -12,15 +12,18 @@ from pathlib import Path
 import pytest
 
 from pingpong.contract import EVENTS_FD_ENV, GO_LINE, START_FD_ENV
-from pingpong.harness import engine, kernel_signals, processes
-from pingpong.harness.manifest import resolve_command
-from pingpong.harness.runner import (START_GATE_FEATURE, CellSettings, can_start_ahead, cpus_for, run_attempt_on,
-                                     start_server, wait_until_armed)
+from pingpong.harness.measure import engine
+from pingpong.harness.system import kernel_signals, processes
+from pingpong.harness.settings.manifest import resolve_command
+from pingpong.harness.measure.runner import (START_GATE_FEATURE, can_start_ahead, run_attempt_on, start_server,
+                                             wait_until_armed)
+from pingpong.harness.settings.cell import cpus_for
+from pingpong.harness.settings.cell import CellSettings
 from tests.conftest import ROOT, by_name
 
 SETTINGS = CellSettings(duration_s=0.3, warmup_s=0.1, loop="auto", compression="default", payload_size=4,
                         payload_kind="text-ascii", ready_timeout_s=20, stall_timeout_s=5, pin=True)
-# The Python driver, node/driver.js under Node.js and under Bun, the Go, Rust and C++ clients: every driver that
+# The Python driver, node/driver/ under Node.js and under Bun, the Go, Rust and C++ clients: every driver that
 # honours the start gate.
 GATED_CLIENTS = ["websockets", "node-ws", "bun", "raw-tcp-node", "go-gorilla", "rust-tungstenite", "cpp-websocketpp"]
 
@@ -190,7 +193,7 @@ def test_the_engine_hands_each_server_its_clients_in_order_unless_told_not_to(tm
     """With spawn_ahead (the default) every server start gets the attempts to come, in the order they run; with
     --no-spawn-ahead none."""
     from tests.test_rounds import run_engine
-    from pingpong.harness.rounds import RoundPolicy
+    from pingpong.harness.settings.round_policy import RoundPolicy
 
     for spawn_ahead in (True, False):
         policy = RoundPolicy(min_rounds=2, max_rounds=2, precision=None, budget_s=None, seed=3,

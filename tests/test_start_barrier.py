@@ -9,15 +9,16 @@ import time
 import pytest
 
 from pingpong.contract import EVENTS_FD_ENV, GO_FD_ENV, GO_LINE
-from pingpong.harness.histograms import latency_summary, merge
-from pingpong.harness.manifest import resolve_command
-from pingpong.harness.runner import CellSettings, run_attempt_on
-from pingpong.harness.start_barrier import StartBarrier, window_spread
+from pingpong.harness.results.histograms import latency_summary, merge
+from pingpong.harness.settings.manifest import resolve_command
+from pingpong.harness.measure.runner import run_attempt_on
+from pingpong.harness.settings.cell import CellSettings
+from pingpong.harness.measure.start_barrier import StartBarrier, window_spread
 from tests.conftest import ROOT, by_name
 
 SETTINGS = CellSettings(duration_s=1.0, warmup_s=0.2, loop="auto", compression="default", payload_size=4,
                         payload_kind="text-ascii", ready_timeout_s=20, stall_timeout_s=5, pin=True)
-# One client per driver: the Python driver, node/driver.js under Node and Bun, the C client, the Go, Rust and C++
+# One client per driver: the Python driver, node/driver/ under Node and Bun, the C client, the Go, Rust and C++
 # clients; each with a server of its protocol.
 DRIVERS = [("websockets", "websockets"), ("websockets", "node-ws"), ("websockets", "bun"),
            ("raw-tcp-c", "raw-tcp-c"), ("websockets", "go-gorilla"), ("websockets", "rust-tungstenite"),

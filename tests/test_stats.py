@@ -5,7 +5,7 @@ import random
 
 import pytest
 
-from pingpong.harness.stats import (HIGH, LOW, NOISY_CV, ORDER_STATISTIC, QUOTIENT, RANGE, interval_label,
+from pingpong.harness.analysis.stats import (HIGH, LOW, NOISY_CV, ORDER_STATISTIC, QUOTIENT, RANGE, interval_label,
                                     median_interval, order_statistic_rank, order_statistic_ranks, paired_ratio,
                                     ratio_of_medians, summarize)
 

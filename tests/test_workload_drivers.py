@@ -22,9 +22,9 @@ import pytest
 from websockets.sync.client import connect
 
 from pingpong.contract import ACK_FD_ENV, EVENTS_FD_ENV, READY_EVENT, WINDOW_END_EVENT
-from pingpong.harness.histograms import merge
-from pingpong.harness.manifest import resolve_command
-from pingpong.harness.runner import CellSettings
+from pingpong.harness.results.histograms import merge
+from pingpong.harness.settings.manifest import resolve_command
+from pingpong.harness.settings.cell import CellSettings
 from pingpong.kit.payloads import PING, make_payload
 from tests.conftest import ROOT, by_name
 

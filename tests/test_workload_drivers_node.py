@@ -1,4 +1,4 @@
-"""The JavaScript client driver's broadcast, idle-connection and open-loop workloads (node/driver.js), for real.
+"""The JavaScript client driver's broadcast, idle-connection and open-loop workloads (node/driver/), for real.
 
 Every test runs a real client program (node-ws, node-builtin under Node, bun under Bun, the raw-TCP floors) against
 a real server process, started and verified as a run starts it and shared by this module's tests (each test in a
@@ -16,9 +16,10 @@ import uuid
 
 import pytest
 
-from pingpong.harness import histograms, processes
-from pingpong.harness.manifest import resolve_command
-from pingpong.harness.runner import CellSettings
+from pingpong.harness.results import histograms
+from pingpong.harness.system import processes
+from pingpong.harness.settings.manifest import resolve_command
+from pingpong.harness.settings.cell import CellSettings
 from tests.conftest import ROOT, by_name
 
 SETTINGS = CellSettings(duration_s=0.3, warmup_s=0.1, loop="auto", compression="default", payload_size=4,

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import re
 
-from pingpong.harness.histograms import encode_value_counts
-from pingpong.harness.html_report import render_html
-from pingpong.harness.render import Headline
-from pingpong.harness.results import Attempt, Cell, RunResult, load
-from pingpong.harness.summary import summarize_run
-from pingpong.harness.terminal import render_plain, terminal_report
-from pingpong.harness.workload_report import cell_figures, sweep_sections
+from pingpong.harness.results.histograms import encode_value_counts
+from pingpong.harness.report.html import render_html
+from pingpong.harness.report.render import Headline
+from pingpong.harness.results.records import Attempt, Cell, RunResult, load
+from pingpong.harness.analysis.summary import summarize_run
+from pingpong.harness.report.terminal import render_plain, terminal_report
+from pingpong.harness.report.workloads import cell_figures, sweep_sections
 from tests.conftest import ROOT
 
 REFERENCE = ROOT / "results" / "reference" / "2026-11-21-default-matrix.json"

@@ -82,7 +82,7 @@ def test_pairs_spread_over_client_processes_add_up(tmp_path):
     assert [p["pairs"] for p in report["per_process"]] == [1, 1]
     assert attempt["roundtrips_per_s"] == pytest.approx(sum(p["roundtrips_per_s"] for p in report["per_process"]))
     assert attempt["sockets"]["client"]["sockets"] == 4 and attempt["sockets"]["server"]["sockets"] == 4
-    from pingpong.harness.histograms import merge
+    from pingpong.harness.results.histograms import merge
     assert merge([attempt["latency_histogram"]]).get_total_count() == attempt["roundtrips"]
 
 

@@ -1,0 +1,95 @@
+"""The matrix: every server x client cell measured round-robin with progress on stderr, once or per sweep point."""
+
+from __future__ import annotations
+
+import json
+import sys
+from datetime import datetime, timezone
+
+from pingpong.harness.report import sweep
+from pingpong.harness.settings.catalog import PROJECT_ROOT, availability_record, skip_reason
+from pingpong.harness.settings.configuration import RunConfiguration
+from pingpong.harness.settings.environment import describe_environment
+from pingpong.harness.results.records import Cell, RunResult, write_atomically
+from pingpong.harness.commands.report import show
+from pingpong.harness.results.files import SAVED_FORMATS, ResultPaths, draw_figures, resume, save_record
+from pingpong.harness.measure.engine import Measurer, measure_rounds
+from pingpong.harness.settings.cell import CellSettings
+from pingpong.harness.analysis.summary import summarize_run
+from pingpong.harness.settings.usage import UsageError
+
+EXIT_OK, EXIT_CELL_FAILED, EXIT_INTERRUPTED = 0, 1, 130
+
+
+def run_points(configuration: RunConfiguration, measurer: "Measurer | None" = None) -> int:
+    """Measure every point of the run (one point: the matrix; several: a dimension) in the same rounds."""
+    points = configuration.points
+    if configuration.resume and len(points) > 1:
+        raise UsageError("--resume continues one matrix, not a run over a list of settings")
+    swept = sweep.swept_dimensions(list(points))
+    runs, paths = [], []
+    for point in points:
+        run = new_run(configuration, configuration.settings_at(point))
+        run.environment["package_environments"] = configuration.package_environments
+        if getattr(measurer, "topology", None):  # --cluster: the hosts, the link and the floor across it
+            run.environment["cluster"] = measurer.topology
+        runs.append(run)
+        paths.append(ResultPaths.for_run(configuration.results_dir, runs[0].started_at,
+                                         sweep.point_suffix(point, swept) if len(points) > 1 else ""))
+    if configuration.resume:
+        runs[0], paths[0] = resume(configuration.resume, runs[0], configuration.results_dir)
+    for run, path in zip(runs, paths):
+        save_record(run, path)
+    measure_rounds(configuration, runs, paths, measurer or Measurer())
+    if len(points) == 1:
+        summaries = summarize_run(runs[0])
+        show(runs[0], summaries, configuration.output_format, str(paths[0].json))
+        print(f"results: {paths[0].json.with_suffix('')}.{{{','.join(SAVED_FORMATS)}}} (also latest.*; open "
+              f"{paths[0].html} in a browser)", file=sys.stderr)
+        figures = draw_figures(runs[0], summaries, paths[0])
+        if figures:
+            print(f"figures: {', '.join(str(path) for path in figures)}", file=sys.stderr)
+    else:
+        for point, run, path in zip(points, runs, paths):
+            draw_figures(run, summarize_run(run), path)
+        report_sweep(runs[0].started_at, list(zip(points, runs, paths)), configuration)
+    return exit_code(runs)
+
+
+def exit_code(results: list[RunResult]) -> int:
+    if any(result.interrupted for result in results):
+        return EXIT_INTERRUPTED
+    failed = any(cell.status in ("failed", "partial") for result in results for cell in result.cells)
+    return EXIT_CELL_FAILED if failed else EXIT_OK
+
+
+def report_sweep(started: str, results, configuration: RunConfiguration) -> None:
+    """The sweep's index (JSON), its table (Markdown, also printed) and its curves (PNG)."""
+    members = [(point, result, summarize_run(result), paths.json.name) for point, result, paths in results]
+    stem = configuration.results_dir / (started.replace(":", "-").replace("+00-00", "Z") + "-sweep")
+    index = sweep.sweep_index(members)
+    write_atomically(stem.with_suffix(".json"), json.dumps(index, indent=1))
+    markdown = sweep.render_sweep_markdown(index)
+    write_atomically(stem.with_suffix(".md"), markdown)
+    if configuration.output_format == "json":
+        print(json.dumps(index, indent=1))
+    else:
+        print(markdown.rstrip("\n"))
+    print(f"sweep: {stem}.json and {stem}.md", file=sys.stderr)
+    try:
+        from pingpong.harness.report import plots
+        figures = plots.write_sweep_figure(index, stem)
+        if figures:
+            print(f"figures: {', '.join(str(path) for path in figures)}", file=sys.stderr)
+    except Exception as exc:
+        print(f"figures not drawn: {type(exc).__name__}: {exc}", file=sys.stderr)
+
+
+def new_run(configuration: RunConfiguration, settings: CellSettings) -> RunResult:
+    """An empty result for one matrix: its configuration recorded, every cell pending or skipped with its reason."""
+    cells = [Cell(server=s.name, client=c.name, skipped=skip_reason(s, c, settings))
+             for s in configuration.servers for c in configuration.clients]
+    return RunResult(started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                     command_line=list(configuration.command_line), configuration=configuration.recorded(settings),
+                     environment=describe_environment(PROJECT_ROOT),
+                     implementations=availability_record(list(configuration.implementations)), cells=cells)

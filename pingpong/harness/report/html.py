@@ -1,0 +1,366 @@
+"""The run as one self-contained HTML page: heat map, sortable matrix, each cell's details, flags, environment.
+
+render_html() is a pure function of the results: one string with its CSS and script inline, nothing fetched from
+the network. Every text taken from the results goes through html.escape. Without a script the page still shows
+everything (a cell's details open as the link's target); the script sorts the table and opens details on click.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+from typing import Any
+
+from pingpong.harness.analysis.costs import CostSplit, websocket_costs
+from pingpong.harness.report.render import (Headline, axes, axis_loops, faults_text, fastest_cell, format_duration_ns,
+                                     format_rate, format_ratio, interval_legend, is_floor, percentiles, rate_unit,
+                                     relative_to_fastest, rounds_text, short_extensions, workload_title)
+from pingpong.harness.results.records import RunResult
+from pingpong.harness.report.scales import MIN_SPAN, log_range, position, viridis_hex
+from pingpong.harness.analysis.stats import Ratio
+from pingpong.harness.analysis.summary import CellSummary, Summaries
+from pingpong.harness.report.terminal import MARKS, machine_line, marks, settings_line
+
+STYLE = """
+body { font: 14px/1.4 system-ui, sans-serif; margin: 1.5em auto; max-width: 1200px; padding: 0 1em; color: #222; }
+h1 { font-size: 1.4em; } h2 { font-size: 1.15em; margin-top: 1.6em; border-bottom: 1px solid #ccc; }
+table { border-collapse: collapse; margin: 0.5em 0; }
+th, td { padding: 3px 8px; border: 1px solid #ddd; text-align: right; white-space: nowrap; }
+th:first-child, td.name, #cells th:nth-child(2) { text-align: left; }
+table.heatmap td.rate { min-width: 3.6em; font-weight: 600; }
+table.heatmap thead th { white-space: normal; } /* long names break at their hyphens: the matrix fits 1280 px */
+table.heatmap td.rate a { color: inherit; text-decoration: none; display: block; }
+table.heatmap td.empty { background: #f4f4f4; color: #999; }
+#cells tbody tr { cursor: pointer; } #cells tbody tr:hover { background: #eef4ff; }
+#cells tbody tr.selected { background: #dde8ff; }
+#cells th { cursor: pointer; user-select: none; background: #f6f6f6; }
+#cells th[aria-sort=ascending]::after { content: " ▲"; } #cells th[aria-sort=descending]::after { content: " ▼"; }
+.details { display: none; border: 1px solid #99b; background: #fafaff; padding: 0.6em 1em; margin: 0.8em 0; }
+.details:target, .details.open { display: block; }
+.details table { display: inline-table; vertical-align: top; margin-right: 1.5em; }
+.flag { color: #b00; } .mark { font-family: monospace; color: #b00; }
+.note { color: #555; } dl { display: grid; grid-template-columns: max-content auto; gap: 2px 1em; }
+dt { font-weight: 600; } dd { margin: 0; }
+.legend span { display: inline-block; width: 2.2em; height: 1em; vertical-align: middle; }
+.loop { font-weight: normal; color: #666; }
+.scroll { overflow-x: auto; max-width: 100%; }
+"""
+
+SCRIPT = """
+(function () {
+  var table = document.getElementById('cells');
+  var body = table.tBodies[0];
+  function sortBy(index, descending) {
+    var rows = Array.prototype.slice.call(body.rows);
+    rows.sort(function (a, b) {
+      var x = a.cells[index].getAttribute('data-value'), y = b.cells[index].getAttribute('data-value');
+      var nx = parseFloat(x), ny = parseFloat(y), order;
+      if (x === '' || y === '') { order = (x === '') - (y === ''); return order; }
+      order = (!isNaN(nx) && !isNaN(ny)) ? nx - ny : x.localeCompare(y);
+      return descending ? -order : order;
+    });
+    rows.forEach(function (row) { body.appendChild(row); });
+    Array.prototype.forEach.call(table.tHead.rows[0].cells, function (th, i) {
+      if (i === index) th.setAttribute('aria-sort', descending ? 'descending' : 'ascending');
+      else th.removeAttribute('aria-sort');
+    });
+    table.setAttribute('data-sorted-by', table.tHead.rows[0].cells[index].textContent);
+  }
+  Array.prototype.forEach.call(table.tHead.rows[0].cells, function (th, i) {
+    th.title = 'sort by this column';
+    th.addEventListener('click', function () { sortBy(i, th.getAttribute('aria-sort') !== 'descending'); });
+  });
+  function open(id) {
+    Array.prototype.forEach.call(document.querySelectorAll('.details.open'), function (d) {
+      d.classList.remove('open');
+    });
+    Array.prototype.forEach.call(body.rows, function (row) {
+      row.classList.toggle('selected', row.getAttribute('data-details') === id);
+    });
+    var details = document.getElementById(id);
+    if (details) { details.classList.add('open'); }
+    return details;
+  }
+  Array.prototype.forEach.call(body.rows, function (row) {
+    row.addEventListener('click', function () {
+      var details = open(row.getAttribute('data-details'));
+      if (details) { history.replaceState(null, '', '#' + details.id); details.scrollIntoView({block: 'nearest'}); }
+    });
+  });
+  window.addEventListener('hashchange', function () { open(location.hash.slice(1)); });
+  sortBy(RATE_COLUMN, true);
+  if (location.hash) { open(location.hash.slice(1)); }
+  document.body.setAttribute('data-script', 'ran');
+})();
+"""
+
+COLUMNS = ("server", "client", "median/s", "ratio", "CV", "p50", "p99", "server CPU µs/rt", "client CPU µs/rt",
+           "bottleneck", "marks")
+RATE_COLUMN = COLUMNS.index("median/s")
+
+
+def anchor(prefix: str, server: str, client: str) -> str:
+    """An id safe in HTML and in a URL fragment: 'cell-node-ws--bun'."""
+    safe = [re.sub(r"[^A-Za-z0-9_.-]+", "_", name) for name in (server, client)]
+    return f"{prefix}-{safe[0]}--{safe[1]}"
+
+
+def e(value: Any) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def render_html(run: RunResult, summaries: Summaries) -> str:
+    unit = rate_unit(run)
+    ratios = relative_to_fastest(run, summaries)
+    costs = websocket_costs(run)
+    title = f"{workload_title(run.configuration)}, {run.started_at}"
+    parts = [
+        "<!DOCTYPE html>", '<html lang="en">', "<head>", '<meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">', f"<title>{e(title)}</title>",
+        f"<style>{STYLE}</style>", "</head>", "<body>",
+        f"<h1>{e(title)}: median {e(unit)}, server × client</h1>",
+        f"<p>{e(settings_line(run))}<br>{e(machine_line(run))}</p>",
+        *heatmap(run, summaries),
+        *cell_table(run, summaries),
+        *cost_matrix(run, costs),
+        *flagged(summaries),
+        *not_measured(summaries),
+        "<h2>Cell details</h2>",
+        '<p class="note">Click a row of the table (or a heat-map cell) to open its details here.</p>',
+        *(cell_details(run, key, summary, ratios.get(key), costs.get(key)) for key, summary in summaries.items()
+          if summary.status != "skipped"),
+        *environment(run),
+        f"<script>{SCRIPT.replace('RATE_COLUMN', str(RATE_COLUMN))}</script>",
+        "</body>", "</html>",
+    ]
+    return "\n".join(parts) + "\n"
+
+
+def heatmap(run: RunResult, summaries: Summaries) -> list[str]:
+    """The matrix coloured by the workload's headline (the rate; an open loop's p99, bright where it is low)."""
+    servers, clients = axes(run)
+    server_loops, client_loops = axis_loops(summaries)
+    headline = Headline(run)
+    values = [v for s in summaries.values() if (v := headline.value(s)) is not None]
+    low, high = log_range(values)
+
+    def shade(value: float) -> float:  # 1 = the best end of the scale (bright)
+        fraction = position(value, low, high)
+        return fraction if headline.higher_is_better else 1 - fraction
+
+    lines = ["<h2>Heat map</h2>",
+             f'<p class="note">{e(headline.label[0].upper() + headline.label[1:])} per cell; colour on a log scale '
+             f"spanning at least {MIN_SPAN:g}× ({e(headline.long(low))} to {e(headline.long(high))}"
+             + ("; bright is low" if headline.latency else "") + "), so that noise stays one colour. "
+             "Each server and client is named with the event loop it reported running on. "
+             + "; ".join(f'<span class="mark">{e(m)}</span> {e(meaning)}' for m, meaning in MARKS.items())
+             + "; — not measured.</p>",
+             '<p class="legend">' + "".join(f'<span style="background:{viridis_hex(i / 8)}"></span>'
+                                            for i in range(9))
+             + (f" {e(headline.long(low))} … {e(headline.long(high))}</p>" if headline.higher_is_better
+                else f" {e(headline.long(high))} … {e(headline.long(low))}</p>"),
+             '<div class="scroll"><table class="heatmap" id="heatmap">',
+             "<thead><tr><th>server \\ client</th>" + "".join(
+                 f"<th>{e(c)}" + (f'<br><span class="loop">{e(client_loops[c])}</span>' if c in client_loops else "")
+                 + "</th>" for c in clients) + "</tr></thead>",
+             "<tbody>"]
+    for server in servers:
+        cells = []
+        for client in clients:
+            summary = summaries.get((server, client))
+            if summary is None or summary.status == "skipped":
+                reason = summary.reason if summary is not None else "not in this run"
+                cells.append(f'<td class="empty" title="{e(reason)}">—</td>')
+            elif not summary.measured:
+                cells.append(f'<td class="empty flag"><a href="#{anchor("cell", server, client)}">FAIL</a></td>')
+            elif (value := headline.value(summary)) is None:
+                cells.append(f'<td class="empty"><a href="#{anchor("cell", server, client)}">?</a></td>')
+            else:
+                fraction = shade(value)
+                colour = "#000" if fraction > 0.6 else "#fff"
+                cells.append(f'<td class="rate" style="background:{viridis_hex(fraction)};color:{colour}" '
+                             f'title="{e(server)} × {e(client)}: {e(headline.long(value))}">'
+                             f'<a href="#{anchor("cell", server, client)}">'
+                             f"{e(headline.short(value) + marks(summary))}</a></td>")
+        loop = f' <span class="loop">({e(server_loops[server])})</span>' if server in server_loops else ""
+        lines.append(f'<tr><th class="name">{e(server)}{loop}</th>{"".join(cells)}</tr>')
+    return lines + ["</tbody></table></div>"]
+
+
+def cell_table(run: RunResult, summaries: Summaries) -> list[str]:
+    fastest = fastest_cell(run, summaries)
+    ratios = relative_to_fastest(run, summaries)
+    lines = ["<h2>Every measured cell</h2>",
+             '<p class="note">Click a column heading to sort, a row to see the cell\'s details. Ratio: the cell\'s '
+             "rate over the fastest WebSocket pair's"
+             + (f" ({e(fastest[0])} × {e(fastest[1])})" if fastest else "") + ", the median of the per-round "
+             f"ratios (each round measures every cell once); its interval is in the details "
+             f"({e(interval_legend(ratios.values()))}). Raw-TCP floors (no WebSocket) are marked as such.</p>",
+             '<div class="scroll"><table id="cells">',
+             "<thead><tr>" + "".join(f"<th>{e(c)}</th>" for c in COLUMNS) + "</tr></thead>",
+             "<tbody>"]
+    for (server, client), summary in summaries.items():
+        if not summary.measured:
+            continue
+        rates = summary.roundtrips_per_s
+        ratio = ratios.get((server, client))
+        p50, _, p99, _, _ = percentiles(summary.latency)
+        values = [
+            (server + (" (floor)" if is_floor(run, server) else ""), server),
+            (client, client),
+            (format_rate(rates.median), rates.median),
+            (f"{ratio.value:.2f}×" if ratio else "–", ratio.value if ratio else ""),
+            ("–" if rates.cv is None else f"{rates.cv * 100:.1f}%", "" if rates.cv is None else rates.cv),
+            (format_duration_ns(p50), p50 if p50 is not None else ""),
+            (format_duration_ns(p99), p99 if p99 is not None else ""),
+            *((_number(side.us_per_roundtrip, "{:.1f}"), side.us_per_roundtrip if side.us_per_roundtrip else "")
+              for side in (summary.server_cpu, summary.client_cpu)),
+            (summary.bottleneck or "–", summary.bottleneck or ""),
+            (marks(summary), marks(summary)),
+        ]
+        cells = "".join(f'<td{" class=name" if index < 2 else ""} data-value="{e(value)}">{e(text)}</td>'
+                        for index, (text, value) in enumerate(values))
+        lines.append(f'<tr data-details="{anchor("cell", server, client)}">{cells}</tr>')
+    return lines + ["</tbody></table></div>"]
+
+
+COST_LABELS = (("server", "server part"), ("client", "client part"), ("end_to_end", "end to end"))
+
+
+def cost_text(ratio) -> str:
+    if ratio is None:
+        return "–"
+    return format_ratio(ratio, ratio.label()) + (f", {ratio.label()}" if ratio.low is not None else "")
+
+
+def cost_matrix(run: RunResult, costs: dict[tuple[str, str], CostSplit]) -> list[str]:
+    """Each WebSocket cell's cost against the floors, split by side, with the end-to-end figure under it."""
+    servers, clients = axes(run)
+    rows = [server for server in servers if any((server, client) in costs for client in clients)]
+    columns = [client for client in clients if any((server, client) in costs for server in servers)]
+    if not rows:
+        return []
+    lines = ["<h2>WebSocket cost</h2>",
+             '<p class="note">Against the raw-TCP floors (the same relay and ping-pong without WebSocket) of the '
+             "cell's own runtimes. Server part: the server's CPU time per roundtrip over its runtime's floor "
+             "server's, that floor facing the C floor client. Client part: the client's CPU time per roundtrip over "
+             "its runtime's floor client's, facing the C floor server. End to end: the rate of the two runtimes' "
+             "floors paired, over the cell's rate. Each figure is the median of the per-round ratios (every round "
+             "measures every cell once), its bracket an order-statistic interval with the coverage it has; – where "
+             "the floor cell was not measured.</p>",
+             '<div class="scroll"><table id="costs">',
+             "<thead><tr><th>server \\ client</th>" + "".join(f"<th>{e(c)}</th>" for c in columns) + "</tr></thead>",
+             "<tbody>"]
+    for server in rows:
+        cells = []
+        for client in columns:
+            split = costs.get((server, client))
+            if split is None:
+                cells.append('<td class="empty">—</td>')
+                continue
+            cells.append("<td>" + "<br>".join(f"{e(label)} {e(cost_text(getattr(split, part)))}"
+                                              for part, label in COST_LABELS) + "</td>")
+        lines.append(f'<tr><th class="name">{e(server)}</th>{"".join(cells)}</tr>')
+    return lines + ["</tbody></table></div>"]
+
+
+def flagged(summaries: Summaries) -> list[str]:
+    cells = [(key, summary.flags) for key, summary in summaries.items() if summary.flags]
+    if not cells:
+        return ["<h2>Flagged cells</h2>", "<p>No cell is flagged: every measured cell is within 3× of what its "
+                "server and client predict, and no signal rule fired.</p>"]
+    lines = ["<h2>Flagged cells</h2>",
+             '<p class="note">A cell is flagged when it runs under 1/3 of the rate its row and column predict, or '
+             "when one of its signals is out of line. <code>python run_bench.py diagnose SERVER CLIENT</code> "
+             "measures one in depth.</p>", '<ul id="flags">']
+    for (server, client), flags in cells:
+        lines.append(f'<li id="{anchor("flagged", server, client)}"><a href="#{anchor("cell", server, client)}">'
+                     f"<strong>{e(server)} × {e(client)}</strong></a>: "
+                     + "; ".join(f'<span class="flag">{e(flag)}</span>' for flag in flags) + "</li>")
+    return lines + ["</ul>"]
+
+
+def not_measured(summaries: Summaries) -> list[str]:
+    problems = [(key, s) for key, s in summaries.items() if s.status in ("skipped", "failed", "partial")]
+    if not problems:
+        return []
+    lines = ["<h2>Not measured or failed</h2>", "<ul>"]
+    for (server, client), summary in problems:
+        for text in ([f"not measured: {summary.reason}"] if summary.status == "skipped" else summary.failures):
+            lines.append(f"<li>{e(server)} × {e(client)}: {e(text)}</li>")
+    return lines + ["</ul>"]
+
+
+def cell_details(run: RunResult, key: tuple[str, str], summary: CellSummary, ratio: Ratio | None = None,
+                 cost: CostSplit | None = None) -> str:
+    server, client = key
+    lines = [f'<section class="details" id="{anchor("cell", server, client)}">',
+             f"<h3>{e(server)} server × {e(client)} client: {e(summary.status)}</h3>"]
+    if summary.flags:
+        lines.append(f'<p>Flagged (<a href="#{anchor("flagged", server, client)}">in the list</a>): '
+                     + "; ".join(f'<span class="flag">{e(flag)}</span>' for flag in summary.flags) + "</p>")
+    if summary.failures:
+        lines.append("<p>Failed attempts: " + "; ".join(e(failure) for failure in summary.failures) + "</p>")
+    if summary.measured:
+        rates = summary.roundtrips_per_s
+        interval = (f"{format_rate(rates.interval_low)}–{format_rate(rates.interval_high)}, ±"
+                    f"{rates.precision * 100:.1f}%" if rates.interval_low is not None and rates.precision is not None
+                    else "–")
+        lines.append(pairs_table("Rate", [
+            (f"median {rate_unit(run)}", format_rate(rates.median)),
+            ("min–max", f"{format_rate(rates.minimum)}–{format_rate(rates.maximum)}"), ("n", rates.n),
+            ("CV", "–" if rates.cv is None else f"{rates.cv * 100:.1f}%"),
+            (f"median's interval: {rates.interval_label()}", interval),
+            ("relative to the fastest pair", "–" if ratio is None else format_ratio(ratio, ratio.label())
+             + (f", {ratio.label()}" if ratio.low is not None else "")),
+            ("expected by the matrix", _number(summary.expected_roundtrips_per_s, "{:,.0f}"))]))
+        lines.append(pairs_table("Latency", list(zip(("p50", "p90", "p99", "p99.9", "max"),
+                                                     map(format_duration_ns, percentiles(summary.latency))))))
+        lines.append(pairs_table("CPU per side", [
+            ("server µs/roundtrip", _number(summary.server_cpu.us_per_roundtrip, "{:.1f}")),
+            ("client µs/roundtrip", _number(summary.client_cpu.us_per_roundtrip, "{:.1f}")),
+            ("server utilization", _number(summary.server_cpu.utilization, "{:.2f}")),
+            ("client utilization", _number(summary.client_cpu.utilization, "{:.2f}")),
+            ("page faults/roundtrip server/client", faults_text(summary)),
+            ("bottleneck", summary.bottleneck or "–"),
+            ("server peak RSS", _number(summary.server_peak_rss_bytes and summary.server_peak_rss_bytes / 2**20,
+                                        "{:.0f} MiB"))]))
+        if cost is not None:
+            lines.append(pairs_table("WebSocket cost (against the floors)", [
+                (f"{label} (against {' × '.join(floor)})" if floor else label, cost_text(getattr(cost, part)))
+                for (part, label), floor in zip(COST_LABELS, (cost.server_floor, cost.client_floor,
+                                                              cost.end_to_end_floor))]))
+        nodelay = {True: "on", False: "OFF", None: "?"}
+        lines.append(pairs_table("Signals", [
+            ("TCP segments/message", _number(summary.segments_per_message, "{:.2f}")),
+            ("delayed ACKs/roundtrip", _number(summary.delayed_acks_per_roundtrip, "{:.3f}")),
+            ("retransmits/roundtrip", _number(summary.retransmits_per_roundtrip, "{:.3f}")),
+            ("TCP_NODELAY server/client",
+             f"{nodelay[summary.server_tcp_nodelay]}/{nodelay[summary.client_tcp_nodelay]}"),
+            ("address family", summary.address_family or "?")]))
+        lines.append(pairs_table("Settings as run", [
+            ("loops server/client", f"{summary.server_loop or '?'}/{summary.client_loop or '?'}"),
+            ("compression", short_extensions(summary.compression_negotiated)),
+            ("payload", f"{run.configuration.get('payload_size')} B {run.configuration.get('payload_kind')}"),
+            ("rounds", rounds_text(run.configuration)),
+            ("window", f"{run.configuration.get('duration_s')} s after {run.configuration.get('warmup_s')} s warmup")]))
+    return "\n".join(lines + ["</section>"])
+
+
+def pairs_table(caption: str, rows: list[tuple[str, Any]]) -> str:
+    body = "".join(f'<tr><td class="name">{e(name)}</td><td>{e(value)}</td></tr>' for name, value in rows)
+    return f"<table><caption>{e(caption)}</caption>{body}</table>"
+
+
+def environment(run: RunResult) -> list[str]:
+    lines = ["<h2>Environment and configuration</h2>", "<dl>"]
+    for name, value in [*run.environment.items(), ("command line", " ".join(run.command_line)),
+                        ("configuration", run.configuration)]:
+        text = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+        lines.append(f"<dt>{e(name)}</dt><dd>{e(text)}</dd>")
+    return lines + ["</dl>"]
+
+
+def _number(value: float | None, pattern: str) -> str:
+    return "–" if value is None else pattern.format(value)

@@ -1,0 +1,160 @@
+"""Runs over lists of settings (--loop, --compression, --tls, --payload-size, --payload-kind, --pairs): every point
+is a matrix, all measured in the same rounds (engine.py); then an index and a table of every cell across the points.
+Pure functions; matrix.py measures and writes."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, fields
+from typing import Any
+
+from pingpong.harness.report.render import format_duration_ns, format_rate, format_ratio, unit_for_kind, usual_label
+from pingpong.harness.report import workloads as workload_report
+from pingpong.harness.analysis.stats import Ratio, paired_ratio
+from pingpong.harness.analysis.summary import workload_kind
+
+SWEEP_FORMAT_VERSION = 2  # 2: a cell's interval_low/high/coverage/kind (1: a bootstrap ci_low/ci_high)
+DIMENSIONS = ("loop", "compression", "tls", "malloc", "payload_size", "payload_kind", "pairs", "receivers",
+              "idle_connections", "rate")
+
+
+def point_suffix(point: dict[str, Any], swept: list[str]) -> str:
+    """The file-name suffix of a point's results, from the swept settings: -size1024-text-ascii, -loop-uvloop."""
+    parts = {"loop": lambda v: f"loop-{v}", "compression": lambda v: f"compression-{v}",
+             "tls": lambda v: "tls" if v else "plain", "malloc": lambda v: f"malloc-{v}",
+             "payload_size": lambda v: f"size{v}",
+             "payload_kind": str, "pairs": lambda v: f"pairs{v}", "receivers": lambda v: f"receivers{v}",
+             "idle_connections": lambda v: f"idle{v}", "rate": lambda v: f"rate{v:g}"}
+    return "".join(f"-{parts[dimension](point[dimension])}" for dimension in swept) or "-point"
+
+
+def swept_dimensions(points: list[dict[str, Any]]) -> list[str]:
+    return [dimension for dimension in DIMENSIONS if len({point.get(dimension) for point in points}) > 1]
+
+
+def sweep_index(members: list[tuple[dict[str, Any], Any, dict, str]]) -> dict[str, Any]:
+    """The sweep's record: its points with their results files, and each cell's figures at each point.
+
+    members: (point, RunResult, summaries, results file name) per point, in the order measured.
+    """
+    points = [dict(point, results=file_name) for point, _, _, file_name in members]
+    cells: dict[str, list[dict[str, Any]]] = {}
+    first_rates = {(cell.server, cell.client): cell.rates_by_round() for cell in members[0][1].cells} \
+        if members else {}
+    for point, run, summaries, _ in members:
+        for (server, client), summary in summaries.items():
+            if summary.status == "skipped":
+                continue
+            rates = summary.roundtrips_per_s
+            latency = summary.latency
+            by_round = run.cell(server, client).rates_by_round()
+            first = first_rates.get((server, client)) or {}
+            to_first = paired_ratio(by_round, first) if by_round.keys() & first.keys() else None
+            cells.setdefault(f"{server} × {client}", []).append({
+                **{dimension: point.get(dimension) for dimension in DIMENSIONS},
+                "median": rates.median if rates else None,
+                "interval_low": rates.interval_low if rates else None,
+                "interval_high": rates.interval_high if rates else None,
+                "interval_coverage": rates.interval_coverage if rates else None,
+                "interval_kind": rates.interval_kind if rates else None,
+                "n": rates.n if rates else 0,
+                "p50_ns": latency.p50_ns if latency else None,
+                "p99_ns": latency.p99_ns if latency else None,
+                "client_cpu_utilization": summary.client_cpu.utilization,
+                "server_cpu_utilization": summary.server_cpu.utilization,
+                "status": summary.status,
+                "ratio_to_first_point": asdict(to_first) if to_first is not None else None,
+                "server_cpu_us_per_roundtrip": summary.server_cpu.us_per_roundtrip,
+                "workload": summary.workload,
+                "idle_memory_by_round": workload_report.idle_memory_by_round(run.cell(server, client)),
+            })
+    first = members[0][1] if members else None
+    return {"format_version": SWEEP_FORMAT_VERSION, "kind": "sweep",
+            "workload": first.configuration.get("workload", "pingpong") if first else "pingpong",
+            "workload_kind": workload_kind(first.configuration) if first else "pingpong",
+            "saturation_p99_ms": first.configuration.get("saturation_p99_ms") if first else None,
+            "swept": swept_dimensions([point for point, *_ in members]),
+            "points": points, "cells": cells,
+            "interrupted": any(run.interrupted for _, run, _, _ in members)}
+
+
+def point_label(entry: dict[str, Any], swept: list[str]) -> str:
+    parts = []
+    for dimension in swept:
+        value = entry[dimension]
+        parts.append(f"{value} B" if dimension == "payload_size" else
+                     f"{value} pair{'s' if value != 1 else ''}" if dimension == "pairs" else
+                     ("TLS" if value else "plain") if dimension == "tls" else
+                     f"loop {value}" if dimension == "loop" else
+                     f"compression {value}" if dimension == "compression" else
+                     f"malloc {value}" if dimension == "malloc" else
+                     f"{value} receiver{'s' if value != 1 else ''}" if dimension == "receivers" else
+                     f"{value:,} idle" if dimension == "idle_connections" else
+                     ("closed loop" if value is None else f"{value:g}/s offered") if dimension == "rate" else
+                     str(value))
+    return ", ".join(parts) or "—"
+
+
+def render_sweep_markdown(index: dict[str, Any]) -> str:
+    """Rows: cells; columns: the sweep's points; each value the median rate with its p99 latency."""
+    swept = index["swept"] or ["payload_size"]
+    unit = unit_for_kind(index.get("workload_kind", index["workload"]))
+    labels = [point_label(point, swept) for point in index["points"]]
+    lines = [f"# Sweep over {', '.join(d.replace('_', ' ') for d in swept)}: {unit} per cell", "",
+             f"Each value: median {unit} over the rounds · p99 latency. A point's full matrix is in its own "
+             "results file:", ""]
+    lines += [f"- {label}: `{point['results']}`" for label, point in zip(labels, index["points"])]
+    lines += ["", "| cell | " + " | ".join(labels) + " |", "|---|" + "---:|" * len(labels)]
+    for cell, entries in index["cells"].items():
+        by_label = {point_label(entry, swept): entry for entry in entries}
+        row = []
+        for label in labels:
+            entry = by_label.get(label)
+            if entry is None:
+                row.append("—")
+            elif entry["median"] is None:
+                row.append("failed")
+            else:
+                row.append(f"{format_rate(entry['median'])} · {format_duration_ns(entry['p99_ns'])}")
+        lines.append(f"| {cell} | " + " | ".join(row) + " |")
+    lines += ["", "CPU utilization, server / client (CPU time over wall time; 1.00 is one core saturated), to see "
+              "which side saturates first:", "",
+              "| cell | " + " | ".join(labels) + " |", "|---|" + "---:|" * len(labels)]
+    for cell, entries in index["cells"].items():
+        by_label = {point_label(entry, swept): entry for entry in entries}
+        row = []
+        for label in labels:
+            entry = by_label.get(label) or {}
+            server, client = entry.get("server_cpu_utilization"), entry.get("client_cpu_utilization")
+            row.append("—" if server is None or client is None else f"{server:.2f} / {client:.2f}")
+        lines.append(f"| {cell} | " + " | ".join(row) + " |")
+    lines += ratio_table(index, swept, labels)
+    lines += workload_report.sweep_sections(index, swept, labels)
+    if index.get("interrupted"):
+        lines += ["", "The sweep was interrupted: later points are missing."]
+    return "\n".join(lines) + "\n"
+
+
+def saved_ratio(data: dict[str, Any] | None) -> Ratio | None:
+    """A Ratio saved with asdict() in the index, back as the record (None stays None)."""
+    if data is None:
+        return None
+    return Ratio(**{f.name: data[f.name] for f in fields(Ratio) if f.name in data})
+
+
+def ratio_table(index: dict[str, Any], swept: list[str], labels: list[str]) -> list[str]:
+    """Each point's rate over the first point's, per cell: the median of the per-round ratios (every round measures
+    every point), with its order-statistic interval; the first point is the reference and has no column."""
+    if len(labels) < 2:
+        return []
+    ratios = {(cell, point_label(entry, swept)): saved_ratio(entry.get("ratio_to_first_point"))
+              for cell, entries in index["cells"].items() for entry in entries}
+    usual = usual_label(ratio for ratio in ratios.values() if ratio is not None)
+    lines = ["", f"Paired by round against the first point ({labels[0]}): the median of the per-round ratios of "
+             "each cell's rate (every round measures every point, so the machine's drift cancels)"
+             + (f"; brackets: {usual}" if usual else "") + ":", "",
+             "| cell | " + " | ".join(labels[1:]) + " |", "|---|" + "---:|" * (len(labels) - 1)]
+    for cell in index["cells"]:
+        row = [format_ratio(ratios[(cell, label)], usual) if ratios.get((cell, label)) is not None else "—"
+               for label in labels[1:]]
+        lines.append(f"| {cell} | " + " | ".join(row) + " |")
+    return lines

@@ -1,0 +1,112 @@
+"""A run's files: where they go, rewritten atomically after every attempt, resumed after an interruption."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from pingpong.harness.report import render
+from pingpong.harness.report.html import render_html
+from pingpong.harness.settings.catalog import PROJECT_ROOT
+from pingpong.harness.results.records import RunResult, load, write_atomically
+from pingpong.harness.analysis.summary import summarize_run
+from pingpong.harness.settings.usage import UsageError
+
+DEFAULT_RESULTS_DIR = PROJECT_ROOT / "results"
+# The configuration keys that shape the figures: a resumed run must not change any of them.
+RESUME_KEYS = ("duration_s", "warmup_s", "repeat", "loop", "compression", "payload_size", "payload_kind", "pin",
+               "servers", "clients", "python_packages", "node_packages", "pairs", "workload", "tls",
+               "client_processes")
+
+
+def prepare_results_dir(results_dir: Path) -> None:
+    try:
+        results_dir.mkdir(parents=True, exist_ok=True)
+        probe = results_dir / f".write-test-{os.getpid()}"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as exc:
+        raise UsageError(f"results folder {results_dir} is not writable: {exc.strerror}") from None
+
+
+SAVED_FORMATS = ("json", "md", "csv", "html")  # the files of a run: <stamp>.<format>, and latest.<format>
+
+
+@dataclass(frozen=True)
+class ResultPaths:
+    """Where a run's files go: <stamp>.json (the record), .md, .csv and .html beside it, and latest.* copies."""
+
+    json: Path
+    latest_dir: Path  # the results folder (a resumed file may live elsewhere)
+
+    @classmethod
+    def for_run(cls, results_dir: Path, started_at: str, suffix: str = "") -> "ResultPaths":
+        stamp = started_at.replace(":", "-").replace("+00-00", "Z") + suffix
+        return cls(results_dir / f"{stamp}.json", results_dir)
+
+    @property
+    def markdown(self) -> Path:
+        return self.json.with_suffix(".md")
+
+    @property
+    def html(self) -> Path:
+        return self.json.with_suffix(".html")
+
+    @property
+    def latest_markdown(self) -> Path:
+        return self.latest_dir / "latest.md"
+
+    def files(self) -> list[Path]:
+        """Every file save() writes, the run's own first."""
+        return [self.json.with_suffix(f".{kind}") for kind in SAVED_FORMATS] + \
+            [self.latest_dir / f"latest.{kind}" for kind in SAVED_FORMATS]
+
+
+def save(result: RunResult, paths: ResultPaths) -> None:
+    """Rewrite every results file; called after each attempt so that an interruption loses nothing."""
+    summaries = summarize_run(result)
+    texts = {"json": json.dumps(result.to_dict(summaries), indent=1), "md": render.render_markdown(result, summaries),
+             "csv": render.render_csv(result, summaries), "html": render_html(result, summaries)}
+    for path in paths.files():
+        write_atomically(path, texts[path.suffix[1:]])
+
+
+def save_record(result: RunResult, paths: ResultPaths) -> None:
+    """Rewrite only the run's own JSON, without summaries: cheap enough to call after every round (the
+    summaries, reports and latest.* copies are written by save(), at the end and on an interruption). Without
+    indentation: json's C encoder does not indent, and takes a fifth of the time."""
+    text = json.dumps(result.to_dict(None))
+    write_atomically(paths.json, text)
+    write_atomically(paths.latest_dir / "latest.json", text)
+
+
+def resume(path: Path, fresh: RunResult, results_dir: Path) -> tuple[RunResult, ResultPaths]:
+    """The saved run to continue, after checking this command asks for the same configuration."""
+    try:
+        saved = load(path)
+    except FileNotFoundError:
+        raise UsageError(f"--resume: {path} does not exist") from None
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise UsageError(f"--resume: {path} is not a results file of this suite ({exc})") from None
+    differences = [f"{key} {saved.configuration.get(key)!r} (this command: {fresh.configuration.get(key)!r})"
+                   for key in RESUME_KEYS if saved.configuration.get(key) != fresh.configuration.get(key)]
+    if differences:
+        raise UsageError(f"--resume: {path.name} was measured with other settings: {'; '.join(differences)}; "
+                         f"repeat its original options")
+    saved.interrupted = False
+    saved.finished_at = None
+    saved.command_line = saved.command_line + ["# resumed:"] + fresh.command_line[1:]
+    return saved, ResultPaths(path, results_dir)
+
+
+def draw_figures(result: RunResult, summaries, paths: ResultPaths) -> list[Path]:
+    """PNG figures next to the results; a plotting failure is reported, never fatal (the results are saved)."""
+    try:
+        from pingpong.harness.report import plots
+        return plots.write_figures(result, summaries, paths.json.with_suffix(""))
+    except Exception as exc:  # matplotlib missing or failing must not cost the run its exit code
+        print(f"figures not drawn: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return []

@@ -1,0 +1,399 @@
+"""One run's settings: the measuring options (shared by `run` and `diagnose`), resolved once into a frozen record."""
+
+from __future__ import annotations
+
+import argparse
+import random
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from pingpong.contract import (COMPRESSION_MODES, DEFAULT_COMPRESSION, DEFAULT_DURATION_S, DEFAULT_LOOP,
+                               DEFAULT_MALLOC, DEFAULT_PAIRS, DEFAULT_PAYLOAD_KIND, DEFAULT_PAYLOAD_SIZE,
+                               DEFAULT_STALL_TIMEOUT_S, DEFAULT_WARMUP_S, DEFAULT_WORKLOAD, LOOPS, MALLOC_MODES,
+                               PAYLOAD_KINDS, WORKLOADS)
+from pingpong.harness.settings import package_envs
+from pingpong.harness.settings.cell import DEFAULT_SATURATION_P99_MS, CellSettings, plan_cpus
+from pingpong.harness.settings.catalog import PROJECT_ROOT
+from pingpong.harness.settings.manifest import Implementation
+from pingpong.harness.settings.round_policy import RoundPolicy, parse_duration, parse_precision
+from pingpong.harness.settings.usage import UsageError
+
+QUICK = {"duration": 0.5, "warmup": 0.2, "repeat": 1}  # a smoke run: one round
+# Rounds until precise (benchmarks/window_spread.py measured these on a 2-CPU machine; docs/methodology.md):
+# the spread between rounds did not shrink with longer windows (0.25 to 2 s), so the shortest, cheapest one.
+DEFAULT_MATRIX_DURATION_S = 0.2
+DEFAULT_MATRIX_WARMUP_S = 0.2
+# Node.js needs about half a second to compile its hot path: a Node.js client warms up at least this, the first
+# client of a Node.js server process this much longer (benchmarks/window_spread.py measured it; docs/methodology.md).
+DEFAULT_JIT_WARMUP_S = 0.5
+DEFAULT_MIN_ROUNDS = 6  # the smallest n whose min-max interval of the median covers >= 95% (1 - 2 * 0.5**6)
+DEFAULT_MAX_ROUNDS = 20
+DEFAULT_PRECISION = 0.03  # a cell gets more rounds while its median's 95% interval is wider than +-3%
+DEFAULT_BUDGET_S = 290.0  # rounds beyond the minimum stop when the next one would end after this (the run: ~5 s more)
+DEFAULT_REPEAT = 3  # diagnose's repeats of each variant (its intervals say what 3 values can cover)
+DEFAULT_READY_TIMEOUT_S = 15.0
+DEFAULT_CLIENT_GRACE_S = 30.0
+
+
+def add_measuring_options(parser: argparse.ArgumentParser, duration: float = DEFAULT_DURATION_S,
+                          warmup: float = DEFAULT_WARMUP_S, repeat: int = DEFAULT_REPEAT) -> None:
+    """How to measure: the options `run` and `diagnose` share (each with its own window and repeats).
+
+    --duration, --warmup and --repeat stay None when not given, so that check_options() can tell an explicit value
+    (which beats --quick) from a default. --loop, --compression and --tls take lists (a dimension of the run);
+    diagnose refuses a list (its A/B switches are its dimensions).
+    """
+    measuring = parser.add_argument_group("how to measure")
+    measuring.add_argument("--duration", type=float, help=f"measured seconds per attempt (default {duration:g})")
+    measuring.add_argument("--warmup", type=float, help=f"unmeasured seconds first (default {warmup:g})")
+    measuring.add_argument("--jit-warmup", type=float, default=DEFAULT_JIT_WARMUP_S, metavar="S",
+                           help="Node.js sides (V8 compiles while running): a Node.js client warms up at least S "
+                                "seconds, the first client of a Node.js server process S longer (default %(default)g)")
+    measuring.add_argument("--repeat", "--rounds", type=int, dest="repeat", metavar="N",
+                           help=f"exactly N rounds, no rounds until precise (default: {repeat} for diagnose; the "
+                                "matrix runs rounds until precise, see --precision)")
+    measuring.add_argument("--quick", action="store_true",
+                           help=f"smoke run: --duration {QUICK['duration']:g} --warmup {QUICK['warmup']:g} "
+                                f"--repeat {QUICK['repeat']} (an explicit --duration, --warmup or --repeat wins)")
+    parser.set_defaults(measuring_defaults={"duration": duration, "warmup": warmup, "repeat": repeat})
+    measuring.add_argument("--loop", default=DEFAULT_LOOP, metavar="LOOP[,LOOP...]",
+                           help=f"event loop of the Python implementations: {' | '.join(LOOPS)} (auto: what each "
+                                "picks by itself); a list is a dimension, e.g. auto,uvloop")
+    measuring.add_argument("--compression", default=DEFAULT_COMPRESSION, metavar="MODE[,MODE...]",
+                           help=f"permessage-deflate: {' | '.join(COMPRESSION_MODES)} (each library's "
+                                "out-of-the-box behaviour, off, on); a list is a dimension, e.g. default,off")
+    measuring.add_argument("--malloc", default=DEFAULT_MALLOC, metavar="MODE[,MODE...]",
+                           help=f"glibc malloc in the Python programs: {' | '.join(MALLOC_MODES)} (settled: its mmap "
+                                "threshold raised past asyncio's 256 KiB reads before measuring, as a long-running "
+                                "process has it; as-is: left as each process finds it, fast or slow by chance); a "
+                                "list is a dimension")
+    measuring.add_argument("--payload-size", default=str(DEFAULT_PAYLOAD_SIZE), metavar="BYTES[,BYTES...]",
+                           help=f"bytes per message (default {DEFAULT_PAYLOAD_SIZE}); a list sweeps, e.g. 16,1024,65536")
+    measuring.add_argument("--payload-kind", default=DEFAULT_PAYLOAD_KIND, metavar="KIND[,KIND...]",
+                           help=f"{' | '.join(PAYLOAD_KINDS)} (default {DEFAULT_PAYLOAD_KIND}); a list sweeps")
+    measuring.add_argument("--pairs", default=str(DEFAULT_PAIRS), metavar="N[,N...]",
+                           help="independent pairs per cell, each in its own room, all driven by the client "
+                                "(default 1; see --client-processes); a list sweeps, e.g. 1,10,100")
+    measuring.add_argument("--client-processes", type=int, default=1, metavar="K",
+                           help="spread each cell's pairs over K client processes (default 1), for when one client "
+                                "process saturates its CPU; they share the client's CPUs")
+    measuring.add_argument("--tls", nargs="?", const="on", default="off", metavar="off,on",
+                           help="wss:// everywhere, with a throwaway CA and server certificate made for this run; "
+                                "'--tls off,on' measures both, interleaved")
+    measuring.add_argument("--workload", choices=WORKLOADS, default=DEFAULT_WORKLOAD,
+                           help="pingpong: roundtrips/s on open connections; handshake: connections opened, one "
+                                "roundtrip, closed, per second; broadcast: one sender, --receivers N in its room, "
+                                "messages delivered per second")
+    measuring.add_argument("--receivers", default="1", metavar="N[,N...]",
+                           help="broadcast: receivers in the sender's room (default 1), spread over "
+                                "--client-processes; a list sweeps, e.g. 1,10,100,1000")
+    measuring.add_argument("--idle-connections", default="0", metavar="N[,N...]",
+                           help="extra WebSocket connections held open and idle while the pair ping-pongs, spread "
+                                "over --client-processes; the server's memory per connection comes from a fit "
+                                "over a list, e.g. 0,2500,5000,10000 (a fresh server per attempt)")
+    measuring.add_argument("--rate", default=None, metavar="R[,R...]",
+                           help="open loop: each pair's A sends R messages/s on a fixed schedule whatever the "
+                                "replies, latency from the intended send time; a list sweeps, e.g. 1000,2000,4000")
+    measuring.add_argument("--saturation-p99", type=float, default=DEFAULT_SATURATION_P99_MS, metavar="MS",
+                           help="open loop: a rate saturates a pair when its p99 latency exceeds MS milliseconds "
+                                "or it achieves less than 95%% of the offered rate (default %(default)g)")
+    measuring.add_argument("--no-pin", action="store_true",
+                           help="do not pin server and client to separate CPUs")
+    measuring.add_argument("--ready-timeout", type=float, default=DEFAULT_READY_TIMEOUT_S,
+                           help="seconds a server may take to accept its first WebSocket (default %(default)g)")
+    measuring.add_argument("--stall-timeout", type=float, default=DEFAULT_STALL_TIMEOUT_S,
+                           help="seconds without a completed roundtrip before a client gives up (default %(default)g)")
+    measuring.add_argument("--client-grace", type=float, default=DEFAULT_CLIENT_GRACE_S,
+                           help="seconds a client may take beyond warmup + duration before it is stopped as hung")
+
+
+def add_round_options(parser: argparse.ArgumentParser) -> None:
+    """How many rounds the matrix runs, and in what order (run only; see rounds.py)."""
+    rounds = parser.add_argument_group("rounds until precise")
+    rounds.add_argument("--precision", default=f"{DEFAULT_PRECISION:.0%}", metavar="PCT",
+                        help="after --min-rounds, only cells whose median's 95%% interval is wider than +-PCT get "
+                             "more rounds (default %(default)s)")
+    rounds.add_argument("--budget", default=f"{DEFAULT_BUDGET_S:g}s", metavar="DURATION",
+                        help="no round beyond the minimum starts if it would end after this much of the run, "
+                             "e.g. 90s, 10m, 1h (default %(default)s)")
+    rounds.add_argument("--min-rounds", type=int, default=DEFAULT_MIN_ROUNDS, metavar="N",
+                        help="rounds every cell gets (default %(default)s: the fewest whose min-max interval of the "
+                             "median is a 95%% interval)")
+    rounds.add_argument("--max-rounds", type=int, default=DEFAULT_MAX_ROUNDS, metavar="N",
+                        help="rounds no cell goes beyond (default %(default)s)")
+    rounds.add_argument("--seed", type=int, default=None,
+                        help="seed of the rounds' shuffled order (default: drawn at random; always recorded)")
+    rounds.add_argument("--fresh-server", action="store_true",
+                        help="a new server process for every attempt (default: one per server per round, each "
+                             "client a new process in a room of its own)")
+    rounds.add_argument("--no-spawn-ahead", dest="spawn_ahead", action="store_false",
+                        help="start each client process at its turn (default: ahead of it, while the server gets "
+                             "ready or the attempt before ends; it loads, then waits unconnected for its go)")
+
+
+def add_package_options(parser: argparse.ArgumentParser) -> None:
+    versions = parser.add_argument_group("other package versions (old releases on demand)")
+    versions.add_argument("--python-packages", metavar="SPECS",
+                          help='e.g. "aiohttp==3.9.1 uvicorn==0.24.0.post1": every Python implementation runs in a '
+                               'cached virtual environment with these instead of the pinned versions')
+    versions.add_argument("--node-packages", metavar="SPECS",
+                          help='e.g. "ws@8.14.2": every JavaScript implementation loads these versions from a cached '
+                               'node_modules instead of the project\'s')
+
+
+@dataclass(frozen=True)
+class RunConfiguration:
+    """Every setting of a run, resolved once from the command line: what `run` and `diagnose` measure with.
+
+    Results files record it as "configuration" (see recorded()).
+    """
+
+    settings: CellSettings  # what every attempt shares; each point sets its dimensions (settings_at)
+    points: tuple[dict[str, Any], ...]  # the run's points, in order (one point: no dimension)
+    rounds: RoundPolicy
+    servers: tuple[Implementation, ...]  # the rows and columns measured
+    clients: tuple[Implementation, ...]
+    implementations: tuple[Implementation, ...]  # every one the manifests list (recorded with its availability)
+    manifests: tuple[Path, ...]
+    python_packages: str | None  # --python-packages / --node-packages as given ...
+    node_packages: str | None
+    package_environments: dict[str, Any]  # ... and what the environments built for them hold
+    results_dir: Path
+    output_format: str  # what goes to stdout: terminal, md, csv, json or html (report.FORMATS)
+    resume: Path | None  # the interrupted run to continue
+    command_line: tuple[str, ...]  # as recorded in the results: interpreter, run_bench.py, the arguments
+
+    tls_files: tuple[str, str, str] | None = None  # the run's throwaway CA, certificate chain and key (with_tls_files)
+
+    @property
+    def repeat(self) -> int:
+        """The rounds every cell gets (more when rounds run until precise)."""
+        return self.rounds.min_rounds
+
+    @property
+    def tls(self) -> bool:
+        return any(point["tls"] for point in self.points)
+
+    def settings_at(self, point: dict[str, Any]) -> CellSettings:
+        """The settings of one point: the run's, with the point's loop, compression, TLS, payload and pairs."""
+        dimensions = {name: value for name, value in point.items() if name != "tls"}
+        if point["tls"]:
+            ca, cert, key = self.tls_files or ("(made when the run starts)", None, None)
+            return replace(self.settings, **dimensions, tls_ca=ca, tls_cert=cert, tls_key=key)
+        return replace(self.settings, **dimensions, tls_ca=None, tls_cert=None, tls_key=None)
+
+    def recorded(self, settings: CellSettings) -> dict[str, Any]:
+        """The JSON mapping of results' "configuration": every CellSettings field (the point's), then
+        repeat (the rounds every cell gets), rounds (RoundPolicy.recorded()), pinned, server_cpus, client_cpus
+        (sorted lists or null), servers, clients (names), python_packages, node_packages, tls (bool), manifests
+        (paths as given) and dimensions (the settings given as lists, each with its values)."""
+        dimensions = {name: list(dict.fromkeys(point[name] for point in self.points))
+                      for name in (self.points[0] if self.points else {})}
+        return {**asdict(settings), "repeat": self.repeat, "rounds": self.rounds.recorded(),
+                "dimensions": {name: values for name, values in dimensions.items() if len(values) > 1},
+                "pinned": settings.server_cpus is not None,
+                "server_cpus": sorted(settings.server_cpus) if settings.server_cpus else None,
+                "client_cpus": sorted(settings.client_cpus) if settings.client_cpus else None,
+                "servers": [s.name for s in self.servers], "clients": [c.name for c in self.clients],
+                "python_packages": self.python_packages, "node_packages": self.node_packages,
+                "tls": settings.tls_ca is not None, "manifests": [str(path) for path in self.manifests]}
+
+
+def check_options(options: argparse.Namespace) -> argparse.Namespace:
+    """Fill in --duration, --warmup and --repeat (explicit, else --quick's, else the defaults) and check every
+    measuring option; all problems in one UsageError. A --repeat left None means rounds until precise."""
+    fallback = QUICK if options.quick else options.measuring_defaults
+    for name in ("duration", "warmup", "repeat"):
+        if getattr(options, name) is None:
+            setattr(options, name, fallback[name])
+    problems = []
+    if not options.duration > 0:
+        problems.append(f"--duration must be > 0 seconds, got {options.duration:g}")
+    if not options.warmup >= 0:
+        problems.append(f"--warmup must be >= 0 seconds, got {options.warmup:g}")
+    if not options.jit_warmup >= 0:
+        problems.append(f"--jit-warmup must be >= 0 seconds, got {options.jit_warmup:g}")
+    if options.repeat is not None and options.repeat < 1:
+        problems.append(f"--repeat must be at least 1, got {options.repeat}")
+    options.payload_sizes = _integer_list("--payload-size", options.payload_size, minimum=1, problems=problems)
+    options.pairs_list = _integer_list("--pairs", options.pairs, minimum=1, problems=problems)
+    options.payload_kinds = _choice_list("--payload-kind", options.payload_kind, PAYLOAD_KINDS, problems)
+    options.loops = _choice_list("--loop", options.loop, LOOPS, problems)
+    options.compressions = _choice_list("--compression", options.compression, COMPRESSION_MODES, problems)
+    options.mallocs = _choice_list("--malloc", options.malloc, MALLOC_MODES, problems)
+    options.tls_modes = [mode == "on" for mode in _choice_list("--tls", options.tls, ("off", "on"), problems)]
+    if options.client_processes < 1:
+        problems.append(f"--client-processes must be at least 1, got {options.client_processes}")
+    if options.workload == "handshake" and (options.pairs_list != [1] or options.client_processes != 1):
+        problems.append("--workload handshake opens one connection at a time; it takes no --pairs or "
+                        "--client-processes")
+    _check_workload_options(options, problems)
+    if not options.ready_timeout > 0 or not options.stall_timeout > 0 or not options.client_grace > 0:
+        problems.append("--ready-timeout, --stall-timeout and --client-grace must be > 0 seconds")
+    if hasattr(options, "precision"):
+        _check_round_options(options, problems)
+    if problems:
+        raise UsageError("; ".join(problems))
+    return options
+
+
+def _check_workload_options(options: argparse.Namespace, problems: list[str]) -> None:
+    """--receivers, --idle-connections, --rate: into lists (a dimension each), and the combinations that make sense."""
+    options.receivers_list = _integer_list("--receivers", getattr(options, "receivers", "1"), minimum=1,
+                                           problems=problems)
+    options.idle_connections_list = _integer_list("--idle-connections", getattr(options, "idle_connections", "0"),
+                                                  minimum=0, problems=problems)
+    rate = getattr(options, "rate", None)
+    options.rates = [None] if rate is None else _number_list("--rate", rate, problems)
+    broadcast = options.workload == "broadcast"
+    if options.receivers_list != [1] and not broadcast:
+        problems.append("--receivers is for --workload broadcast")
+    if broadcast and (options.pairs_list != [1] or options.rates != [None] or options.idle_connections_list != [0]):
+        problems.append("--workload broadcast is one sender and its receivers: no --pairs, --rate or "
+                        "--idle-connections")
+    if options.workload == "handshake" and (options.rates != [None] or options.idle_connections_list != [0]):
+        problems.append("--workload handshake takes no --rate or --idle-connections")
+    if not getattr(options, "saturation_p99", DEFAULT_SATURATION_P99_MS) > 0:
+        problems.append("--saturation-p99 must be > 0 milliseconds")
+
+
+def _number_list(option: str, text: str, problems: list[str]) -> list[float]:
+    """Positive numbers separated by commas (whole numbers stay int, for file names and labels)."""
+    try:
+        values = [float(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        problems.append(f"{option} takes numbers separated by commas, got {text!r}")
+        return [1]
+    if not values or min(values) <= 0:
+        problems.append(f"{option} values must be > 0, got {text!r}")
+        return [1]
+    return list(dict.fromkeys(int(value) if value.is_integer() else value for value in values))
+
+
+def _check_round_options(options: argparse.Namespace, problems: list[str]) -> None:
+    """--precision, --budget, --min-rounds, --max-rounds: into options.round_policy."""
+    try:
+        precision = parse_precision(options.precision)
+    except ValueError:
+        problems.append(f"--precision takes a percentage between 0 and 100, e.g. 3%, got {options.precision!r}")
+        precision = DEFAULT_PRECISION
+    try:
+        budget_s = parse_duration(options.budget)
+    except ValueError:
+        problems.append(f"--budget takes a duration such as 90s, 4.5m or 1h, got {options.budget!r}")
+        budget_s = DEFAULT_BUDGET_S
+    if options.min_rounds < 1 or options.max_rounds < options.min_rounds:
+        problems.append(f"--min-rounds must be at least 1 and --max-rounds at least --min-rounds, got "
+                        f"{options.min_rounds} and {options.max_rounds}")
+    seed = options.seed if options.seed is not None else random.SystemRandom().randrange(2**31)
+    if options.repeat is not None:  # exactly that many rounds
+        options.round_policy = RoundPolicy(min_rounds=options.repeat, max_rounds=options.repeat, precision=None,
+                                           budget_s=None, seed=seed, fresh_server=options.fresh_server,
+                                           spawn_ahead=options.spawn_ahead)
+    else:
+        options.round_policy = RoundPolicy(min_rounds=options.min_rounds, max_rounds=options.max_rounds,
+                                           precision=precision, budget_s=budget_s, seed=seed,
+                                           fresh_server=options.fresh_server, spawn_ahead=options.spawn_ahead)
+
+
+def _choice_list(option: str, text: str, choices: tuple[str, ...], problems: list[str]) -> list[str]:
+    values = [value.strip() for value in text.split(",")]
+    if not values or any(value not in choices for value in values):
+        problems.append(f"{option} {text!r}: choose from {', '.join(choices)} (a comma-separated list measures each)")
+        return [choices[0]]
+    return list(dict.fromkeys(values))
+
+
+def _integer_list(option: str, text: str, minimum: int, problems: list[str]) -> list[int]:
+    try:
+        values = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        problems.append(f"{option} takes whole numbers separated by commas, got {text!r}")
+        return [minimum]
+    if not values or min(values) < minimum:
+        problems.append(f"{option} values must be at least {minimum}, got {text!r}")
+        return [minimum]
+    return list(dict.fromkeys(values))
+
+
+def sweep_points(options: argparse.Namespace) -> list[dict[str, Any]]:
+    """Every combination of the listed settings: the run's points, each a matrix measured in every round."""
+    return [{"loop": loop, "compression": compression, "tls": tls, "malloc": malloc, "payload_size": size,
+             "payload_kind": kind, "pairs": pairs, "receivers": receivers, "idle_connections": idle, "rate": rate}
+            for loop in options.loops for compression in options.compressions for tls in options.tls_modes
+            for malloc in options.mallocs
+            for size in options.payload_sizes for kind in options.payload_kinds for pairs in options.pairs_list
+            for receivers in options.receivers_list for idle in options.idle_connections_list
+            for rate in options.rates]
+
+
+def build_configuration(options: argparse.Namespace, command_line: list[str], implementations: list[Implementation],
+                        servers: list[Implementation], clients: list[Implementation]) -> RunConfiguration:
+    """Resolve the checked options once: cell settings, the CPUs to pin to, the sweep's points.
+
+    Two steps that cost or make files come after, on demand: with_package_environments() builds (or reuses) what
+    --python-packages / --node-packages ask for, with_tls_files() makes the run's certificates.
+    """
+    server_cpus, client_cpus = plan_cpus(not options.no_pin)
+    settings = CellSettings(duration_s=options.duration, warmup_s=options.warmup, loop=options.loops[0],
+                            jit_warmup_s=options.jit_warmup,
+                            compression=options.compressions[0], malloc=options.mallocs[0],
+                            payload_size=DEFAULT_PAYLOAD_SIZE,
+                            payload_kind=DEFAULT_PAYLOAD_KIND, ready_timeout_s=options.ready_timeout,
+                            stall_timeout_s=options.stall_timeout, pin=not options.no_pin,
+                            client_grace_s=options.client_grace, workload=options.workload,
+                            saturation_p99_ms=getattr(options, "saturation_p99", DEFAULT_SATURATION_P99_MS),
+                            sample_server_memory=any(getattr(options, "idle_connections_list", [0])),
+                            client_processes=options.client_processes,
+                            server_cpus=tuple(sorted(server_cpus)) if server_cpus else None,
+                            client_cpus=tuple(sorted(client_cpus)) if client_cpus else None)
+    rounds = getattr(options, "round_policy", None) or RoundPolicy(  # diagnose: its repeats, in its own order
+        min_rounds=options.repeat, max_rounds=options.repeat, precision=None, budget_s=None, seed=0)
+    if any(idle for idle in options.idle_connections_list) and not rounds.fresh_server:
+        # the server's memory growth must be this attempt's connections alone, not what earlier clients left
+        rounds = replace(rounds, fresh_server=True, fresh_server_reason="--idle-connections: memory per connection")
+    return RunConfiguration(settings=settings, points=tuple(sweep_points(options)), rounds=rounds,
+                            servers=tuple(servers), clients=tuple(clients), implementations=tuple(implementations),
+                            manifests=tuple(options.manifest), python_packages=options.python_packages,
+                            node_packages=options.node_packages, package_environments={},
+                            results_dir=options.results_dir, output_format=options.format,
+                            resume=getattr(options, "resume", None), command_line=tuple(command_line))
+
+
+def with_package_environments(configuration: RunConfiguration) -> RunConfiguration:
+    """The configuration running in the environments --python-packages / --node-packages ask for (built or reused)."""
+    fields, record = package_environments(configuration.python_packages, configuration.node_packages)
+    return replace(configuration, settings=replace(configuration.settings, **fields), package_environments=record)
+
+
+def with_tls_files(configuration: RunConfiguration, folder: Path) -> RunConfiguration:
+    """The configuration serving wss:// with a throwaway CA and certificate made in folder."""
+    from pingpong.kit.tls import make_tls_files
+
+    files = make_tls_files(folder)
+    return replace(configuration, tls_files=(files.ca, files.cert, files.key))
+
+
+def package_environments(python_packages: str | None,
+                         node_packages: str | None) -> tuple[dict[str, str | None], dict[str, Any]]:
+    """Build (or reuse) the environments --python-packages / --node-packages ask for.
+
+    Returns the CellSettings fields that point at them and a record of what they hold, for the results.
+    """
+    fields: dict[str, str | None] = {"python_executable": None, "node_modules": None}
+    record: dict[str, Any] = {}
+    try:
+        if python_packages is not None:
+            environment = package_envs.python_environment(package_envs.parse_python_specs(python_packages),
+                                                         PROJECT_ROOT)
+            fields["python_executable"] = environment.executable_or_modules
+            record["python"] = asdict(environment)
+        if node_packages is not None:
+            environment = package_envs.node_environment(package_envs.parse_node_specs(node_packages),
+                                                       PROJECT_ROOT)
+            fields["node_modules"] = environment.executable_or_modules
+            record["node"] = asdict(environment)
+    except package_envs.EnvironmentBuildError as exc:
+        raise UsageError(f"could not build the package environment: {exc}") from None
+    return fields, record

@@ -1,0 +1,192 @@
+"""Other package versions than the pinned ones, on demand: isolated, cached environments for old releases.
+
+`--python-packages "aiohttp==3.9.1 uvicorn==0.24.0.post1"` builds a virtual environment from requirements.txt with
+those pins replaced (or added); `--node-packages "ws@8.14.2"` builds a node_modules folder from package.json's
+dependencies with those versions. Both live in the user's cache folder (see cache_folder), named by a hash of what
+is in them, so a second run with the same versions reuses them, from any checkout. Every Python implementation of the run uses the environment's interpreter;
+every JavaScript implementation loads its packages from the environment (node/dependencies.js).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import shutil
+import hashlib
+import json
+import platform
+import re
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from pingpong.harness.settings.usage import UsageError
+
+CACHE_FOLDER_ENV = "PINGPONG_CACHE_DIR"
+
+
+def cache_folder() -> Path:
+    """Where the environments are kept: $PINGPONG_CACHE_DIR, else $XDG_CACHE_HOME (or ~/.cache) /
+    websocket-pingpong-bench/envs. Outside the checkout, so a fresh clone (a CI run, a newcomer's second clone)
+    reuses what an earlier one built; each folder's name is a hash of its contents, so no two setups mix."""
+    if os.environ.get(CACHE_FOLDER_ENV):
+        return Path(os.environ[CACHE_FOLDER_ENV])
+    user_cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return user_cache / "websocket-pingpong-bench" / "envs"
+PYTHON_SPEC = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(\[[A-Za-z0-9,._-]+\])?\s*(==|>=|<=|~=|!=|<|>)\s*\S+$")
+NODE_SPEC = re.compile(r"^(@?[a-z0-9][a-z0-9._-]*(?:/[a-z0-9][a-z0-9._-]*)?)@(\S+)$")
+INSTALL_TIMEOUT_S = 900
+OPTIONAL_NODE_DEPENDENCIES = ("bun",)  # runtimes, not libraries: left out of a node environment unless asked for
+
+
+class EnvironmentBuildError(Exception):
+    """An environment could not be built: the message is the installer's last words, on one line."""
+
+
+@dataclass(frozen=True)
+class PackageEnvironment:
+    kind: str  # python or node
+    specs: tuple[str, ...]
+    path: str  # the venv folder, or the folder holding node_modules
+    executable_or_modules: str  # the venv's python, or the node_modules folder
+    versions: dict[str, str]  # what is installed in it, by package name
+
+
+def normalize(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def parse_specs(text: str, option: str, pattern: re.Pattern, example: str) -> list[str]:
+    """The whitespace-separated specs of --python-packages / --node-packages, each checked against pattern."""
+    specs = text.split()
+    if not specs:
+        raise UsageError(f"{option} needs at least one package, e.g. \"{example}\"")
+    for spec in specs:
+        if not pattern.match(spec):
+            raise UsageError(f"{option}: {spec!r} is not a package like \"{example}\"")
+    return specs
+
+
+def parse_python_specs(text: str) -> list[str]:
+    return parse_specs(text, "--python-packages", PYTHON_SPEC, "aiohttp==3.9.1")
+
+
+def parse_node_specs(text: str) -> list[str]:
+    return parse_specs(text, "--node-packages", NODE_SPEC, "ws@8.14.2")
+
+
+def override_requirements(requirements: str, specs: list[str]) -> str:
+    """requirements.txt's text with the lines of the specs' packages replaced, and other specs appended; pure."""
+    wanted = {normalize(PYTHON_SPEC.match(spec).group(1)): spec for spec in specs}
+    lines = []
+    for line in requirements.splitlines():
+        requirement = line.split("#", 1)[0].strip()
+        match = re.match(r"^([A-Za-z0-9][A-Za-z0-9._-]*)", requirement)
+        if match and normalize(match.group(1)) in wanted:
+            lines.append(wanted.pop(normalize(match.group(1))) + "  # overridden by --python-packages")
+        else:
+            lines.append(line)
+    lines += [f"{spec}  # added by --python-packages" for spec in wanted.values()]
+    return "\n".join(lines) + "\n"
+
+
+def override_dependencies(dependencies: dict[str, str], specs: list[str]) -> dict[str, str]:
+    """package.json's dependencies with the specs' versions; runtimes (bun) left out unless asked for; pure."""
+    wanted = dict(NODE_SPEC.match(spec).groups() for spec in specs)
+    chosen = {name: version for name, version in dependencies.items() if name not in OPTIONAL_NODE_DEPENDENCIES}
+    chosen.update(wanted)
+    return dict(sorted(chosen.items()))
+
+
+def _key(*parts: str) -> str:
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:12]
+
+
+def _run(argv: list[str], cwd: Path | None = None) -> None:
+    try:
+        completed = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=INSTALL_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        raise EnvironmentBuildError(f"{' '.join(argv[:4])} did not finish within {INSTALL_TIMEOUT_S} s") from None
+    if completed.returncode != 0:
+        lines = [line.strip() for line in (completed.stderr + completed.stdout).splitlines() if line.strip()]
+        errors = [line for line in lines if "error" in line.lower() and "complete log" not in line
+                  and " code " not in line] or lines or ["(no output)"]
+        raise EnvironmentBuildError(f"{Path(argv[0]).name} {argv[1]} failed: {errors[0][:300]}")
+
+
+class _Lock:
+    """An exclusive lock on a file, so two runs never build the same environment at once."""
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.file = open(path, "w")
+
+    def __enter__(self):
+        fcntl.flock(self.file, fcntl.LOCK_EX)
+        return self
+
+    def __exit__(self, *exc_info):
+        fcntl.flock(self.file, fcntl.LOCK_UN)
+        self.file.close()
+
+
+@contextlib.contextmanager
+def _removed_on_failure(folder: Path):
+    """A build that fails leaves no half-built folder behind (a complete one has installed.json)."""
+    try:
+        yield
+    except BaseException:
+        if not (folder / "installed.json").exists():
+            shutil.rmtree(folder, ignore_errors=True)
+        raise
+
+
+def python_environment(specs: list[str], project_root: Path) -> PackageEnvironment:
+    """A venv with requirements.txt's pins, the specs overriding them; built once, then reused."""
+    requirements = override_requirements((project_root / "requirements.txt").read_text(), specs)
+    folder = cache_folder() / f"python-{_key(sys.version, sys.executable, platform.machine(), requirements)}"
+    python = folder / "bin" / "python"
+    marker = folder / "installed.json"
+    with _Lock(folder.with_suffix(".lock")), _removed_on_failure(folder):
+        if not marker.exists():
+            print(f"building a Python environment for {' '.join(specs)} in {folder} (once)", file=sys.stderr,
+                  flush=True)
+            _run([sys.executable, "-m", "venv", "--clear", str(folder)])
+            (folder / "requirements.txt").write_text(requirements)
+            _run([str(python), "-m", "pip", "install", "--disable-pip-version-check", "--no-input", "-q",
+                  "-r", str(folder / "requirements.txt")])
+            frozen = subprocess.run([str(python), "-m", "pip", "freeze", "--disable-pip-version-check"],
+                                    capture_output=True, text=True, timeout=120).stdout
+            versions = dict(line.split("==", 1) for line in frozen.splitlines() if "==" in line)
+            marker.write_text(json.dumps({"specs": specs, "versions": versions}, indent=1))
+    versions = json.loads(marker.read_text())["versions"]
+    return PackageEnvironment("python", tuple(specs), str(folder), str(python), versions)
+
+
+def node_environment(specs: list[str], project_root: Path) -> PackageEnvironment:
+    """A node_modules folder with package.json's dependencies, the specs overriding them; built once, reused."""
+    project = json.loads((project_root / "package.json").read_text())
+    dependencies = override_dependencies(project.get("dependencies", {}), specs)
+    manifest = {"name": "pingpong-node-environment", "private": True, "dependencies": dependencies}
+    text = json.dumps(manifest, indent=1)
+    folder = cache_folder() / f"node-{_key(text)}"
+    marker = folder / "installed.json"
+    with _Lock(folder.with_suffix(".lock")), _removed_on_failure(folder):
+        if not marker.exists():
+            print(f"building a Node.js environment for {' '.join(specs)} in {folder} (once)", file=sys.stderr,
+                  flush=True)
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / "package.json").write_text(text)
+            _run(["npm", "install", "--no-audit", "--no-fund", "--ignore-scripts", "--loglevel=error"], cwd=folder)
+            versions = {}
+            for name in dependencies:
+                try:
+                    versions[name] = json.loads((folder / "node_modules" / name / "package.json").read_text())[
+                        "version"]
+                except (OSError, ValueError, KeyError):
+                    versions[name] = "?"
+            marker.write_text(json.dumps({"specs": specs, "versions": versions}, indent=1))
+    versions = json.loads(marker.read_text())["versions"]
+    return PackageEnvironment("node", tuple(specs), str(folder), str(folder / "node_modules"), versions)
