@@ -1,5 +1,5 @@
 'use strict';
-// The Bun floor's client driver: the shared ping-pong measurement (node/driver.js) over plain TCP, on Bun's native
+// The Bun floor's client driver: the shared ping-pong measurement (node/driver/) over plain TCP, on Bun's native
 // TCP API (Bun.connect), TCP_NODELAY on both connections. The URL is tcp://HOST:PORT/ROOM; wire format in
 // node/raw_tcp.js. Bun's socket.write() may take part of a frame: the rest waits for drain (PartialWriter).
 

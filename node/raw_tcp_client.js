@@ -1,5 +1,5 @@
 'use strict';
-// The Node.js floor's client driver: the shared ping-pong measurement (node/driver.js) over plain TCP, on Node's
+// The Node.js floor's client driver: the shared ping-pong measurement (node/driver/) over plain TCP, on Node's
 // net module, TCP_NODELAY on both connections. The URL is tcp://HOST:PORT/ROOM; wire format in node/raw_tcp.js.
 
 const net = require('net');

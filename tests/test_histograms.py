@@ -7,8 +7,8 @@ from array import array
 
 from hdrh.histogram import HdrHistogram
 
+from pingpong.harness.results.histograms import empty_histogram, latency_summary, merge, value_at_percentile
 from pingpong.kit.driver import encode_histogram
-from pingpong.harness.histograms import empty_histogram, latency_summary, merge, value_at_percentile
 from tests.conftest import ROOT
 
 VALUES = [1_000 * (i % 500 + 50) for i in range(5000)] + [40_000_000] * 5
@@ -19,8 +19,8 @@ def node(script: str) -> str:
 
 
 def test_node_histogram_decodes_in_python_with_same_count_and_percentiles():
-    """A histogram written by node/driver.js has, decoded in Python, Node's own count and percentiles."""
-    script = (f"const d = require('./node/driver.js'); const hdr = require('hdr-histogram-js');"
+    """A histogram written by node/driver/ has, decoded in Python, Node's own count and percentiles."""
+    script = (f"const d = require('./node/driver'); const hdr = require('hdr-histogram-js');"
               f"const values = {json.dumps(VALUES)}; const encoded = d.encodeHistogram(values);"
               "const h = hdr.decodeFromCompressedBase64(encoded);"
               "console.log(JSON.stringify({encoded, count: h.totalCount, p50: h.getValueAtPercentile(50),"

@@ -1,6 +1,6 @@
 """The Python driver's broadcast, idle-connection and open-loop workloads, run for real.
 
-Every test starts the real client programs (clients/*.py on pingpong/kit/driver.py) against real servers (the
+Every test starts the real client programs (clients/*.py on pingpong/kit/driver/) against real servers (the
 module's shared websockets and node-ws servers), each test in rooms of its own, and checks what the driver
 reports against what must have happened: exact message counts across processes wired with a real ack pipe,
 the kernel's count of established connections while idle connections are held, the offered rate achieved.
@@ -23,8 +23,8 @@ from websockets.sync.client import connect
 
 from pingpong.contract import ACK_FD_ENV, EVENTS_FD_ENV, READY_EVENT, WINDOW_END_EVENT
 from pingpong.harness.results.histograms import merge
-from pingpong.harness.settings.manifest import resolve_command
 from pingpong.harness.settings.cell import CellSettings
+from pingpong.harness.settings.manifest import resolve_command
 from pingpong.kit.payloads import PING, make_payload
 from tests.conftest import ROOT, by_name
 

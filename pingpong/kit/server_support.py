@@ -5,15 +5,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import signal
 import os
 import platform
+import signal
 import sys
 from typing import Any
 
 from pingpong import contract
-from pingpong.contract import (COMPRESSION_MODES, DEFAULT_COMPRESSION, DEFAULT_HOST, DEFAULT_LOOP, INFO_FILE_ENV,
-                               LOOPS, SERVER_REPORT_FORMAT_VERSION)
+from pingpong.contract import (COMPRESSION_MODES, DEFAULT_COMPRESSION, DEFAULT_HOST, DEFAULT_LOOP, INFO_FILE_ENV, LOOPS,
+                               SERVER_REPORT_FORMAT_VERSION)
 from pingpong.kit import allocator
 from pingpong.kit.driver import library_versions, run_on_loop, running_loop_name
 
