@@ -16,8 +16,8 @@ import os
 import subprocess
 import sys
 
-from benchmarks.rounds_setup import ROOT
 from benchmarks import netns_lab
+from benchmarks.rounds_setup import ROOT
 
 
 def main() -> int:

@@ -22,11 +22,11 @@ import tempfile
 from dataclasses import asdict
 from pathlib import Path
 
-from pingpong.harness.system import processes
-from pingpong.harness.measure.runner import run_attempt
-from pingpong.harness.analysis.stats import paired_ratio
-from pingpong.harness.system.stop_signals import stop_signals_raise_interrupt
 from benchmarks.rounds_setup import ROOT, implementations_by_role, matrix_settings, parse_arguments
+from pingpong.harness.analysis.stats import paired_ratio
+from pingpong.harness.measure.local import run_attempt
+from pingpong.harness.system import processes
+from pingpong.harness.system.stop_signals import stop_signals_raise_interrupt
 
 DEFAULT_CELLS = "blacksheep:aiohttp,node-ws:aiohttp,aiohttp:websockets,node-ws:node-ws,bun:bun"
 MODES = ("plain", "spinners")

@@ -22,8 +22,8 @@ import sys
 from dataclasses import asdict, replace
 from pathlib import Path
 
-from benchmarks.rounds_setup import implementations_by_role, matrix_settings
 from benchmarks import netns_lab
+from benchmarks.rounds_setup import implementations_by_role, matrix_settings
 from pingpong.harness.analysis.stats import paired_ratio
 
 DEFAULT_CELLS = "raw-tcp-c:raw-tcp-c,node-ws:node-ws,sanic:websockets,aiohttp:node-ws"

@@ -170,7 +170,7 @@ def dask_cluster(workers: list[tuple[str, str, str]]) -> Iterator[tuple[Lab, str
     """A lab with h0 (the scheduler, and the place to run the orchestrator) and one Dask worker per (host,
     resource, name), made with the cluster's certificates and started with the documented commands (name: its
     log's); yields the lab, the scheduler's address and the TLS folder. Everything is removed afterwards."""
-    from pingpong.harness.cluster.measurer import make_certificates
+    from pingpong.harness.cluster.connection import make_certificates
     with tempfile.TemporaryDirectory(prefix="pingpong-lab-") as folder:
         tls = Path(folder) / "tls"
         make_certificates(tls)

@@ -12,10 +12,10 @@ import sys
 from dataclasses import asdict, replace
 from pathlib import Path
 
-from pingpong.harness.settings.manifest import load_manifest
-from pingpong.harness.measure.runner import run_attempt
-from pingpong.harness.settings.cell import CellSettings
 from pingpong.harness.analysis.stats import paired_ratio, summarize
+from pingpong.harness.measure.local import run_attempt
+from pingpong.harness.settings.cell import CellSettings
+from pingpong.harness.settings.manifest import load_manifest
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -31,11 +31,12 @@ import tempfile
 from dataclasses import replace
 from pathlib import Path
 
-from pingpong.harness.system import processes
-from pingpong.harness.measure.runner import run_attempt_on, start_server
-from pingpong.harness.settings.cell import cpus_for
-from pingpong.harness.system.stop_signals import stop_signals_raise_interrupt
 from benchmarks.rounds_setup import ROOT, implementations_by_role, matrix_settings
+from pingpong.harness.measure.local import run_attempt_on
+from pingpong.harness.measure.server import start_server
+from pingpong.harness.settings.cell import cpus_for
+from pingpong.harness.system import processes
+from pingpong.harness.system.stop_signals import stop_signals_raise_interrupt
 
 
 def between_share(groups: dict[str, list[float]]) -> float | None:

@@ -18,12 +18,12 @@ import sys
 import tempfile
 from pathlib import Path
 
-from pingpong.harness.measure import probe
-from pingpong.harness.system import processes
-from pingpong.harness.settings.manifest import load_manifest, resolve_command
-from pingpong.harness.measure.runner import parse_client_report
-from pingpong.harness.settings.cell import plan_cpus
 from pingpong.harness.analysis.stats import interval_label, median_interval
+from pingpong.harness.measure import probe
+from pingpong.harness.measure.judge import parse_client_report
+from pingpong.harness.settings.cell import plan_cpus
+from pingpong.harness.settings.manifest import load_manifest, resolve_command
+from pingpong.harness.system import processes
 
 ROOT = Path(__file__).resolve().parent.parent
 TARGET_OVERHEAD = 0.03

@@ -8,11 +8,11 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Callable
 
-from pingpong.harness.settings.configuration import (DEFAULT_MATRIX_DURATION_S, DEFAULT_MATRIX_WARMUP_S,
-                                            DEFAULT_JIT_WARMUP_S)
-from pingpong.harness.settings.manifest import Implementation, load_manifest
-from pingpong.harness.settings.cell import CellSettings
 from pingpong.harness.analysis.stats import paired_ratio
+from pingpong.harness.settings.cell import CellSettings
+from pingpong.harness.settings.configuration import (DEFAULT_JIT_WARMUP_S, DEFAULT_MATRIX_DURATION_S,
+                                                     DEFAULT_MATRIX_WARMUP_S)
+from pingpong.harness.settings.manifest import Implementation, load_manifest
 
 ROOT = Path(__file__).resolve().parent.parent
 AGREE_WITHIN = 0.03  # two modes agree on a cell when its paired ratio's interval overlaps 1 +- this

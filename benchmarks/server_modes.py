@@ -17,12 +17,13 @@ import sys
 import tempfile
 from pathlib import Path
 
-from pingpong.harness.system import processes
-from pingpong.harness.measure.runner import run_attempt, run_attempt_on, start_server
-from pingpong.harness.settings.cell import cpus_for
-from pingpong.harness.system.stop_signals import stop_signals_raise_interrupt
 from benchmarks.rounds_setup import (AGREE_WITHIN, ROOT, count_agreeing, implementations_by_role, matrix_settings,
-                                    paired_agreement, parse_arguments)
+                                     paired_agreement, parse_arguments)
+from pingpong.harness.measure.local import run_attempt, run_attempt_on
+from pingpong.harness.measure.server import start_server
+from pingpong.harness.settings.cell import cpus_for
+from pingpong.harness.system import processes
+from pingpong.harness.system.stop_signals import stop_signals_raise_interrupt
 
 DEFAULT_CELLS = "sanic:websockets,aiohttp:node-ws,node-ws:node-ws,websockets:picows,bun:bun,raw-tcp-c:raw-tcp-c"
 

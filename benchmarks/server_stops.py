@@ -14,11 +14,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-from pingpong.harness.system import processes
+from pingpong.harness.measure.local import run_attempt_on
+from pingpong.harness.measure.server import start_server
+from pingpong.harness.settings.cell import CellSettings, cpus_for
 from pingpong.harness.settings.manifest import load_manifest
-from pingpong.harness.measure.runner import run_attempt_on, start_server
-from pingpong.harness.settings.cell import cpus_for
-from pingpong.harness.settings.cell import CellSettings
+from pingpong.harness.system import processes
 from pingpong.harness.system.stop_signals import stop_signals_raise_interrupt
 
 ROOT = Path(__file__).resolve().parent.parent

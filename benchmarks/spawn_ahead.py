@@ -25,13 +25,15 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from pingpong.harness.system import processes
-from pingpong.harness.measure.runner import CLIENTS_AHEAD_AT_SERVER_START, run_attempt_on, start_server
-from pingpong.harness.settings.cell import cpus_for
-from pingpong.harness.analysis.stats import paired_ratio
-from pingpong.harness.system.stop_signals import stop_signals_raise_interrupt
 from benchmarks.rounds_setup import (AGREE_WITHIN, ROOT, count_agreeing, implementations_by_role, matrix_settings,
-                                    paired_agreement, parse_arguments)
+                                     paired_agreement, parse_arguments)
+from pingpong.harness.analysis.stats import paired_ratio
+from pingpong.harness.measure.clients_ahead import CLIENTS_AHEAD_AT_SERVER_START
+from pingpong.harness.measure.local import run_attempt_on
+from pingpong.harness.measure.server import start_server
+from pingpong.harness.settings.cell import cpus_for
+from pingpong.harness.system import processes
+from pingpong.harness.system.stop_signals import stop_signals_raise_interrupt
 
 # Every client runtime of the default matrix, against a Python, a Node.js and the C server.
 DEFAULT_CELLS = ",".join(

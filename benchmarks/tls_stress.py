@@ -29,12 +29,11 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from pingpong.harness.measure import probe
-from pingpong.harness.system import processes
+from pingpong.harness.measure.local import run_attempt
+from pingpong.harness.settings.cell import CellSettings, plan_cpus
 from pingpong.harness.settings.manifest import load_manifest, resolve_command
+from pingpong.harness.system import processes
 from pingpong.harness.system.stop_signals import stop_signals_raise_interrupt
-from pingpong.harness.measure.runner import run_attempt
-from pingpong.harness.settings.cell import plan_cpus
-from pingpong.harness.settings.cell import CellSettings
 from pingpong.kit.tls import client_context, make_tls_files
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -24,13 +24,14 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from pingpong.harness.system import processes
-from pingpong.harness.measure.runner import run_attempt_on, start_server
-from pingpong.harness.settings.cell import cpus_for
+from benchmarks.rounds_setup import (ROOT, count_agreeing, implementations_by_role, matrix_settings, paired_agreement,
+                                     parse_arguments)
 from pingpong.harness.analysis.stats import summarize
+from pingpong.harness.measure.local import run_attempt_on
+from pingpong.harness.measure.server import start_server
+from pingpong.harness.settings.cell import cpus_for
+from pingpong.harness.system import processes
 from pingpong.harness.system.stop_signals import stop_signals_raise_interrupt
-from benchmarks.rounds_setup import (ROOT, count_agreeing, implementations_by_role, matrix_settings,
-                                    paired_agreement, parse_arguments)
 
 DEFAULT_CELLS = ("websockets:websockets,node-ws:node-ws,aiohttp:node-ws,sanic:picows,bun:bun,raw-tcp-c:raw-tcp-c,"
                  "blacksheep:aiohttp")
@@ -75,7 +76,7 @@ def main() -> int:
                                            server_cpus)
                     try:
                         if started.problem:
-                            raise SystemExit(f"window_spread: {server_name}: {started.problem['reason']}")
+                            raise SystemExit(f"window_spread: {server_name}: {started.problem.reason}")
                         for client, warmup, window in jobs:
                             settings = replace(base, warmup_s=warmup, duration_s=window)
                             if args.server_warmup and started.turns == 0:

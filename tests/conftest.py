@@ -11,11 +11,10 @@ from pathlib import Path
 import psutil
 import pytest
 
-from pingpong.harness.system import guardian, processes
+from pingpong.harness.measure.server import LocalServer, start_server
+from pingpong.harness.settings.cell import CellSettings, cpus_for
 from pingpong.harness.settings.manifest import load_manifest
-from pingpong.harness.measure import runner
-from pingpong.harness.measure.runner import ServerUnderTest
-from pingpong.harness.settings.cell import CellSettings
+from pingpong.harness.system import guardian, processes
 
 ROOT = Path(__file__).resolve().parent.parent
 IMPLEMENTATIONS = load_manifest(ROOT / "manifest.toml")
@@ -113,18 +112,18 @@ class SharedServers:
     def __init__(self, work_dir: Path) -> None:
         self.work_dir = work_dir
         self.token = uuid.uuid4().hex
-        self.started: dict[tuple, ServerUnderTest] = {}
+        self.started: dict[tuple, LocalServer] = {}
 
-    def get(self, implementation, settings: CellSettings) -> ServerUnderTest:
+    def get(self, implementation, settings: CellSettings) -> LocalServer:
         key = (implementation.name, settings.loop, settings.compression, settings.tls_cert)
         if key not in self.started:
-            server_cpus, _ = runner.cpus_for(settings)
+            server_cpus, _ = cpus_for(settings)
             folder = self.work_dir / f"{implementation.name}-{len(self.started)}"
             folder.mkdir(parents=True)
             previous = os.environ.get(TEST_TOKEN_ENV)
             os.environ[TEST_TOKEN_ENV] = self.token
             try:
-                self.started[key] = runner.start_server(implementation, settings, ROOT, folder, server_cpus)
+                self.started[key] = start_server(implementation, settings, ROOT, folder, server_cpus)
             finally:
                 if previous is None:
                     del os.environ[TEST_TOKEN_ENV]

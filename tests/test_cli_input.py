@@ -14,7 +14,8 @@ import pytest
 
 from pingpong import SUITE_VERSION
 from pingpong.harness.commands.cli import build_parser
-from pingpong.harness.settings.configuration import DEFAULT_MATRIX_DURATION_S, DEFAULT_MATRIX_WARMUP_S, check_options
+from pingpong.harness.settings.configuration import (DEFAULT_MATRIX_DURATION_S, DEFAULT_MATRIX_WARMUP_S,
+                                                     build_configuration, resolve_options)
 from tests.conftest import ROOT
 from tests.test_run_bench import run_bench
 
@@ -22,7 +23,7 @@ REFERENCE = "results/reference/2026-11-21-default-matrix.json"
 
 
 def options_for(*args):
-    return check_options(build_parser().parse_args(["run", *args]))
+    return resolve_options(build_parser().parse_args(["run", *args]))
 
 
 def assert_one_line_error(completed, *fragments):
@@ -51,18 +52,34 @@ def test_nothing_runnable_into_a_new_folder_does_not_create_it(tmp_path):
 def test_an_explicit_option_beats_quick():
     """--quick fills in only what was not given: --duration 4 --quick measures 4 s, with --quick's warmup."""
     options = options_for("--quick", "--duration", "4", "--repeat", "2")
-    assert (options.duration, options.warmup, options.repeat) == (4.0, 0.2, 2)
-    assert not options.round_policy.adaptive and options.round_policy.min_rounds == 2
-    assert (options_for("--quick").duration, options_for("--quick").repeat) == (0.5, 1)
+    assert (options.duration_s, options.warmup_s, options.rounds.min_rounds) == (4.0, 0.2, 2)
+    assert not options.rounds.adaptive and options.rounds.max_rounds == 2
+    quick = options_for("--quick")
+    assert (quick.duration_s, quick.rounds.min_rounds, quick.rounds.max_rounds) == (0.5, 1, 1)
     default = options_for()
-    assert (default.duration, default.warmup, default.repeat) == (DEFAULT_MATRIX_DURATION_S, DEFAULT_MATRIX_WARMUP_S,
-                                                                  None)
-    assert default.round_policy.adaptive and default.round_policy.precision == 0.03
+    assert (default.duration_s, default.warmup_s) == (DEFAULT_MATRIX_DURATION_S, DEFAULT_MATRIX_WARMUP_S)
+    assert default.rounds.adaptive and default.rounds.precision == 0.03
+
+
+def test_the_options_resolve_once_into_a_frozen_record_and_leave_the_namespace_alone():
+    """resolve_options reads the parsed options and writes nothing back: its record is frozen, and the Namespace
+    holds exactly what argparse put there."""
+    import dataclasses
+
+    namespace = build_parser().parse_args(["run", "--payload-size", "16,1024", "--quick"])
+    before = vars(namespace).copy()
+    resolved = resolve_options(namespace)
+    assert vars(namespace) == before
+    assert resolved.payload_sizes == (16, 1024) and resolved.pairs == (1,) and resolved.rates == (None,)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        resolved.duration_s = 1.0
 
 
 def test_diagnose_keeps_its_shorter_default_duration():
-    options = check_options(build_parser().parse_args(["diagnose", "aiohttp", "node-ws"]))
-    assert options.duration == 3.0
+    options = resolve_options(build_parser().parse_args(["diagnose", "aiohttp", "node-ws"]))
+    assert options.duration_s == 3.0
+    assert options.rounds.min_rounds == options.rounds.max_rounds == 3 and options.rounds.seed == 0
+    assert options.resume is None
 
 
 def test_empty_names_in_a_list_are_refused(tmp_path):
@@ -171,9 +188,6 @@ def test_workload_options_that_do_not_fit_get_one_line(tmp_path, args, fragment)
 
 def test_idle_connections_choose_fresh_servers_and_say_why():
     options = options_for("--idle-connections", "0,100", "--repeat", "2")
-    options.manifest = options.manifest or []
-    from pingpong.harness.settings.configuration import build_configuration
-
     configuration = build_configuration(options, ["run_bench.py"], [], [], [])
     assert configuration.rounds.fresh_server and "memory" in configuration.rounds.fresh_server_reason
     assert [point["idle_connections"] for point in configuration.points] == [0, 100]
@@ -183,12 +197,10 @@ def test_idle_connections_choose_fresh_servers_and_say_why():
 def test_malloc_modes_are_a_dimension_that_needs_a_server_process_each():
     """--malloc settled,as-is: two points; each point's processes get its mode (PINGPONG_MALLOC), recorded."""
     from pingpong.contract import MALLOC_ENV
-    from pingpong.harness.settings.configuration import build_configuration
+    from pingpong.harness.measure.attempt_plan import process_environment
     from pingpong.harness.measure.rounds import SERVER_DIMENSIONS
-    from pingpong.harness.measure.runner import process_environment
 
     options = options_for("--malloc", "settled,as-is", "--repeat", "2")
-    options.manifest = options.manifest or []
     configuration = build_configuration(options, ["run_bench.py"], [], [], [])
     assert [point["malloc"] for point in configuration.points] == ["settled", "as-is"]
     settings = configuration.settings_at(configuration.points[1])

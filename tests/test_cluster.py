@@ -15,10 +15,10 @@ from pathlib import Path
 import psutil
 import pytest
 
-from pingpong.harness.cluster import figures as cluster_figures
 from benchmarks import netns_lab
+from pingpong.harness.cluster import figures as cluster_figures
 from pingpong.harness.cluster.measurer import make_certificates, spread_shares
-from pingpong.harness.measure.runner import ClientShare
+from pingpong.harness.measure.attempt_plan import ClientShare
 from tests.conftest import TEST_TOKEN_ENV, processes_carrying
 from tests.test_docs import as_argv, documented_commands
 
@@ -131,7 +131,7 @@ def test_the_cluster_commands_refuse_bad_input_in_one_line(tmp_path, args, words
 
 def test_the_local_mode_imports_no_dask():
     code = ("import sys\nfrom pingpong.harness.commands import cli, run\n"
-            "from pingpong.harness.measure import engine, runner\n"
+            "from pingpong.harness.measure import engine, local\n"
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('dask', 'distributed')))")
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
@@ -236,7 +236,7 @@ def test_a_two_by_two_matrix_runs_across_hosts_with_each_side_counted_on_its_own
                           cwd=ROOT, capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stderr[-3000:]
     run = load(tmp_path)
-    topology = run["environment"]["cluster"]
+    topology = run["topology"]
     assert topology["scheduler"] == cluster.scheduler
     assert {host["role"] for host in topology["hosts"]} == {"server", "client"}
     assert len(topology["links"]) == 2  # from each client host to the server host
@@ -421,7 +421,7 @@ def test_the_documented_commands_run_a_cluster(tmp_path):
         logs = {name: (tmp_path / f"{name}.log").read_text()[-1500:] for name in started}
         assert done.returncode == 0, (done.stderr[-3000:], logs)
         results = load(tmp_path / "results")
-        assert results["environment"]["cluster"]["scheduler"] == scheduler_address
+        assert results["topology"]["scheduler"] == scheduler_address
         (attempt,) = [a for cell in results["cells"] if not cell["skipped"] for a in cell["attempts"]]
         assert attempt["status"] == "ok", attempt["reason"]
         assert attempt["placement"]["server_host"].startswith(f"tls://{lab.hosts['server'].address}:")

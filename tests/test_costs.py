@@ -85,8 +85,8 @@ def mixed_run():
 
 def test_the_markdown_shows_each_part_as_a_matrix():
     """Server part, client part and end to end: one table each, the ratio with its interval."""
-    from pingpong.harness.report.render import render_markdown
     from pingpong.harness.analysis.summary import summarize_run
+    from pingpong.harness.report.markdown import render_markdown
 
     run = mixed_run()
     markdown = render_markdown(run, summarize_run(run))
@@ -111,8 +111,8 @@ def test_the_terminal_shows_server_part_slash_client_part():
 
 
 def test_the_html_page_has_the_cost_matrix_and_each_cell_names_its_floors():
-    from pingpong.harness.report.html import render_html
     from pingpong.harness.analysis.summary import summarize_run
+    from pingpong.harness.report.html import render_html
 
     run = mixed_run()
     page = render_html(run, summarize_run(run))

@@ -6,8 +6,8 @@ import sys
 
 import pytest
 
-from pingpong.harness.system import processes
 from pingpong.harness.settings.manifest import resolve_command
+from pingpong.harness.system import processes
 from pingpong.kit.payloads import PAYLOAD_KINDS, make_payload, wire_bytes
 from tests.conftest import CLIENTS, ROOT, url_scheme
 

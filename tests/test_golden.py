@@ -5,9 +5,10 @@ A deliberate change of a renderer regenerates the snapshots (see make_snapshots 
 
 from pathlib import Path
 
-from pingpong.harness.report.render import render_csv, render_markdown
-from pingpong.harness.results.records import load
 from pingpong.harness.analysis.summary import summarize_run
+from pingpong.harness.report.csv_rows import render_csv
+from pingpong.harness.report.markdown import render_markdown
+from pingpong.harness.results.records import load
 from tests.conftest import ROOT
 from tests.test_render import sample_run
 

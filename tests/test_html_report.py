@@ -11,9 +11,9 @@ from html.parser import HTMLParser
 
 import pytest
 
+from pingpong.harness.analysis.summary import summarize_run
 from pingpong.harness.report.html import render_html
 from pingpong.harness.results.records import Attempt, Cell, RunResult, load
-from pingpong.harness.analysis.summary import summarize_run
 from tests.conftest import ROOT
 from tests.test_render import CONFIG, ok, sample_run
 

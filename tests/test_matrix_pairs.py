@@ -6,8 +6,8 @@ room of its own): the servers' lifecycle is tested elsewhere, and their clean st
 
 import pytest
 
+from pingpong.harness.measure.local import run_attempt_on
 from pingpong.harness.results.histograms import latency_summary, merge
-from pingpong.harness.measure.runner import run_attempt_on
 from pingpong.harness.settings.cell import CellSettings
 from tests.conftest import CLIENTS, COMPATIBLE_PAIRS, ROOT, SERVERS
 

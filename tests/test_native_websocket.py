@@ -14,10 +14,10 @@ import subprocess
 import pytest
 
 from pingpong import contract
-from pingpong.harness.system import processes
-from pingpong.harness.settings.manifest import resolve_command
-from pingpong.harness.measure.runner import run_attempt_on
+from pingpong.harness.measure.local import run_attempt_on
 from pingpong.harness.settings.cell import CellSettings
+from pingpong.harness.settings.manifest import resolve_command
+from pingpong.harness.system import processes
 from tests.conftest import IMPLEMENTATIONS, ROOT, by_name
 from tests.test_run_bench import run_bench
 

@@ -1,8 +1,8 @@
 """Orchestration logic without sockets: cell planning, the leak check, pairs per process (rounds: test_rounds)."""
 
 from pingpong.harness.settings import catalog
-from pingpong.harness.settings.manifest import Implementation
 from pingpong.harness.settings.cell import CellSettings
+from pingpong.harness.settings.manifest import Implementation
 
 SETTINGS = CellSettings(duration_s=1, warmup_s=0, loop="auto", compression="default", payload_size=4,
                         payload_kind="text-ascii", ready_timeout_s=1, stall_timeout_s=1, pin=False)
@@ -57,7 +57,7 @@ def test_node_sides_get_the_jit_warmup_and_others_keep_theirs():
     longer; a Python pair keeps its warmup, first client or not."""
     from dataclasses import replace
 
-    from pingpong.harness.measure.runner import with_jit_warmup
+    from pingpong.harness.measure.attempt_plan import with_jit_warmup
 
     settings = replace(SETTINGS, warmup_s=0.2, jit_warmup_s=0.5)
     assert with_jit_warmup(settings, "python", "python", 1).warmup_s == 0.2

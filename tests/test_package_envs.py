@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from pingpong.harness.settings.package_envs import (override_dependencies, override_requirements, parse_node_specs,
-                                           parse_python_specs)
+                                                    parse_python_specs)
 from pingpong.harness.settings.usage import UsageError
 from tests.test_run_bench import run_bench
 

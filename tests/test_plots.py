@@ -5,9 +5,9 @@ from array import array
 
 import pytest
 
-from pingpong.kit.driver import encode_histogram
-from pingpong.harness.results.records import Attempt, Cell, RunResult
 from pingpong.harness.analysis.summary import summarize_run
+from pingpong.harness.results.records import Attempt, Cell, RunResult
+from pingpong.kit.driver import encode_histogram
 
 plots = pytest.importorskip("pingpong.harness.report.plots")
 

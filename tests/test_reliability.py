@@ -11,11 +11,11 @@ import time
 import psutil
 import pytest
 
-from pingpong.harness.system import listeners, processes
-from pingpong.harness.measure import probe
 from pingpong.harness.commands.abuse import ABUSES, abuse_server
+from pingpong.harness.measure import probe
+from pingpong.harness.measure.server import diagnose_port
 from pingpong.harness.settings.manifest import resolve_command
-from pingpong.harness.measure.runner import diagnose_port
+from pingpong.harness.system import listeners, processes
 from tests.conftest import ROOT, WEBSOCKET_SERVERS, by_name
 
 FAULTY_SERVERS = ["crash-at-start", "never-ready", "crash-mid-run", "hang-mid-run", "corrupt-mid-run",
@@ -70,7 +70,7 @@ def test_faulty_clients_fail_their_cells_with_stderr_kept(tmp_path):
     expected = {
         "crash": ("client-failed", "client printed no JSON on stdout (exit code 4)"),
         # 3.7 s = warmup + duration + grace + connecting allowance; 0.5 s more when the shuffled order makes it the
-        # node-ws server's first client, which warms up --jit-warmup longer (runner.with_jit_warmup)
+        # node-ws server's first client, which warms up --jit-warmup longer (attempt_plan.with_jit_warmup)
         "hang": ("timeout", ("client did not finish within 3.7 s", "client did not finish within 4.2 s")),
         "no-json": ("client-failed", "client printed no JSON on stdout (exit code 0)"),
         "garbage-json": ("client-failed", "client stdout is not JSON"),

@@ -4,11 +4,13 @@ import csv
 import io
 from array import array
 
-from pingpong.kit.driver import encode_histogram
 from pingpong.harness.analysis.costs import websocket_costs
-from pingpong.harness.report.render import axis_loops, render_csv, render_markdown, with_loop
-from pingpong.harness.results.records import Attempt, Cell, RunResult
 from pingpong.harness.analysis.summary import summarize_run
+from pingpong.harness.report.csv_rows import render_csv
+from pingpong.harness.report.formatting import axis_loops, with_loop
+from pingpong.harness.report.markdown import render_markdown
+from pingpong.harness.results.records import Attempt, Cell, RunResult
+from pingpong.kit.driver import encode_histogram
 
 CONFIG = {"repeat": 3, "duration_s": 5, "warmup_s": 1, "loop": "auto", "compression": "default",
           "payload_size": 4, "payload_kind": "text-ascii", "pinned": True}

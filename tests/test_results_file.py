@@ -5,9 +5,13 @@ from dataclasses import asdict, replace
 
 import pytest
 
-from pingpong.harness.results.records import FORMAT_VERSION, RunResult, load
 from pingpong.harness.analysis.summary import summarize_run
+from pingpong.harness.results.records import FORMAT_VERSION, RoundsOutcome, RunResult, load
+from tests.conftest import ROOT
 from tests.test_golden import REFERENCE
+
+# Format version 2: the rounds' outcome inside configuration["rounds"], a --cluster run's topology in its environment
+VERSION_2 = ROOT / "results" / "reference" / "2026-11-22-cluster-matrix.json"
 
 
 INTERVAL_KEYS = {1: ("ci_low", "ci_high"),
@@ -49,7 +53,7 @@ def test_a_saved_run_carries_todays_summaries():
     """Saved again, a version-1 run is written as the current version with today's summaries, intervals named."""
     run = load(REFERENCE)
     data = json.loads(json.dumps(run.to_dict(summarize_run(run))))
-    assert data["format_version"] == FORMAT_VERSION == 2
+    assert data["format_version"] == FORMAT_VERSION == 3
     rates = data["cells"][0]["summary"]["roundtrips_per_s"]
     assert rates["interval_kind"] == "range" and rates["interval_coverage"] == 0.75  # 3 repeats
     assert rates["interval_low"] == rates["minimum"] and rates["interval_high"] == rates["maximum"]
@@ -85,3 +89,29 @@ def test_a_file_from_a_newer_suite_is_refused_in_one_line():
         RunResult.from_dict(data)
     message = str(raised.value)
     assert "\n" not in message and f"version {FORMAT_VERSION + 1} is newer" in message
+
+
+def test_a_version_2_file_reads_what_its_run_learned_into_the_records_own_fields():
+    """A file of the previous format kept stopped_by, measuring_s and server_start_s in configuration["rounds"] and
+    the cluster's topology in its environment: loaded, they are the run's rounds_outcome and topology, its settings
+    are only settings, and saved again it is of the current format with them at the top level."""
+    saved = json.loads(VERSION_2.read_text())
+    assert saved["format_version"] == 2 and saved["configuration"]["rounds"]["stopped_by"] == "rounds"
+    run = load(VERSION_2)
+    assert run.rounds_outcome == RoundsOutcome(stopped_by="rounds", measuring_s=saved["configuration"]["rounds"][
+        "measuring_s"], server_start_s=saved["configuration"]["rounds"]["server_start_s"])
+    assert run.topology == saved["environment"]["cluster"] and "cluster" not in run.environment
+    assert run.configuration["rounds"] == {key: value for key, value in saved["configuration"]["rounds"].items()
+                                           if key not in ("stopped_by", "measuring_s", "server_start_s")}
+    again = json.loads(json.dumps(run.to_dict()))
+    assert again["format_version"] == FORMAT_VERSION
+    assert again["rounds_outcome"]["stopped_by"] == "rounds" and again["topology"] == saved["environment"]["cluster"]
+    assert "stopped_by" not in again["configuration"]["rounds"] and "cluster" not in again["environment"]
+    assert RunResult.from_dict(again) == run
+    assert json.loads(VERSION_2.read_text()) == saved  # loading left the file's own data as it was
+
+
+def test_a_version_1_file_has_no_outcome_and_no_topology():
+    """Before rounds were recorded, a file says nothing of how they ended: both fields are None."""
+    run = load(REFERENCE)
+    assert run.rounds_outcome is None and run.topology is None

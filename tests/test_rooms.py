@@ -7,8 +7,8 @@ server's lifecycle.
 import pytest
 from websockets.sync.client import connect
 
-from pingpong.kit.raw_tcp import BlockingConnection
 from pingpong.harness.settings.cell import CellSettings
+from pingpong.kit.raw_tcp import BlockingConnection
 from tests.conftest import RAW_TCP_SERVERS, WEBSOCKET_SERVERS
 
 QUIET_S = 0.3
@@ -94,8 +94,8 @@ def test_raw_tcp_floor_refuses_websocket_peers(server, shared_servers):
 def test_relay_check_catches_a_late_leak_into_another_room(tmp_path):
     """A copy that reaches another room 0.2 s after the relay fails verification, naming C and the message."""
     from pingpong.harness.measure import probe
-    from pingpong.harness.system import processes
     from pingpong.harness.settings.manifest import resolve_command
+    from pingpong.harness.system import processes
     from tests.conftest import ROOT, by_name
 
     port = processes.free_port()

@@ -10,11 +10,12 @@ from pathlib import Path
 import pytest
 
 from pingpong.harness.measure import engine, rounds
+from pingpong.harness.measure.boundary import Outcome, failed
+from pingpong.harness.measure.rounds import Unit, estimated_round_s, next_step, plan_extra_rounds, predicted_precision
+from pingpong.harness.results.files import ResultPaths
+from pingpong.harness.results.records import Attempt, Cell, RunResult
 from pingpong.harness.settings import round_policy
 from pingpong.harness.settings.configuration import RunConfiguration
-from pingpong.harness.results.records import Attempt, Cell, RunResult
-from pingpong.harness.results.files import ResultPaths
-from pingpong.harness.measure.rounds import Unit, estimated_round_s, next_step, plan_extra_rounds, predicted_precision
 from pingpong.harness.settings.round_policy import RoundPolicy
 from tests.test_orchestration_logic import SETTINGS, implementation
 
@@ -31,26 +32,22 @@ class FakeClock:
 
 
 @dataclass
-class FakeProcess:
-    pid: int
-    returncode: int | None = None
-
-    @property
-    def popen(self):
-        return self
-
-    def poll(self):
-        return self.returncode
-
-    def stderr_tail(self, lines):
-        return ""
-
-
-@dataclass
 class FakeServer:
+    """A ServerHandle (measure/measurer.py) that never exits."""
+
     name: str
-    process: FakeProcess
-    problem: dict | None = None
+    pid: int
+    problem: Outcome | None = None
+    runtime: str | None = None
+
+    def alive(self):
+        return True
+
+    def exit_code(self):
+        return None
+
+    def stderr_tail(self):
+        return ""
 
 
 @dataclass
@@ -71,18 +68,18 @@ class FakeMeasurer:
         self.upcoming.append((server.name, upcoming))
         self.clock.now += 0.5
         self.starts.append((server.name, len(self.order)))
-        problem = dict(status="not-ready", reason="never answered") if server.name in self.not_ready else None
-        return FakeServer(server.name, FakeProcess(1000 + len(self.starts)), problem)
+        problem = failed("not-ready", "never answered") if server.name in self.not_ready else None
+        return FakeServer(server.name, 1000 + len(self.starts), problem)
 
     def attempt_on(self, started, client, settings, round_number):
         self.order.append((round_number, started.name, client.name))
         if started.problem:
-            return Attempt(repeat=round_number, status=started.problem["status"],
-                           reason=started.problem["reason"], started_at="t", server_pid=started.process.pid)
+            return Attempt(repeat=round_number, status=started.problem.status,
+                           reason=started.problem.reason, started_at="t", server_pid=started.pid)
         self.clock.now += self.attempt_s_in_round.get(round_number, 1.0)
         rate = 1000 * (1 + self.generator.gauss(0, self.spread.get(client.name, 0.001)))
         return Attempt(repeat=round_number, status="ok", reason=None, started_at="t", roundtrips=int(rate),
-                       elapsed_s=1.0, roundtrips_per_s=rate, server_pid=started.process.pid)
+                       elapsed_s=1.0, roundtrips_per_s=rate, server_pid=started.pid)
 
     def stop(self, started):
         return 0
@@ -143,7 +140,8 @@ def test_one_server_process_per_server_and_round_serves_every_client_in_shuffled
     for round_number in (1, 2, 3, 4):  # each server's clients follow its start, together
         servers_in_order = [s for r, s, c in measurer.order if r == round_number]
         assert servers_in_order in (["s1"] * 3 + ["s2"] * 3, ["s2"] * 3 + ["s1"] * 3)
-    assert run.configuration["rounds"]["seed"] == 11 and run.configuration["rounds"]["stopped_by"] == "rounds"
+    assert run.configuration["rounds"]["seed"] == 11 and run.rounds_outcome.stopped_by == "rounds"
+    assert not {"stopped_by", "measuring_s", "server_start_s"} & set(run.configuration["rounds"])  # settings stay
     assert paths.json.exists() and paths.latest_markdown.exists()
     assert {a.server_exit_code for cell in run.cells for a in cell.attempts} == {0}
 
@@ -156,7 +154,7 @@ def test_only_imprecise_cells_get_more_rounds_until_precise_or_max_rounds(tmp_pa
     assert rounds_of[("s1", "c3")] == rounds_of[("s2", "c3")] == 12  # 20% noise: never within ±3%
     later = [(s, c) for r, s, c in measurer.order if r > 6]
     assert set(later) == {("s1", "c3"), ("s2", "c3")}
-    assert run.configuration["rounds"]["stopped_by"] == "max-rounds"
+    assert run.rounds_outcome.stopped_by == "max-rounds"
 
 
 def test_the_budget_stops_extra_rounds_but_never_the_minimum(tmp_path):
@@ -164,7 +162,7 @@ def test_the_budget_stops_extra_rounds_but_never_the_minimum(tmp_path):
     run, measurer, clock, _ = run_engine(tmp_path, policy, {"c1": 0.2, "c2": 0.2, "c3": 0.2})
     assert all(len(cell.attempts) >= 6 for cell in run.cells)  # 6 rounds x 6 cells = 36 s + 6 starts
     assert clock.now <= 45.0 + 1e-9
-    assert run.configuration["rounds"]["stopped_by"] == "budget"
+    assert run.rounds_outcome.stopped_by == "budget"
     tight = RoundPolicy(min_rounds=6, max_rounds=50, precision=0.03, budget_s=5.0, seed=1)
     run, _, clock, _ = run_engine(tmp_path / "tight", tight, {"c1": 0.2})
     assert all(len(cell.attempts) == 6 for cell in run.cells) and clock.now > 5.0
@@ -234,7 +232,7 @@ def test_a_budget_too_small_for_a_whole_block_buys_no_extra_round(tmp_path):
     policy = RoundPolicy(min_rounds=6, max_rounds=20, precision=0.03, budget_s=44.5, seed=1)
     run, measurer, clock, _ = run_engine(tmp_path, policy, {"c1": 0.2, "c2": 0.2, "c3": 0.2})
     assert {len(cell.attempts) for cell in run.cells} == {6}
-    assert run.configuration["rounds"]["stopped_by"] == "budget"
+    assert run.rounds_outcome.stopped_by == "budget"
     roomy = RoundPolicy(min_rounds=6, max_rounds=20, precision=0.03, budget_s=52.0, seed=1)
     run, _, clock, _ = run_engine(tmp_path / "roomy", roomy, {"c1": 0.2, "c2": 0.2, "c3": 0.2})
     counts = sorted(len(cell.attempts) for cell in run.cells)
@@ -250,7 +248,7 @@ def test_a_block_whose_last_round_no_longer_fits_finishes_it_for_the_units_that_
     run, measurer, clock, _ = run_engine(tmp_path, policy, {"c1": 0.2, "c2": 0.2, "c3": 0.2},
                                          attempt_s_in_round={7: 1.5, 8: 1.5})
     assert sorted(len(cell.attempts) for cell in run.cells) == [7, 7, 7, 7, 8, 8]
-    assert clock.now <= 56.0 and run.configuration["rounds"]["stopped_by"] == "budget"
+    assert clock.now <= 56.0 and run.rounds_outcome.stopped_by == "budget"
     assert len([order for order in measurer.order if order[0] == 8]) == 2
 
 

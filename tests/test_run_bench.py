@@ -51,6 +51,9 @@ def test_sub_matrix_writes_json_and_markdown(tmp_path):
     assert saved["cells"] == printed["cells"]
     assert saved["format_version"] == FORMAT_VERSION
     assert saved["configuration"]["repeat"] == 2 and saved["configuration"]["pinned"] is True
+    # what the run learned is beside its settings: why and when its rounds stopped; no topology on one machine
+    assert saved["rounds_outcome"]["stopped_by"] == "rounds" and saved["rounds_outcome"]["measuring_s"] > 0
+    assert "stopped_by" not in saved["configuration"]["rounds"] and saved["topology"] is None
     for key in ("cpu_model", "kernel", "python", "node", "suite_commit", "python_packages", "node_packages"):
         assert saved["environment"][key], key
     assert saved["command_line"][1:3] == ["run_bench.py", "--servers"]

@@ -24,10 +24,10 @@ def test_colours_run_from_dark_purple_to_yellow():
 
 
 def test_the_png_heat_map_of_two_close_cells_uses_the_minimum_span():
-    from pingpong.harness.report.plots import figure_heatmap
     from pingpong.harness.analysis.summary import summarize_run
-    from tests.test_render import CONFIG, ok
+    from pingpong.harness.report.plots import figure_heatmap
     from pingpong.harness.results.records import Cell, RunResult
+    from tests.test_render import CONFIG, ok
 
     run = RunResult(started_at="t", command_line=[], configuration=CONFIG, environment={}, implementations={},
                     cells=[Cell("a", "c", attempts=[ok(1, 1000)]), Cell("b", "c", attempts=[ok(1, 1100)])])

@@ -12,13 +12,12 @@ from pathlib import Path
 import pytest
 
 from pingpong.contract import EVENTS_FD_ENV, GO_LINE, START_FD_ENV
-from pingpong.harness.measure import engine
-from pingpong.harness.system import kernel_signals, processes
+from pingpong.harness.measure.clients_ahead import START_GATE_FEATURE, can_start_ahead, wait_until_armed
+from pingpong.harness.measure.local import LocalMeasurer, run_attempt_on
+from pingpong.harness.measure.server import start_server
+from pingpong.harness.settings.cell import CellSettings, cpus_for
 from pingpong.harness.settings.manifest import resolve_command
-from pingpong.harness.measure.runner import (START_GATE_FEATURE, can_start_ahead, run_attempt_on, start_server,
-                                             wait_until_armed)
-from pingpong.harness.settings.cell import cpus_for
-from pingpong.harness.settings.cell import CellSettings
+from pingpong.harness.system import kernel_signals, processes
 from tests.conftest import ROOT, by_name
 
 SETTINGS = CellSettings(duration_s=0.3, warmup_s=0.1, loop="auto", compression="default", payload_size=4,
@@ -159,7 +158,7 @@ def test_a_client_started_for_an_attempt_that_does_not_come_is_stopped(tmp_path)
         again = start_server(by_name("server", "websockets"), SETTINGS, ROOT, tmp_path / "again", server_cpus,
                              [(clients[0], SETTINGS, 2)])
         [waiting] = again.waiting
-        engine.Measurer().stop(again)
+        LocalMeasurer().stop(again)
         assert waiting.process.popen.poll() is not None and again.waiting == []
     finally:
         started.discard_waiting()
@@ -192,8 +191,8 @@ def test_a_client_that_cannot_load_fails_its_attempt_with_the_reason(tmp_path):
 def test_the_engine_hands_each_server_its_clients_in_order_unless_told_not_to(tmp_path):
     """With spawn_ahead (the default) every server start gets the attempts to come, in the order they run; with
     --no-spawn-ahead none."""
-    from tests.test_rounds import run_engine
     from pingpong.harness.settings.round_policy import RoundPolicy
+    from tests.test_rounds import run_engine
 
     for spawn_ahead in (True, False):
         policy = RoundPolicy(min_rounds=2, max_rounds=2, precision=None, budget_s=None, seed=3,
@@ -224,4 +223,4 @@ def test_a_client_waiting_for_a_server_that_fails_its_checks_is_stopped(tmp_path
         assert attempt.status == "verification-failed"
         assert waiting.process.popen.poll() is not None and (waiting.events_fd, waiting.gate_fd) == (None, None)
     finally:
-        engine.Measurer().stop(started)
+        LocalMeasurer().stop(started)

@@ -9,11 +9,11 @@ import time
 import pytest
 
 from pingpong.contract import EVENTS_FD_ENV, GO_FD_ENV, GO_LINE
-from pingpong.harness.results.histograms import latency_summary, merge
-from pingpong.harness.settings.manifest import resolve_command
-from pingpong.harness.measure.runner import run_attempt_on
-from pingpong.harness.settings.cell import CellSettings
+from pingpong.harness.measure.local import run_attempt_on
 from pingpong.harness.measure.start_barrier import StartBarrier, window_spread
+from pingpong.harness.results.histograms import latency_summary, merge
+from pingpong.harness.settings.cell import CellSettings
+from pingpong.harness.settings.manifest import resolve_command
 from tests.conftest import ROOT, by_name
 
 SETTINGS = CellSettings(duration_s=1.0, warmup_s=0.2, loop="auto", compression="default", payload_size=4,

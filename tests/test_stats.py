@@ -6,8 +6,8 @@ import random
 import pytest
 
 from pingpong.harness.analysis.stats import (HIGH, LOW, NOISY_CV, ORDER_STATISTIC, QUOTIENT, RANGE, interval_label,
-                                    median_interval, order_statistic_rank, order_statistic_ranks, paired_ratio,
-                                    ratio_of_medians, summarize)
+                                             median_interval, order_statistic_rank, order_statistic_ranks, paired_ratio,
+                                             ratio_of_medians, summarize)
 
 
 def test_summary_of_fixed_values():

@@ -1,10 +1,10 @@
 """The terminal report: rates only with one-character marks, aligned, within 120 columns; the plan line."""
 
+from pingpong.harness.analysis.summary import summarize_run
 from pingpong.harness.measure.progress import plan_line
+from pingpong.harness.report.terminal import format_short, render_plain, terminal_report
 from pingpong.harness.results.records import Cell, RunResult, load
 from pingpong.harness.settings.round_policy import RoundPolicy
-from pingpong.harness.analysis.summary import summarize_run
-from pingpong.harness.report.terminal import format_short, render_plain, terminal_report
 from tests.conftest import ROOT
 from tests.test_render import CONFIG, sample_run
 

@@ -38,9 +38,9 @@ def test_a_tls_server_refuses_plain_websocket_clients(tmp_path):
     """The probe's plain ws:// handshake cannot reach a server started with a certificate: TLS is really on."""
     from pathlib import Path
 
-    from pingpong.harness.system import processes
     from pingpong.harness.measure import probe
     from pingpong.harness.settings.manifest import resolve_command
+    from pingpong.harness.system import processes
     from pingpong.kit.tls import make_tls_files
     from tests.conftest import ROOT, by_name
 

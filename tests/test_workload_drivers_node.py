@@ -17,9 +17,9 @@ import uuid
 import pytest
 
 from pingpong.harness.results import histograms
-from pingpong.harness.system import processes
-from pingpong.harness.settings.manifest import resolve_command
 from pingpong.harness.settings.cell import CellSettings
+from pingpong.harness.settings.manifest import resolve_command
+from pingpong.harness.system import processes
 from tests.conftest import ROOT, by_name
 
 SETTINGS = CellSettings(duration_s=0.3, warmup_s=0.1, loop="auto", compression="default", payload_size=4,
@@ -219,7 +219,7 @@ def test_broadcast_sender_refuses_an_echo_to_itself(shared_servers):
 def room_url_unverified(shared_servers, server: str) -> str:
     """A room on a test server that fails relay verification on purpose (it must still have started)."""
     started = shared_servers.get(by_name("server", server), SETTINGS)
-    assert started.problem is None or started.problem["status"] == "verification-failed", started.problem
+    assert started.problem is None or started.problem.status == "verification-failed", started.problem
     return f"{started.base_url}/{uuid.uuid4().hex[:12]}"
 
 

@@ -5,13 +5,13 @@ import socket
 
 import pytest
 
-from pingpong.harness.system import cpu, listeners
-from pingpong.harness.results import histograms
 from pingpong.harness.analysis import workload_figures
+from pingpong.harness.measure.attempt_plan import ClientShare, client_command, client_shares
 from pingpong.harness.report import workloads as workload_report
-from pingpong.harness.measure.runner import ClientShare, client_command, client_shares
+from pingpong.harness.results import histograms
 from pingpong.harness.settings.cell import CellSettings
 from pingpong.harness.settings.manifest import load_manifest
+from pingpong.harness.system import cpu, listeners
 
 
 def sender(send_ns, first_ns, last_ns, window_first=1, window_count=2, receivers=2, elapsed_s=0.5):

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import re
 
-from pingpong.harness.results.histograms import encode_value_counts
-from pingpong.harness.report.html import render_html
-from pingpong.harness.report.render import Headline
-from pingpong.harness.results.records import Attempt, Cell, RunResult, load
 from pingpong.harness.analysis.summary import summarize_run
+from pingpong.harness.report.formatting import Headline
+from pingpong.harness.report.html import render_html
 from pingpong.harness.report.terminal import render_plain, terminal_report
 from pingpong.harness.report.workloads import cell_figures, sweep_sections
+from pingpong.harness.results.histograms import encode_value_counts
+from pingpong.harness.results.records import Attempt, Cell, RunResult, load
 from tests.conftest import ROOT
 
 REFERENCE = ROOT / "results" / "reference" / "2026-11-21-default-matrix.json"

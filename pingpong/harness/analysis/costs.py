@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pingpong.harness.results.records import Cell, RunResult
 from pingpong.harness.analysis.stats import Ratio, paired_ratio
 from pingpong.harness.analysis.summary import cpu_us_per_roundtrip
+from pingpong.harness.results.records import Cell, RunResult
 
 REFERENCE_PEER_RUNTIME = "native"  # each side's floor is measured against the C floor on the other side
 

@@ -11,11 +11,11 @@ import statistics
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from pingpong.harness.analysis import anomalies, workload_figures
-from pingpong.harness.results import histograms
 from pingpong.contract import DEFAULT_PAYLOAD_SIZE
-from pingpong.harness.results.records import Cell, RunResult
+from pingpong.harness.analysis import anomalies, workload_figures
 from pingpong.harness.analysis.stats import RATE_DISTURBED_SIDE, Summary, summarize
+from pingpong.harness.results import histograms
+from pingpong.harness.results.records import Cell, RunResult
 from pingpong.harness.settings.cell import DEFAULT_SATURATION_P99_MS
 
 SATURATED_UTILIZATION = 0.8  # a side using >= 80% of one CPU over the window is treated as the bottleneck

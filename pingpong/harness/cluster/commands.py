@@ -27,9 +27,9 @@ import sys
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from pingpong.harness.system import guardian, processes
 from pingpong.harness.settings.catalog import PROJECT_ROOT
 from pingpong.harness.settings.usage import UsageError
+from pingpong.harness.system import guardian, processes
 
 DEFAULT_PORT = 8786
 ROLES = ("server", "client")

@@ -6,7 +6,7 @@ clients), and the client processes of each attempt. It measures what can only be
 - a server's CPU (its process tree) and its host's kernel TCP counters, sampled every SAMPLE_INTERVAL_S from just
   before the clients' go until they are done; the orchestrator interpolates both at the window's edges, which the
   client host forwards on its own wall clock (translated with the measured clock offsets: cluster_figures.py);
-- the clients' CPU, counters and sockets at their window's edges, exactly as a local run does (runner.WindowWatcher);
+- the clients' CPU, counters and sockets at their window's edges, exactly as a local run does (window.WindowWatcher);
 - readiness, the room probe and the relay verification, from the client's host over the real path.
 
 Nothing here outlives the run. The orchestrator renews a lease every few seconds; when it stops renewing (it was
@@ -35,14 +35,17 @@ from pathlib import Path
 from typing import Any
 
 from pingpong.contract import EVENTS_FD_ENV, GO_FD_ENV
-from pingpong.harness.system import cpu, guardian, kernel_signals, listeners, processes
 from pingpong.harness.measure import probe
-from pingpong.harness.settings.catalog import PROJECT_ROOT
-from pingpong.harness.settings.manifest import Implementation
-from pingpong.harness.measure.runner import (STDERR_TAIL_LINES, ClientShare, WindowWatcher, client_command,
-                                             launch_server, process_environment)
-from pingpong.harness.settings.cell import CellSettings
+from pingpong.harness.measure.attempt_plan import (STDERR_TAIL_LINES, ClientShare, client_command, process_environment,
+                                                   window_processes)
+from pingpong.harness.measure.boundary import ClientRun
+from pingpong.harness.measure.server import launch_server
 from pingpong.harness.measure.start_barrier import StartBarrier
+from pingpong.harness.measure.window import WindowWatcher
+from pingpong.harness.settings.catalog import PROJECT_ROOT
+from pingpong.harness.settings.cell import CellSettings
+from pingpong.harness.settings.manifest import Implementation
+from pingpong.harness.system import cpu, guardian, kernel_signals, listeners, processes
 
 # One worker process may hold several agents (one per orchestrator that came by). They share the process's guardian,
 # so an agent stops it only when no other agent has processes running, and never while one is starting a process.
@@ -72,8 +75,9 @@ def host_fingerprint(project_root: Path = PROJECT_ROOT) -> dict[str, Any]:
     """What must match between the orchestrator and every worker: the checkout's commit (and whether it has local
     changes, by a digest of them), the Python and Node.js versions, and the installed versions of every pinned Python
     package and every npm package the lock file lists."""
-    from pingpong.harness.settings.environment import runtime_version, suite_commit
     import hashlib
+
+    from pingpong.harness.settings.environment import runtime_version, suite_commit
     commit, dirty = suite_commit(project_root)
     changes = None
     if dirty:
@@ -195,23 +199,23 @@ class _ClientRun:
         finally:
             os.close(write_fd)
             self.barrier.close_read_ends()
-        window_processes = 1 if settings.workload == "broadcast" else sum(share.pairs > 0 for share in shares)
         self.window = WindowWatcher(read_fd, None, [c.pid for c in self.clients], int(url.rsplit(":", 1)[1]),
                                     settings, work_dir, on_ready=self.barrier.arrived,
-                                    window_processes=window_processes)
+                                    window_processes=window_processes(settings, shares))
 
     def wait_ready(self, timeout_s: float) -> dict[str, Any] | None:
-        """None once every process here is connected and waiting for the go; else why not."""
+        """None once every process here is connected and waiting for the go; else why not: {"ended": ClientRun}
+        (its JSON mapping, boundary.py), or {"timeout": {"ready", "processes", "tails"}}."""
         deadline = time.monotonic() + timeout_s
         while self.barrier.ready < len(self.clients):
             ended = [index for index, c in enumerate(self.clients) if c.popen.poll() is not None]
             if ended:
                 self.barrier.abort()
-                return {"ended": ended[0], **self._process_result(ended[0])}
+                return {"ended": self._client_run(ended[0]).to_dict()}
             if time.monotonic() >= deadline:
                 self.barrier.abort()
-                return {"timeout": True, "ready": self.barrier.ready, "processes": len(self.clients),
-                        "tails": [c.stderr_tail(STDERR_TAIL_LINES) for c in self.clients]}
+                return {"timeout": {"ready": self.barrier.ready, "processes": len(self.clients),
+                                    "tails": [c.stderr_tail(STDERR_TAIL_LINES) for c in self.clients]}}
             time.sleep(0.01)
         return None
 
@@ -219,7 +223,8 @@ class _ClientRun:
         self.barrier.arrived()
 
     def finish(self, timeout_s: float) -> dict[str, Any]:
-        """Wait for every process (stopping all of them past timeout_s) and return their reports and the window."""
+        """Wait for every process (stopping all of them past timeout_s): {"timed_out": index or None, "processes":
+        [ClientRun], "window": WindowSamples}, each in its JSON mapping (boundary.py), indexed on this host."""
         deadline = time.monotonic() + timeout_s
         timed_out = None
         for index, client in enumerate(self.clients):
@@ -230,20 +235,14 @@ class _ClientRun:
                 break
         self.stop()
         self.window.join()
-        window = self.window
         return {"timed_out": timed_out,
-                "processes": [self._process_result(index) for index in range(len(self.clients))],
-                "window": {"client_cpu_s": window.client_cpu_s, "wall_s": window.wall_s,
-                           "start_wall_ns": window.start_wall_ns, "end_wall_ns": window.end_wall_ns,
-                           "tcp_counters": window.tcp_counters, "sockets": (window.sockets or {}).get("client"),
-                           "spread": window.spread, "sampling_s": window.sampling_s,
-                           "client_minor_faults": window.client_minor_faults,
-                           "cpu_source": window.cpu_source.name}}
+                "processes": [self._client_run(index).to_dict() for index in range(len(self.clients))],
+                "window": self.window.samples().to_dict()}
 
-    def _process_result(self, index: int) -> dict[str, Any]:
+    def _client_run(self, index: int) -> ClientRun:
         client = self.clients[index]
-        return {"pid": client.pid, "code": client.popen.poll(), "stdout": client.stdout_text(),
-                "stderr_tail": client.stderr_tail(STDERR_TAIL_LINES)}
+        return ClientRun(index, client.pid, client.popen.poll(), client.stdout_text(),
+                         client.stderr_tail(STDERR_TAIL_LINES))
 
     def stop(self) -> None:
         self.barrier.abort()

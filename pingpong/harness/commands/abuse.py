@@ -23,10 +23,10 @@ from pathlib import Path
 from websockets.sync.client import connect
 
 from pingpong.harness.measure import probe
-from pingpong.harness.system import processes
 from pingpong.harness.settings.manifest import load_manifest, resolve_command
+from pingpong.harness.system import processes
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]  # the checkout: pingpong/harness/commands/abuse.py
 PHASE_S = 1.0  # the pair is counted for this long before and after each abuse
 FLOOD_S = 2.0
 FLOOD_MAX_BYTES = 64 * 2**20

@@ -8,19 +8,20 @@ import sys
 import tempfile
 from pathlib import Path
 
-
 from pingpong import SUITE_VERSION
-from pingpong.harness.commands import abuse, compare, diagnose, run as matrix, report
 from pingpong.harness.cluster import commands as cluster_commands
-from pingpong.harness.settings.catalog import (DEFAULT_MANIFEST, PROJECT_ROOT, load_manifests, nothing_runnable,
-                                      render_listing, select)
-from pingpong.harness.settings.configuration import (DEFAULT_MATRIX_DURATION_S, DEFAULT_MATRIX_WARMUP_S, add_measuring_options,
-                                            add_package_options, add_round_options, build_configuration,
-                                            check_options, with_package_environments, with_tls_files)
-from pingpong.harness.settings.manifest import ManifestError
-from pingpong.harness.system.stop_signals import stop_signals_raise_interrupt
+from pingpong.harness.commands import abuse, compare, diagnose, report
+from pingpong.harness.commands import run as matrix
 from pingpong.harness.results.files import DEFAULT_RESULTS_DIR, prepare_results_dir
+from pingpong.harness.settings.catalog import (DEFAULT_MANIFEST, PROJECT_ROOT, load_manifests, nothing_runnable,
+                                               render_listing, select)
+from pingpong.harness.settings.configuration import (DEFAULT_MATRIX_DURATION_S, DEFAULT_MATRIX_WARMUP_S,
+                                                     ResolvedOptions, add_measuring_options, add_package_options,
+                                                     add_round_options, build_configuration, resolve_options,
+                                                     with_package_environments, with_tls_files)
+from pingpong.harness.settings.manifest import ManifestError
 from pingpong.harness.settings.usage import OneLineArgumentParser, UsageError
+from pingpong.harness.system.stop_signals import stop_signals_raise_interrupt
 
 EXIT_OK, EXIT_USAGE = 0, 2
 COMMANDS = ("run", "list", "report", "diagnose", "compare", "abuse", "cluster-certs", "cluster")
@@ -59,32 +60,35 @@ def run(argv: list[str] | None) -> int:
     if options.command == "report":
         return report.run(options)
     if options.command == "cluster-certs":
-        from pingpong.harness.cluster.measurer import make_certificates
+        from pingpong.harness.cluster.connection import make_certificates
         written = make_certificates(options.folder)
         print("\n".join(str(path) for path in written))
         return EXIT_OK
     if options.command == "cluster":
         return cluster_commands.run(options)
-    if options.command == "run":
-        check_options(options)
-    options.manifest = options.manifest or [DEFAULT_MANIFEST]
-    implementations = load_manifests(options.manifest)
-    if options.command == "list" or options.list:
+    if options.command == "list":
+        print(render_listing(load_manifests(options.manifest or [DEFAULT_MANIFEST]), options.format))
+        return EXIT_OK
+    resolved = resolve_options(options)  # run: its options checked before any manifest is read
+    implementations = load_manifests(list(resolved.manifests))
+    if options.list:
         print(render_listing(implementations, options.format))
         return EXIT_OK
-    return measure_matrix(options, command_line, implementations)
+    return measure_matrix(options, resolved, command_line, implementations)
 
 
-def measure_matrix(options: argparse.Namespace, command_line: list[str], implementations) -> int:
-    """Resolve the settings once, then measure the matrix (once, or once per sweep point)."""
+def measure_matrix(options: argparse.Namespace, resolved: ResolvedOptions, command_line: list[str],
+                   implementations) -> int:
+    """The settings resolved into the run's configuration, then the matrix measured (once, or once per sweep
+    point). options: what selects the servers and clients, and --cluster's connection."""
     servers = select(implementations, "server", options.servers, options.exclude)
     clients = select(implementations, "client", options.clients, options.exclude)
-    configuration = build_configuration(options, command_line, implementations, servers, clients)
+    configuration = build_configuration(resolved, command_line, implementations, servers, clients)
     # skip_reason asks only whether TLS is on, so the files are made later (settings_at names them as planned)
     problem = nothing_runnable(servers, clients, [configuration.settings_at(point) for point in configuration.points])
     if problem:  # before any file is written: latest.json stays the last real run (diagnose's baseline)
         raise UsageError(problem)
-    prepare_results_dir(options.results_dir)
+    prepare_results_dir(configuration.results_dir)
     configuration = with_package_environments(configuration)
     if options.cluster:
         return measure_on_cluster(options, configuration, implementations)
@@ -105,10 +109,9 @@ def measure_on_cluster(options: argparse.Namespace, configuration, implementatio
         topology = connected.topology()
         topology["floor"] = cluster.measure_floor(measurer, implementations,
                                                   configuration.settings_at(configuration.points[0]))
-        measurer.topology = topology
         cluster.log(f"{len(topology['hosts'])} hosts, link {topology['link']}, raw-TCP floor across it: "
                     f"{topology['floor'].get('p50_us', topology['floor'].get('error'))} µs p50")
-        return matrix.run_points(configuration, measurer)
+        return matrix.run_points(configuration, measurer, topology)
     finally:
         connected.close()
 

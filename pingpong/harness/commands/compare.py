@@ -17,10 +17,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from pingpong.harness.report.render import axes, rate_unit, format_rate, format_ratio, interval_legend, usual_label
-from pingpong.harness.results.records import RunResult, load
 from pingpong.harness.analysis.stats import Ratio, median_with_interval, order_statistic_rank, ratio_of_medians
 from pingpong.harness.analysis.summary import workload_kind
+from pingpong.harness.report.formatting import axes, format_rate, format_ratio, interval_legend, rate_unit, usual_label
+from pingpong.harness.results.records import RunResult, load
 from pingpong.harness.settings.usage import UsageError
 
 # Settings compared between the two runs: a difference is shown, since it may explain the ratios.

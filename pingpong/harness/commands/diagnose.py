@@ -21,22 +21,22 @@ from pathlib import Path
 from typing import Any
 
 from pingpong.harness.analysis import anomalies
-from pingpong.harness.results import histograms
-from pingpong.harness.report import render
-from pingpong.harness.settings.catalog import DEFAULT_MANIFEST, PROJECT_ROOT, find, load_manifests, skip_reason
-from pingpong.harness.settings.configuration import (RunConfiguration, add_measuring_options, add_package_options,
-                                            build_configuration, check_options, with_package_environments,
-                                            with_tls_files)
-from pingpong.harness.settings.environment import describe_environment
-from pingpong.harness.settings.manifest import Implementation
-from pingpong.harness.results.records import Cell, load, write_atomically
-from pingpong.harness.results.files import DEFAULT_RESULTS_DIR, prepare_results_dir
-from pingpong.harness.measure.runner import run_attempt
-from pingpong.harness.settings.cell import CellSettings
 from pingpong.harness.analysis.stats import Ratio, paired_ratio
 from pingpong.harness.analysis.summary import summarize_cell, summarize_run
-from pingpong.harness.system.syscall_trace import STRACE_MISSING, strace_path
+from pingpong.harness.measure.local import run_attempt
+from pingpong.harness.report import formatting
+from pingpong.harness.results import histograms
+from pingpong.harness.results.files import DEFAULT_RESULTS_DIR, prepare_results_dir
+from pingpong.harness.results.records import Cell, load, write_atomically
+from pingpong.harness.settings.catalog import PROJECT_ROOT, find, load_manifests, skip_reason
+from pingpong.harness.settings.cell import CellSettings
+from pingpong.harness.settings.configuration import (RunConfiguration, add_measuring_options, add_package_options,
+                                                     build_configuration, resolve_options, with_package_environments,
+                                                     with_tls_files)
+from pingpong.harness.settings.environment import describe_environment
+from pingpong.harness.settings.manifest import Implementation
 from pingpong.harness.settings.usage import UsageError
+from pingpong.harness.system.syscall_trace import STRACE_MISSING, strace_path
 
 EXIT_OK, EXIT_BASELINE_FAILED, EXIT_USAGE = 0, 1, 2
 MOVES = 1.5  # a switch "moves" the rate when the ratio is at least this far from 1 and its interval excludes 1
@@ -75,12 +75,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(options: argparse.Namespace, command_line: list[str]) -> int:
-    check_options(options)
-    options.manifest = options.manifest or [DEFAULT_MANIFEST]
-    implementations = load_manifests(options.manifest)
+    resolved = resolve_options(options)
+    implementations = load_manifests(list(resolved.manifests))
     server = find(implementations, "server", options.server)
     client = find(implementations, "client", options.client)
-    configuration = build_configuration(options, command_line, implementations, [server], [client])
+    configuration = build_configuration(resolved, command_line, implementations, [server], [client])
     if len(configuration.points) != 1:
         raise UsageError("diagnose measures one cell with one setting each: its A/B switches are its comparisons "
                          "(give one --payload-size, --payload-kind, --pairs, --loop, --compression, --tls)")
@@ -105,15 +104,15 @@ def diagnose_cell(options: argparse.Namespace, configuration: RunConfiguration, 
             raise UsageError(f"unknown or inapplicable switch {', '.join(unknown)}; for this cell: "
                              f"{', '.join(s.name for s in switches)}")
         switches = [s for s in switches if s.name in wanted]
-    prepare_results_dir(options.results_dir)
+    prepare_results_dir(configuration.results_dir)
     configuration = with_package_environments(configuration)
     package_fields = {"python_executable": configuration.settings.python_executable,
                       "node_modules": configuration.settings.node_modules}
     package_record = configuration.package_environments
     baseline = replace(baseline, **package_fields)
     switches = [replace(s, settings=replace(s.settings, **package_fields)) for s in switches]
-    reference = load_reference(options.reference, options.results_dir, server.name, client.name)
-    cells = measure_variants(server, client, baseline, switches, options.repeat)
+    reference = load_reference(options.reference, configuration.results_dir, server.name, client.name)
+    cells = measure_variants(server, client, baseline, switches, configuration.repeat)
     traces: dict[str, Any] = {}
     if not options.no_strace:
         traces["baseline"] = trace_syscalls(server, client, baseline)
@@ -123,7 +122,7 @@ def diagnose_cell(options: argparse.Namespace, configuration: RunConfiguration, 
     report = build_report(server.name, client.name, baseline, switches, cells, traces, reference,
                           {"server": server.runtime, "client": client.runtime})
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H-%M-%SZ")
-    base = options.results_dir / f"diagnose-{server.name}-{client.name}-{stamp}"
+    base = configuration.results_dir / f"diagnose-{server.name}-{client.name}-{stamp}"
     document = {"format_version": DIAGNOSE_FORMAT_VERSION, "kind": "diagnose", "server": server.name,
                 "client": client.name, "baseline_settings": asdict(baseline),
                 "switches": {s.name: {"description": s.description, "settings": asdict(s.settings),
@@ -137,7 +136,7 @@ def diagnose_cell(options: argparse.Namespace, configuration: RunConfiguration, 
     markdown = render_report(report)
     write_atomically(base.with_suffix(".json"), json.dumps(document, indent=1, default=str))
     write_atomically(base.with_suffix(".md"), markdown)
-    print(json.dumps(report_json(report), indent=1) if options.format == "json" else markdown.rstrip("\n"))
+    print(json.dumps(report_json(report), indent=1) if configuration.output_format == "json" else markdown.rstrip("\n"))
     print(f"diagnosis: {base}.json and {base}.md", file=sys.stderr)
     return EXIT_OK if report["baseline"].measured else EXIT_BASELINE_FAILED
 
@@ -384,8 +383,8 @@ def render_report(report: dict[str, Any]) -> str:
     lines += ["", "## Baseline", ""]
     if baseline.measured:
         rates = baseline.roundtrips_per_s
-        lines.append(f"- {render.matrix_cell_text(baseline)} roundtrips/s (median of {rates.n}, "
-                     f"{render.format_rate(rates.minimum)}–{render.format_rate(rates.maximum)})")
+        lines.append(f"- {formatting.matrix_cell_text(baseline)} roundtrips/s (median of {rates.n}, "
+                     f"{formatting.format_rate(rates.minimum)}–{formatting.format_rate(rates.maximum)})")
         context = report.get("context") or {}
         if context.get("expected_roundtrips_per_s"):
             lines.append(f"- the reference matrix expected {context['expected_roundtrips_per_s']:,.0f}/s from this "
@@ -395,12 +394,12 @@ def render_report(report: dict[str, Any]) -> str:
             utilization = baseline.cpu(side).utilization
             median_key = "server_cpu_row_median" if side == "server" else "client_cpu_column_median"
             reference = context.get(median_key)
-            lines.append(f"- {side}: {render._number(cpu, '{:.1f}')} µs CPU per roundtrip"
+            lines.append(f"- {side}: {formatting.format_optional(cpu, '{:.1f}')} µs CPU per roundtrip"
                          + (f" ({cpu / reference:.1f}× the reference {'row' if side == 'server' else 'column'} "
                             f"median of {reference:.1f})" if cpu and reference else "")
-                         + f", CPU/wall {render._number(utilization, '{:.2f}')}, TCP_NODELAY "
-                         + render.NODELAY_TEXT[baseline.tcp_nodelay(side)])
-        lines.append(f"- negotiated: {render.short_extensions(baseline.compression_negotiated)}; address "
+                         + f", CPU/wall {formatting.format_optional(utilization, '{:.2f}')}, TCP_NODELAY "
+                         + formatting.NODELAY_TEXT[baseline.tcp_nodelay(side)])
+        lines.append(f"- negotiated: {formatting.short_extensions(baseline.compression_negotiated)}; address "
                      f"family {baseline.address_family}; loops {baseline.server_loop}/{baseline.client_loop}")
         tcp = baseline.tcp_per_roundtrip or {}
         if tcp:
@@ -439,17 +438,17 @@ def render_report(report: dict[str, Any]) -> str:
                              f"{before['total']:.1f}); futex {side_counts['futex']:.2f} (baseline "
                              f"{before['futex']:.2f})")
     ratios = [Ratio(**entry["ratio"]) for entry in report["switches"] if entry["ratio"]]
-    usual = render.usual_label(ratios)
+    usual = formatting.usual_label(ratios)
     lines += ["", "## Switches (one change at a time, interleaved with the baseline)", "",
               "Ratio to baseline: the median of the per-round ratios of the switch's rate to the baseline's (both run "
-              f"in every round); {render.interval_legend(ratios)}.", "",
+              f"in every round); {formatting.interval_legend(ratios)}.", "",
               "| switch | what changes | roundtrips/s | ratio to baseline [interval] | moves the rate? |",
               "|---|---|---:|---:|---|"]
     for entry in report["switches"]:
         variant = entry["summary"]
-        rate = render.matrix_cell_text(variant) if variant.measured else "failed"
+        rate = formatting.matrix_cell_text(variant) if variant.measured else "failed"
         ratio = entry["ratio"]
-        ratio_text = render.format_ratio(Ratio(**ratio), usual) if ratio else "–"
+        ratio_text = formatting.format_ratio(Ratio(**ratio), usual) if ratio else "–"
         lines.append(f"| {entry['name']} | {entry['description']} | {rate} | {ratio_text} | "
                      f"{'**yes**' if entry['moves'] else 'no'} |")
     return "\n".join(lines) + "\n"

@@ -8,12 +8,12 @@ import shutil
 import sys
 from pathlib import Path
 
-from pingpong.harness.report import render, terminal
-from pingpong.harness.results.records import RunResult, load
 from pingpong.harness.analysis.summary import Summaries, summarize_run
+from pingpong.harness.report import terminal
+from pingpong.harness.report.exporters import FORMATS, rendered
+from pingpong.harness.results.records import RunResult, load
 from pingpong.harness.settings.usage import UsageError
 
-FORMATS = ("terminal", "md", "csv", "json", "html")
 DESCRIPTION = ("Show a saved run again (a results/*.json file, the reference runs included): as the terminal "
                "tables, Markdown, CSV (one row per cell), JSON, or the self-contained HTML page.")
 
@@ -53,20 +53,6 @@ def read(path: Path) -> RunResult:
             raise UsageError(f"{path} is a sweep's index (its table is {path.with_suffix('.md').name}); report one "
                              f"of its points' files instead") from None
         raise UsageError(f"{path} is not a results file of this suite ({type(exc).__name__}: {exc})") from None
-
-
-def rendered(result: RunResult, summaries: Summaries, output_format: str, source: str | None = None) -> str:
-    """The run in one format, as text ending in a newline (terminal: the plain-text layout)."""
-    if output_format == "json":
-        return json.dumps(result.to_dict(summaries), indent=1) + "\n"
-    if output_format == "csv":
-        return render.render_csv(result, summaries)
-    if output_format == "md":
-        return render.render_markdown(result, summaries)
-    if output_format == "html":
-        from pingpong.harness.report.html import render_html
-        return render_html(result, summaries)
-    return terminal.render_plain(terminal.terminal_report(result, summaries, source))
 
 
 def _is_sweep_index(path: Path) -> bool:

@@ -5,34 +5,38 @@ from __future__ import annotations
 import json
 import sys
 from datetime import datetime, timezone
+from typing import Any
 
+from pingpong.harness.analysis.summary import summarize_run
+from pingpong.harness.commands.report import show
+from pingpong.harness.measure.engine import measure_rounds
+from pingpong.harness.measure.local import LocalMeasurer
+from pingpong.harness.measure.measurer import Measurer
 from pingpong.harness.report import sweep
+from pingpong.harness.report.exporters import draw_figures
+from pingpong.harness.results.files import SAVED_FORMATS, ResultPaths, resume, save_record
+from pingpong.harness.results.records import Cell, RunResult, write_atomically
 from pingpong.harness.settings.catalog import PROJECT_ROOT, availability_record, skip_reason
+from pingpong.harness.settings.cell import CellSettings
 from pingpong.harness.settings.configuration import RunConfiguration
 from pingpong.harness.settings.environment import describe_environment
-from pingpong.harness.results.records import Cell, RunResult, write_atomically
-from pingpong.harness.commands.report import show
-from pingpong.harness.results.files import SAVED_FORMATS, ResultPaths, draw_figures, resume, save_record
-from pingpong.harness.measure.engine import Measurer, measure_rounds
-from pingpong.harness.settings.cell import CellSettings
-from pingpong.harness.analysis.summary import summarize_run
 from pingpong.harness.settings.usage import UsageError
 
 EXIT_OK, EXIT_CELL_FAILED, EXIT_INTERRUPTED = 0, 1, 130
 
 
-def run_points(configuration: RunConfiguration, measurer: "Measurer | None" = None) -> int:
-    """Measure every point of the run (one point: the matrix; several: a dimension) in the same rounds."""
+def run_points(configuration: RunConfiguration, measurer: Measurer | None = None,
+               topology: dict[str, Any] | None = None) -> int:
+    """Measure every point of the run (one point: the matrix; several: a dimension) in the same rounds.
+
+    topology: --cluster's hosts, the link between them and the raw-TCP floor across it, recorded in each run."""
     points = configuration.points
     if configuration.resume and len(points) > 1:
         raise UsageError("--resume continues one matrix, not a run over a list of settings")
     swept = sweep.swept_dimensions(list(points))
     runs, paths = [], []
     for point in points:
-        run = new_run(configuration, configuration.settings_at(point))
-        run.environment["package_environments"] = configuration.package_environments
-        if getattr(measurer, "topology", None):  # --cluster: the hosts, the link and the floor across it
-            run.environment["cluster"] = measurer.topology
+        run = new_run(configuration, configuration.settings_at(point), topology)
         runs.append(run)
         paths.append(ResultPaths.for_run(configuration.results_dir, runs[0].started_at,
                                          sweep.point_suffix(point, swept) if len(points) > 1 else ""))
@@ -40,7 +44,7 @@ def run_points(configuration: RunConfiguration, measurer: "Measurer | None" = No
         runs[0], paths[0] = resume(configuration.resume, runs[0], configuration.results_dir)
     for run, path in zip(runs, paths):
         save_record(run, path)
-    measure_rounds(configuration, runs, paths, measurer or Measurer())
+    measure_rounds(configuration, runs, paths, measurer or LocalMeasurer())
     if len(points) == 1:
         summaries = summarize_run(runs[0])
         show(runs[0], summaries, configuration.output_format, str(paths[0].json))
@@ -85,11 +89,14 @@ def report_sweep(started: str, results, configuration: RunConfiguration) -> None
         print(f"figures not drawn: {type(exc).__name__}: {exc}", file=sys.stderr)
 
 
-def new_run(configuration: RunConfiguration, settings: CellSettings) -> RunResult:
+def new_run(configuration: RunConfiguration, settings: CellSettings,
+            topology: dict[str, Any] | None = None) -> RunResult:
     """An empty result for one matrix: its configuration recorded, every cell pending or skipped with its reason."""
     cells = [Cell(server=s.name, client=c.name, skipped=skip_reason(s, c, settings))
              for s in configuration.servers for c in configuration.clients]
     return RunResult(started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
                      command_line=list(configuration.command_line), configuration=configuration.recorded(settings),
-                     environment=describe_environment(PROJECT_ROOT),
-                     implementations=availability_record(list(configuration.implementations)), cells=cells)
+                     environment={**describe_environment(PROJECT_ROOT),
+                                  "package_environments": configuration.package_environments},
+                     implementations=availability_record(list(configuration.implementations)), cells=cells,
+                     topology=topology)

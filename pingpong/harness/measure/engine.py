@@ -14,51 +14,26 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
-from pingpong.harness.system import processes
-from pingpong.harness.settings.catalog import PROJECT_ROOT
-from pingpong.harness.settings.configuration import RunConfiguration
-from pingpong.harness.settings.manifest import Implementation
-from pingpong.harness.results.records import Attempt, Cell, RunResult
+from pingpong.harness.analysis.stats import RATE_DISTURBED_SIDE, summarize
+from pingpong.harness.measure.attempt_plan import JIT_RUNTIMES
+from pingpong.harness.measure.measurer import Measurer, ServerHandle
 from pingpong.harness.measure.progress import Progress, plan_line
-from pingpong.harness.report.render import rate_unit
-from pingpong.harness.results.files import ResultPaths, save, save_record
 from pingpong.harness.measure.rounds import (SERVER_DIMENSIONS, Unit, estimated_round_s, plan_extra_rounds,
                                              predicted_precision, round_plan, units_that_fit, units_wanting_more)
-from pingpong.harness.settings.round_policy import RoundPolicy
-from pingpong.harness.measure.runner import (JIT_RUNTIMES, STDERR_TAIL_LINES, ServerUnderTest, run_attempt,
-                                             run_attempt_on, start_server)
-from pingpong.harness.settings.cell import cpus_for
+from pingpong.harness.report.exporters import save
+from pingpong.harness.report.formatting import rate_unit
+from pingpong.harness.results.files import ResultPaths, save_record
+from pingpong.harness.results.records import Attempt, Cell, RoundsOutcome, RunResult
 from pingpong.harness.settings.cell import CellSettings
-from pingpong.harness.analysis.stats import RATE_DISTURBED_SIDE, summarize
+from pingpong.harness.settings.configuration import RunConfiguration
+from pingpong.harness.settings.manifest import Implementation
+from pingpong.harness.settings.round_policy import RoundPolicy
+from pingpong.harness.system import processes
 from pingpong.harness.system.stop_signals import clear_stop_requests, raise_if_stop_requested
 
 NOT_READY_LIMIT = 2  # consecutive server starts that failed readiness after which a server is not tried again
 FIRST_ATTEMPT_ESTIMATE_S = 0.3  # per attempt beyond warmup + duration, until a unit has been timed (client start,
 SERVER_START_ESTIMATE_S = 0.6  # room probe, report) and per server start (readiness, verification, stop)
-
-
-class Measurer:
-    """The real measurements (tests of the engine's logic pass a fake with the same four methods)."""
-
-    def start(self, server: Implementation, settings: CellSettings, work_dir: Path,
-              upcoming: list[tuple[Implementation, CellSettings, int]] | None = None) -> ServerUnderTest:
-        """upcoming: the attempts that will run on this server, in order, to start their clients ahead of their
-        turn (runner.spawn_ahead); None: each client starts at its turn."""
-        server_cpus, _ = cpus_for(settings)
-        return start_server(server, settings, PROJECT_ROOT, work_dir, server_cpus, upcoming)
-
-    def attempt_on(self, started: ServerUnderTest, client: Implementation, settings: CellSettings,
-                   round_number: int) -> Attempt:
-        return run_attempt_on(started, client, settings, round_number, PROJECT_ROOT)
-
-    def stop(self, started: ServerUnderTest) -> int | None:
-        with processes.interrupts_deferred():
-            started.discard_waiting()
-            return processes.stop(started.process)
-
-    def fresh_attempt(self, server: Implementation, client: Implementation, settings: CellSettings,
-                      round_number: int) -> Attempt:
-        return run_attempt(server, client, settings, round_number, PROJECT_ROOT)
 
 
 @dataclass
@@ -67,7 +42,7 @@ class Timings:
 
     attempt_s: dict[Unit, float] = field(default_factory=dict)  # last wall time of each unit's attempt
     server_start_s: list[float] = field(default_factory=list)  # each server start: readiness and verification
-    # per server: each start plus the longer warmup its first client gets (a JIT server's: runner.with_jit_warmup),
+    # per server: each start plus the longer warmup its first client gets (a JIT server's: attempt_plan.with_jit_warmup),
     # which attempt_s leaves out; a round of few cells pays it once per server process
     group_start_s: dict[str, list[float]] = field(default_factory=dict)
 
@@ -171,11 +146,11 @@ def measure_rounds(configuration: RunConfiguration, runs: list[RunResult], paths
     finally:
         progress.finish()
         finished = datetime.now(timezone.utc).isoformat(timespec="seconds")
-        for run, path in zip(runs, paths):
+        outcome = RoundsOutcome(stopped_by=stopped_by, measuring_s=round(clock() - began, 1),
+                                server_start_s=round(timings.server_start_estimate(), 3))
+        for run, path in zip(runs, paths):  # what the run learned goes in its record; its settings stay as they were
             run.finished_at = finished
-            run.configuration["rounds"] = {**run.configuration.get("rounds", {}), "stopped_by": stopped_by,
-                                           "measuring_s": round(clock() - began, 1),
-                                           "server_start_s": round(timings.server_start_estimate(), 3)}
+            run.rounds_outcome = outcome
             save(run, path)
 
 
@@ -262,7 +237,7 @@ class EngineState:
                              for unit in pending] if self.policy.spawn_ahead else None)
                 started = self.measurer.start(server, server_settings, Path(work), upcoming)
                 start_s = self.clock() - began
-                # the first client of a JIT server's process warms up this much longer (runner.with_jit_warmup)
+                # the first client of a JIT server's process warms up this much longer (attempt_plan.with_jit_warmup)
                 first_extra_s = server_settings.jit_warmup_s if server.runtime in JIT_RUNTIMES else 0.0
                 self.timings.server_start_s.append(start_s)
                 self.timings.group_start_s.setdefault(group.server, []).append(start_s + first_extra_s)
@@ -270,7 +245,7 @@ class EngineState:
                 try:
                     for unit in pending:
                         raise_if_stop_requested()
-                        if started.problem is None and started.process.popen.poll() is not None:
+                        if started.problem is None and not started.alive():
                             break  # the server died after its last attempt: start another for the rest
                         self.progress.before(self.cells[unit], round_number)
                         began = self.clock()
@@ -286,7 +261,7 @@ class EngineState:
                     self.finish_attempts(started, measured, exit_code)
                 if started.problem is not None:  # not ready or not relaying: every unit of the group says so
                     self.note_readiness(group.server, self.cells[measured[-1]].attempts[-1] if measured else
-                                        not_attempted(round_number, str(started.problem.get("reason"))))
+                                        not_attempted(round_number, str(started.problem.reason)))
                 else:
                     self.not_ready_streak[group.server] = 0
             pending = pending[len(measured):]
@@ -295,14 +270,14 @@ class EngineState:
                     self.record(unit, not_attempted(round_number, "not attempted: the server exited before it"))
                 return
 
-    def finish_attempts(self, started: ServerUnderTest, units: list[Unit], exit_code: int | None) -> None:
+    def finish_attempts(self, started: ServerHandle, units: list[Unit], exit_code: int | None) -> None:
         """The server's exit code, and its stderr tail when it did not stop cleanly, on each attempt it served."""
         unclean = exit_code not in processes.CLEAN_EXIT_CODES
-        tail = started.process.stderr_tail(STDERR_TAIL_LINES) if unclean else None
+        tail = started.stderr_tail() if unclean else None
         for unit in units:
             cell = self.cells[unit]
             for index, attempt in enumerate(cell.attempts):
-                if attempt.server_pid == started.process.pid and attempt.server_exit_code is None:
+                if attempt.server_pid == started.pid and attempt.server_exit_code is None:
                     cell.attempts[index] = replace(
                         attempt, server_exit_code=exit_code,
                         server_stderr_tail=attempt.server_stderr_tail or tail)

@@ -41,7 +41,9 @@ class Progress:
         self.bar = None
         if sys.stderr.isatty() and total:
             from rich.console import Console
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress as RichProgress, TextColumn
+            from rich.progress import BarColumn, MofNCompleteColumn
+            from rich.progress import Progress as RichProgress
+            from rich.progress import TextColumn
 
             self.bar = RichProgress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                                     TextColumn("ETA {task.fields[eta]}"), console=Console(stderr=True),

@@ -10,17 +10,19 @@ from __future__ import annotations
 import html
 import json
 import re
+from dataclasses import asdict
 from typing import Any
 
 from pingpong.harness.analysis.costs import CostSplit, websocket_costs
-from pingpong.harness.report.render import (Headline, axes, axis_loops, faults_text, fastest_cell, format_duration_ns,
-                                     format_rate, format_ratio, interval_legend, is_floor, percentiles, rate_unit,
-                                     relative_to_fastest, rounds_text, short_extensions, workload_title)
-from pingpong.harness.results.records import RunResult
-from pingpong.harness.report.scales import MIN_SPAN, log_range, position, viridis_hex
 from pingpong.harness.analysis.stats import Ratio
 from pingpong.harness.analysis.summary import CellSummary, Summaries
+from pingpong.harness.report.formatting import (Headline, axes, axis_loops, fastest_cell, faults_text,
+                                                format_duration_ns, format_optional, format_rate, format_ratio,
+                                                interval_legend, is_floor, percentiles, rate_unit, relative_to_fastest,
+                                                rounds_text, short_extensions, workload_title)
+from pingpong.harness.report.scales import MIN_SPAN, log_range, position, viridis_hex
 from pingpong.harness.report.terminal import MARKS, machine_line, marks, settings_line
+from pingpong.harness.results.records import RunResult
 
 STYLE = """
 body { font: 14px/1.4 system-ui, sans-serif; margin: 1.5em auto; max-width: 1200px; padding: 0 1em; color: #222; }
@@ -214,7 +216,7 @@ def cell_table(run: RunResult, summaries: Summaries) -> list[str]:
             ("–" if rates.cv is None else f"{rates.cv * 100:.1f}%", "" if rates.cv is None else rates.cv),
             (format_duration_ns(p50), p50 if p50 is not None else ""),
             (format_duration_ns(p99), p99 if p99 is not None else ""),
-            *((_number(side.us_per_roundtrip, "{:.1f}"), side.us_per_roundtrip if side.us_per_roundtrip else "")
+            *((format_optional(side.us_per_roundtrip, "{:.1f}"), side.us_per_roundtrip if side.us_per_roundtrip else "")
               for side in (summary.server_cpu, summary.client_cpu)),
             (summary.bottleneck or "–", summary.bottleneck or ""),
             (marks(summary), marks(summary)),
@@ -314,17 +316,17 @@ def cell_details(run: RunResult, key: tuple[str, str], summary: CellSummary, rat
             (f"median's interval: {rates.interval_label()}", interval),
             ("relative to the fastest pair", "–" if ratio is None else format_ratio(ratio, ratio.label())
              + (f", {ratio.label()}" if ratio.low is not None else "")),
-            ("expected by the matrix", _number(summary.expected_roundtrips_per_s, "{:,.0f}"))]))
+            ("expected by the matrix", format_optional(summary.expected_roundtrips_per_s, "{:,.0f}"))]))
         lines.append(pairs_table("Latency", list(zip(("p50", "p90", "p99", "p99.9", "max"),
                                                      map(format_duration_ns, percentiles(summary.latency))))))
         lines.append(pairs_table("CPU per side", [
-            ("server µs/roundtrip", _number(summary.server_cpu.us_per_roundtrip, "{:.1f}")),
-            ("client µs/roundtrip", _number(summary.client_cpu.us_per_roundtrip, "{:.1f}")),
-            ("server utilization", _number(summary.server_cpu.utilization, "{:.2f}")),
-            ("client utilization", _number(summary.client_cpu.utilization, "{:.2f}")),
+            ("server µs/roundtrip", format_optional(summary.server_cpu.us_per_roundtrip, "{:.1f}")),
+            ("client µs/roundtrip", format_optional(summary.client_cpu.us_per_roundtrip, "{:.1f}")),
+            ("server utilization", format_optional(summary.server_cpu.utilization, "{:.2f}")),
+            ("client utilization", format_optional(summary.client_cpu.utilization, "{:.2f}")),
             ("page faults/roundtrip server/client", faults_text(summary)),
             ("bottleneck", summary.bottleneck or "–"),
-            ("server peak RSS", _number(summary.server_peak_rss_bytes and summary.server_peak_rss_bytes / 2**20,
+            ("server peak RSS", format_optional(summary.server_peak_rss_bytes and summary.server_peak_rss_bytes / 2**20,
                                         "{:.0f} MiB"))]))
         if cost is not None:
             lines.append(pairs_table("WebSocket cost (against the floors)", [
@@ -333,9 +335,9 @@ def cell_details(run: RunResult, key: tuple[str, str], summary: CellSummary, rat
                                                               cost.end_to_end_floor))]))
         nodelay = {True: "on", False: "OFF", None: "?"}
         lines.append(pairs_table("Signals", [
-            ("TCP segments/message", _number(summary.segments_per_message, "{:.2f}")),
-            ("delayed ACKs/roundtrip", _number(summary.delayed_acks_per_roundtrip, "{:.3f}")),
-            ("retransmits/roundtrip", _number(summary.retransmits_per_roundtrip, "{:.3f}")),
+            ("TCP segments/message", format_optional(summary.segments_per_message, "{:.2f}")),
+            ("delayed ACKs/roundtrip", format_optional(summary.delayed_acks_per_roundtrip, "{:.3f}")),
+            ("retransmits/roundtrip", format_optional(summary.retransmits_per_roundtrip, "{:.3f}")),
             ("TCP_NODELAY server/client",
              f"{nodelay[summary.server_tcp_nodelay]}/{nodelay[summary.client_tcp_nodelay]}"),
             ("address family", summary.address_family or "?")]))
@@ -343,7 +345,7 @@ def cell_details(run: RunResult, key: tuple[str, str], summary: CellSummary, rat
             ("loops server/client", f"{summary.server_loop or '?'}/{summary.client_loop or '?'}"),
             ("compression", short_extensions(summary.compression_negotiated)),
             ("payload", f"{run.configuration.get('payload_size')} B {run.configuration.get('payload_kind')}"),
-            ("rounds", rounds_text(run.configuration)),
+            ("rounds", rounds_text(run)),
             ("window", f"{run.configuration.get('duration_s')} s after {run.configuration.get('warmup_s')} s warmup")]))
     return "\n".join(lines + ["</section>"])
 
@@ -354,13 +356,12 @@ def pairs_table(caption: str, rows: list[tuple[str, Any]]) -> str:
 
 
 def environment(run: RunResult) -> list[str]:
+    """The record as it is: the environment (and a --cluster run's topology, named cluster), the command line, the
+    configuration, and how the rounds ended."""
     lines = ["<h2>Environment and configuration</h2>", "<dl>"]
-    for name, value in [*run.environment.items(), ("command line", " ".join(run.command_line)),
-                        ("configuration", run.configuration)]:
+    for name, value in [*run.environment.items(), *([("cluster", run.topology)] if run.topology else []),
+                        ("command line", " ".join(run.command_line)), ("configuration", run.configuration),
+                        *([("rounds outcome", asdict(run.rounds_outcome))] if run.rounds_outcome else [])]:
         text = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
         lines.append(f"<dt>{e(name)}</dt><dd>{e(text)}</dd>")
     return lines + ["</dl>"]
-
-
-def _number(value: float | None, pattern: str) -> str:
-    return "–" if value is None else pattern.format(value)

@@ -17,11 +17,11 @@ import matplotlib.pyplot as plt  # noqa: E402  (after choosing the backend)
 from matplotlib.colors import LogNorm  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 
-from pingpong.harness.results import histograms  # noqa: E402
-from pingpong.harness.report.render import Headline, axes, rate_unit, unit_for_kind  # noqa: E402
-from pingpong.harness.results.records import RunResult  # noqa: E402
-from pingpong.harness.report.scales import MIN_SPAN, log_range  # noqa: E402
 from pingpong.harness.analysis.summary import Summaries  # noqa: E402
+from pingpong.harness.report.formatting import Headline, axes, rate_unit, unit_for_kind  # noqa: E402
+from pingpong.harness.report.scales import MIN_SPAN, log_range  # noqa: E402
+from pingpong.harness.results import histograms  # noqa: E402
+from pingpong.harness.results.records import RunResult  # noqa: E402
 
 DPI = 100
 HEATMAP_SIZE_IN = (11.0, 7.0)
@@ -29,7 +29,7 @@ CDF_SIZE_IN = (12.0, 8.0)
 
 
 def figure_heatmap(run: RunResult, summaries: Summaries):
-    """The workload's headline per cell (render.Headline: the median rate; an open loop's p99 at the offered rate)
+    """The workload's headline per cell (formatting.Headline: the median rate; an open loop's p99 at the offered rate)
     on a log colour scale (scales.log_range: spanning at least MIN_SPAN), the value written in each cell, flags
     marked; bright is better (a high rate, a low latency)."""
     servers, clients = axes(run)

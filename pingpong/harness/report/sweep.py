@@ -1,16 +1,17 @@
 """Runs over lists of settings (--loop, --compression, --tls, --payload-size, --payload-kind, --pairs): every point
-is a matrix, all measured in the same rounds (engine.py); then an index and a table of every cell across the points.
-Pure functions; matrix.py measures and writes."""
+is a matrix, all measured in the same rounds (measure/engine.py); then an index and a table of every cell across the
+points. Pure functions; commands/run.py measures and writes."""
 
 from __future__ import annotations
 
 from dataclasses import asdict, fields
 from typing import Any
 
-from pingpong.harness.report.render import format_duration_ns, format_rate, format_ratio, unit_for_kind, usual_label
-from pingpong.harness.report import workloads as workload_report
 from pingpong.harness.analysis.stats import Ratio, paired_ratio
 from pingpong.harness.analysis.summary import workload_kind
+from pingpong.harness.report import workloads as workload_report
+from pingpong.harness.report.formatting import (format_duration_ns, format_rate, format_ratio, point_label,
+                                                unit_for_kind, usual_label)
 
 SWEEP_FORMAT_VERSION = 2  # 2: a cell's interval_low/high/coverage/kind (1: a bootstrap ci_low/ci_high)
 DIMENSIONS = ("loop", "compression", "tls", "malloc", "payload_size", "payload_kind", "pairs", "receivers",
@@ -75,23 +76,6 @@ def sweep_index(members: list[tuple[dict[str, Any], Any, dict, str]]) -> dict[st
             "swept": swept_dimensions([point for point, *_ in members]),
             "points": points, "cells": cells,
             "interrupted": any(run.interrupted for _, run, _, _ in members)}
-
-
-def point_label(entry: dict[str, Any], swept: list[str]) -> str:
-    parts = []
-    for dimension in swept:
-        value = entry[dimension]
-        parts.append(f"{value} B" if dimension == "payload_size" else
-                     f"{value} pair{'s' if value != 1 else ''}" if dimension == "pairs" else
-                     ("TLS" if value else "plain") if dimension == "tls" else
-                     f"loop {value}" if dimension == "loop" else
-                     f"compression {value}" if dimension == "compression" else
-                     f"malloc {value}" if dimension == "malloc" else
-                     f"{value} receiver{'s' if value != 1 else ''}" if dimension == "receivers" else
-                     f"{value:,} idle" if dimension == "idle_connections" else
-                     ("closed loop" if value is None else f"{value:g}/s offered") if dimension == "rate" else
-                     str(value))
-    return ", ".join(parts) or "—"
 
 
 def render_sweep_markdown(index: dict[str, Any]) -> str:

@@ -12,13 +12,13 @@ from dataclasses import dataclass
 
 from pingpong.harness.analysis.anomalies import flag_cause
 from pingpong.harness.analysis.costs import websocket_costs
-from pingpong.harness.report.render import (Headline, axes, axis_loops, fastest_cell, floors, format_duration_ns, format_rate,
-                                     is_floor, rate_unit, relative_to_fastest, rounds_text, short_rate, usual_label,
-                                     with_loop, topology_line, workload_title)
-from pingpong.harness.results.records import RunResult
 from pingpong.harness.analysis.stats import NOISY_CV
 from pingpong.harness.analysis.summary import CellSummary, Summaries
+from pingpong.harness.report.formatting import (Headline, axes, axis_loops, fastest_cell, floors, format_duration_ns,
+                                                format_rate, is_floor, rate_unit, relative_to_fastest, rounds_text,
+                                                short_rate, topology_line, usual_label, with_loop, workload_title)
 from pingpong.harness.report.workloads import cell_figures
+from pingpong.harness.results.records import RunResult
 
 WIDTH = 120  # the widest a report gets, on a wider terminal too; a narrower one gets its own width
 NARROWEST = 60  # below this a terminal is taken as this wide (tables then split into more parts)
@@ -79,7 +79,7 @@ def terminal_report(run: RunResult, summaries: Summaries, source: str | None = N
                     width: int = WIDTH) -> TerminalReport:
     """The headline matrix (WebSocket servers × WebSocket clients), the ranking, the floors, what to look at.
 
-    The matrix shows the workload's own headline (render.Headline): the rate, or an open loop's p99 at the offered
+    The matrix shows the workload's own headline (formatting.Headline): the rate, or an open loop's p99 at the offered
     rate; below it, the figures the workload adds (idle connections, open loop, broadcast), as the Markdown has them.
     width: the terminal's columns (at most WIDTH): text is wrapped and wide tables split to fit.
     """
@@ -233,7 +233,7 @@ def cost_table(run: RunResult, summaries: Summaries, servers: list[str], clients
 def settings_line(run: RunResult) -> str:
     config = run.configuration
     pairs = config.get("pairs", 1)
-    return (f"{rounds_text(config)}; each attempt {config.get('duration_s', 0):g} s after "
+    return (f"{rounds_text(run)}; each attempt {config.get('duration_s', 0):g} s after "
             f"{config.get('warmup_s', 0):g} s warmup; payload {config.get('payload_size')} B {config.get('payload_kind')}; compression "
             f"{config.get('compression')}; loop {config.get('loop')}"
             + (f"; {pairs} pairs per cell" if pairs != 1 else "") + ("; TLS" if config.get("tls") else "")
@@ -246,7 +246,7 @@ def machine_line(run: RunResult) -> str:
     return (f"Machine: {env.get('cpu_model')}, {env.get('cpu_count')} CPUs, Linux {env.get('kernel')}; "
             f"Python {(env.get('python') or {}).get('version')}, Node.js {env.get('node')}; suite "
             f"{str(env.get('suite_commit'))[:10]}{' (modified)' if env.get('suite_dirty') else ''}."
-            + (f" {topology_line(env['cluster'])}" if env.get("cluster") else ""))
+            + (f" {topology_line(run.topology)}" if run.topology else ""))
 
 
 def wrap(text: str, width: int = WIDTH, indent: str = "") -> list[str]:

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from pingpong.harness.report.render import format_duration_ns, format_rate
 from pingpong.harness.analysis.stats import Ratio, median_with_interval
+from pingpong.harness.report.formatting import format_duration_ns, format_rate, point_label
 
 MEMORY_KEYS = ("pss_bytes", "rss_bytes")
 
@@ -185,8 +185,6 @@ def _broadcast_section(index: dict[str, Any], swept: list[str], labels: list[str
 def _point_table(index: dict[str, Any], swept: list[str], labels: list[str],
                  text: Callable[[dict[str, Any]], str]) -> list[str]:
     """A Markdown table: a row per cell, a column per point, each value text(the cell's entry at that point)."""
-    from pingpong.harness.report.sweep import point_label
-
     lines = ["| cell | " + " | ".join(labels) + " |", "|---|" + "---:|" * len(labels)]
     for cell, entries in index["cells"].items():
         by_label = {point_label(entry, swept): entry for entry in entries}

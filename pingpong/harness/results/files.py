@@ -1,18 +1,15 @@
-"""A run's files: where they go, rewritten atomically after every attempt, resumed after an interruption."""
+"""A run's files: where they go, its JSON record rewritten atomically after every round, resumed after an
+interruption. The reports beside it are written by report/exporters.py (save), from the same paths."""
 
 from __future__ import annotations
 
 import json
 import os
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from pingpong.harness.report import render
-from pingpong.harness.report.html import render_html
-from pingpong.harness.settings.catalog import PROJECT_ROOT
 from pingpong.harness.results.records import RunResult, load, write_atomically
-from pingpong.harness.analysis.summary import summarize_run
+from pingpong.harness.settings.catalog import PROJECT_ROOT
 from pingpong.harness.settings.usage import UsageError
 
 DEFAULT_RESULTS_DIR = PROJECT_ROOT / "results"
@@ -60,24 +57,15 @@ class ResultPaths:
         return self.latest_dir / "latest.md"
 
     def files(self) -> list[Path]:
-        """Every file save() writes, the run's own first."""
+        """Every file exporters.save() writes, the run's own first."""
         return [self.json.with_suffix(f".{kind}") for kind in SAVED_FORMATS] + \
             [self.latest_dir / f"latest.{kind}" for kind in SAVED_FORMATS]
 
 
-def save(result: RunResult, paths: ResultPaths) -> None:
-    """Rewrite every results file; called after each attempt so that an interruption loses nothing."""
-    summaries = summarize_run(result)
-    texts = {"json": json.dumps(result.to_dict(summaries), indent=1), "md": render.render_markdown(result, summaries),
-             "csv": render.render_csv(result, summaries), "html": render_html(result, summaries)}
-    for path in paths.files():
-        write_atomically(path, texts[path.suffix[1:]])
-
-
 def save_record(result: RunResult, paths: ResultPaths) -> None:
     """Rewrite only the run's own JSON, without summaries: cheap enough to call after every round (the
-    summaries, reports and latest.* copies are written by save(), at the end and on an interruption). Without
-    indentation: json's C encoder does not indent, and takes a fifth of the time."""
+    summaries, reports and latest.* copies are written by exporters.save(), at the end and on an interruption).
+    Without indentation: json's C encoder does not indent, and takes a fifth of the time."""
     text = json.dumps(result.to_dict(None))
     write_atomically(paths.json, text)
     write_atomically(paths.latest_dir / "latest.json", text)
@@ -101,12 +89,3 @@ def resume(path: Path, fresh: RunResult, results_dir: Path) -> tuple[RunResult, 
     saved.command_line = saved.command_line + ["# resumed:"] + fresh.command_line[1:]
     return saved, ResultPaths(path, results_dir)
 
-
-def draw_figures(result: RunResult, summaries, paths: ResultPaths) -> list[Path]:
-    """PNG figures next to the results; a plotting failure is reported, never fatal (the results are saved)."""
-    try:
-        from pingpong.harness.report import plots
-        return plots.write_figures(result, summaries, paths.json.with_suffix(""))
-    except Exception as exc:  # matplotlib missing or failing must not cost the run its exit code
-        print(f"figures not drawn: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return []

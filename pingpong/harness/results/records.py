@@ -12,11 +12,14 @@ from typing import Any
 from pingpong.contract import FORMER_SETTING_NAMES
 
 # Written into every results file; raise it when a field changes meaning or goes away. 2: a cell's summary gives
-# its rate's interval as interval_low/high/coverage/kind and precision (1 had a bootstrap ci_low/ci_high).
-FORMAT_VERSION = 2
+# its rate's interval as interval_low/high/coverage/kind and precision (1 had a bootstrap ci_low/ci_high). 3: what
+# the run learned is beside its settings, not in them: "rounds_outcome" (2 had stopped_by, measuring_s and
+# server_start_s in configuration["rounds"]) and "topology" (2 had it as environment["cluster"]).
+FORMAT_VERSION = 3
 # What load() accepts: the current version and any older one it can still read. Summaries are never read back
-# (they are recomputed from the attempts), so a version-1 file renders with today's statistics.
-READABLE_FORMAT_VERSIONS = (1, 2)
+# (they are recomputed from the attempts), so a version-1 file renders with today's statistics; a version-2 file's
+# outcome and topology are read into their own fields (_moved_out_of_settings).
+READABLE_FORMAT_VERSIONS = (1, 2, 3)
 SUITE = "websocket-pingpong-bench"
 
 
@@ -101,18 +104,36 @@ class Cell:
         return {attempt.repeat: attempt.roundtrips_per_s for attempt in self.attempts if attempt.ok}
 
 
+@dataclass(frozen=True)
+class RoundsOutcome:
+    """How a run's rounds ended, recorded once they have: the results file's "rounds_outcome",
+    {"stopped_by": ..., "measuring_s": ..., "server_start_s": ...} (null while the rounds run)."""
+
+    stopped_by: str | None  # precise, budget, max-rounds, rounds or interrupted (None: stopped by an error)
+    measuring_s: float | None  # wall time of the rounds, s (to 0.1 s)
+    server_start_s: float | None  # the median server start (readiness and verification) the budget used, s
+
+
+OUTCOME_KEYS = tuple(f.name for f in fields(RoundsOutcome))  # format 2 kept them in configuration["rounds"]
+
+
 @dataclass
 class RunResult:
-    """Everything a run measured and how: the file format of results/*.json."""
+    """Everything a run measured and how: the file format of results/*.json. What was asked (configuration) is
+    settled before the rounds start; what the run learns (rounds_outcome, topology) has fields of its own."""
 
     started_at: str
     command_line: list[str]
-    configuration: dict[str, Any]  # every setting that shapes the figures
+    configuration: dict[str, Any]  # every setting that shapes the figures (RunConfiguration.recorded())
     environment: dict[str, Any]  # machine, kernel, runtimes, suite commit
     implementations: dict[str, dict[str, Any]]  # role -> name -> manifest entry and availability
     cells: list[Cell]
     finished_at: str | None = None
     interrupted: bool = False
+    rounds_outcome: RoundsOutcome | None = None  # why and when the rounds stopped (set when they end)
+    # --cluster: the scheduler, the hosts with their roles, the links between them and the raw-TCP floor across
+    # the link (cluster.measurer's Cluster.topology() and measure_floor); None on one machine
+    topology: dict[str, Any] | None = None
     format_version: int = FORMAT_VERSION
     suite: str = SUITE
 
@@ -132,6 +153,9 @@ class RunResult:
         kept: dict[int, tuple[Attempt, dict[str, Any]]] = {}
         data: dict[str, Any] = {}
         for run_field in fields(self):
+            if run_field.name == "rounds_outcome":
+                data["rounds_outcome"] = asdict(self.rounds_outcome) if self.rounds_outcome else None
+                continue
             if run_field.name != "cells":
                 data[run_field.name] = copy.deepcopy(getattr(self, run_field.name))  # as asdict() copies it
                 continue
@@ -170,8 +194,26 @@ class RunResult:
                  for c in data["cells"]]
         # read into today's record: the attempts are the same in every readable version, and the summaries are
         # recomputed, so a file saved again (report --format json) is of the current version
-        run_fields = {f.name for f in fields(cls)} - {"cells", "format_version"}
-        return cls(cells=cells, **{k: v for k, v in data.items() if k in run_fields})
+        if version in (1, 2):
+            data = _moved_out_of_settings(data)
+        run_fields = {f.name for f in fields(cls)} - {"cells", "format_version", "rounds_outcome"}
+        outcome = data.get("rounds_outcome")
+        return cls(cells=cells, rounds_outcome=RoundsOutcome(**outcome) if outcome else None,
+                   **{k: v for k, v in data.items() if k in run_fields})
+
+
+def _moved_out_of_settings(data: dict[str, Any]) -> dict[str, Any]:
+    """A format-2 file's run as format 3 has it: configuration["rounds"]'s stopped_by, measuring_s and
+    server_start_s as "rounds_outcome", environment["cluster"] as "topology" (a copy; data is left as it is)."""
+    configuration, environment = dict(data["configuration"]), dict(data["environment"])
+    rounds = configuration.get("rounds")
+    outcome = None
+    if isinstance(rounds, dict) and any(key in rounds for key in OUTCOME_KEYS):
+        outcome = {key: rounds.get(key) for key in OUTCOME_KEYS}
+        configuration["rounds"] = {key: value for key, value in rounds.items() if key not in OUTCOME_KEYS}
+    topology = environment.pop("cluster", None)
+    return {**data, "configuration": configuration, "environment": environment, "rounds_outcome": outcome,
+            "topology": topology}
 
 
 def _current_names(field_name: str, value: Any) -> Any:

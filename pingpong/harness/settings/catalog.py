@@ -11,13 +11,13 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from pingpong.harness.settings.cell import CellSettings, pairs_per_process
 from pingpong.harness.settings.environment import runtime_version
 from pingpong.harness.settings.manifest import (ALL_SET, DEFAULT_SET, Implementation, ManifestError, check_availability,
-                                       load_manifest)
-from pingpong.harness.settings.cell import CellSettings, pairs_per_process
+                                                load_manifest)
 from pingpong.harness.settings.usage import UsageError
 
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
+PROJECT_ROOT = Path(__file__).resolve().parents[3]  # pingpong/harness/settings/catalog.py
 DEFAULT_MANIFEST = PROJECT_ROOT / "manifest.toml"
 
 

@@ -8,13 +8,12 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from pingpong.contract import (COMPRESSION_MODES, DEFAULT_COMPRESSION, DEFAULT_DURATION_S, DEFAULT_LOOP,
-                               DEFAULT_MALLOC, DEFAULT_PAIRS, DEFAULT_PAYLOAD_KIND, DEFAULT_PAYLOAD_SIZE,
-                               DEFAULT_STALL_TIMEOUT_S, DEFAULT_WARMUP_S, DEFAULT_WORKLOAD, LOOPS, MALLOC_MODES,
-                               PAYLOAD_KINDS, WORKLOADS)
+from pingpong.contract import (COMPRESSION_MODES, DEFAULT_COMPRESSION, DEFAULT_DURATION_S, DEFAULT_LOOP, DEFAULT_MALLOC,
+                               DEFAULT_PAIRS, DEFAULT_PAYLOAD_KIND, DEFAULT_PAYLOAD_SIZE, DEFAULT_STALL_TIMEOUT_S,
+                               DEFAULT_WARMUP_S, DEFAULT_WORKLOAD, LOOPS, MALLOC_MODES, PAYLOAD_KINDS, WORKLOADS)
 from pingpong.harness.settings import package_envs
+from pingpong.harness.settings.catalog import DEFAULT_MANIFEST, PROJECT_ROOT
 from pingpong.harness.settings.cell import DEFAULT_SATURATION_P99_MS, CellSettings, plan_cpus
-from pingpong.harness.settings.catalog import PROJECT_ROOT
 from pingpong.harness.settings.manifest import Implementation
 from pingpong.harness.settings.round_policy import RoundPolicy, parse_duration, parse_precision
 from pingpong.harness.settings.usage import UsageError
@@ -40,8 +39,8 @@ def add_measuring_options(parser: argparse.ArgumentParser, duration: float = DEF
                           warmup: float = DEFAULT_WARMUP_S, repeat: int = DEFAULT_REPEAT) -> None:
     """How to measure: the options `run` and `diagnose` share (each with its own window and repeats).
 
-    --duration, --warmup and --repeat stay None when not given, so that check_options() can tell an explicit value
-    (which beats --quick) from a default. --loop, --compression and --tls take lists (a dimension of the run);
+    --duration, --warmup and --repeat stay None when not given, so that resolve_options() can tell an explicit
+    value (which beats --quick) from a default. --loop, --compression and --tls take lists (a dimension of the run);
     diagnose refuses a list (its A/B switches are its dimensions).
     """
     measuring = parser.add_argument_group("how to measure")
@@ -160,7 +159,7 @@ class RunConfiguration:
     node_packages: str | None
     package_environments: dict[str, Any]  # ... and what the environments built for them hold
     results_dir: Path
-    output_format: str  # what goes to stdout: terminal, md, csv, json or html (report.FORMATS)
+    output_format: str  # what goes to stdout: terminal, md, csv, json or html (exporters.FORMATS)
     resume: Path | None  # the interrupted run to continue
     command_line: tuple[str, ...]  # as recorded in the results: interpreter, run_bench.py, the arguments
 
@@ -200,62 +199,111 @@ class RunConfiguration:
                 "tls": settings.tls_ca is not None, "manifests": [str(path) for path in self.manifests]}
 
 
-def check_options(options: argparse.Namespace) -> argparse.Namespace:
-    """Fill in --duration, --warmup and --repeat (explicit, else --quick's, else the defaults) and check every
-    measuring option; all problems in one UsageError. A --repeat left None means rounds until precise."""
+@dataclass(frozen=True)
+class ResolvedOptions:
+    """The options of `run` or `diagnose`, checked and resolved once (resolve_options): --quick and the defaults
+    applied, each setting that takes a list as its values (a dimension when it has several). Nothing reads the
+    argparse Namespace's measuring options after this; build_configuration() makes a run's configuration of it."""
+
+    duration_s: float
+    warmup_s: float
+    jit_warmup_s: float
+    rounds: RoundPolicy  # run: exactly --repeat rounds, or rounds until precise; diagnose: its --repeat, seed 0
+    loops: tuple[str, ...]
+    compressions: tuple[str, ...]
+    mallocs: tuple[str, ...]
+    tls_modes: tuple[bool, ...]
+    payload_sizes: tuple[int, ...]
+    payload_kinds: tuple[str, ...]
+    pairs: tuple[int, ...]
+    receivers: tuple[int, ...]
+    idle_connections: tuple[int, ...]
+    rates: tuple[float | None, ...]  # --rate's offered rates per pair; (None,): a closed loop
+    workload: str
+    client_processes: int
+    saturation_p99_ms: float
+    pin: bool
+    ready_timeout_s: float
+    stall_timeout_s: float
+    client_grace_s: float
+    manifests: tuple[Path, ...]  # --manifest as given, else the project's manifest.toml
+    python_packages: str | None
+    node_packages: str | None
+    results_dir: Path
+    output_format: str  # what goes to stdout: terminal, md, csv, json or html (exporters.FORMATS; diagnose: md, json)
+    resume: Path | None  # run --resume: the interrupted run to continue (diagnose: None)
+
+
+def resolve_options(options: argparse.Namespace) -> ResolvedOptions:
+    """The options of `run` (options.command "run") or `diagnose`, checked: --duration, --warmup and --repeat
+    explicit, else --quick's, else the command's defaults; every list parsed; all problems in one UsageError. A
+    --repeat left None means rounds until precise (run only: diagnose has no round options)."""
     fallback = QUICK if options.quick else options.measuring_defaults
-    for name in ("duration", "warmup", "repeat"):
-        if getattr(options, name) is None:
-            setattr(options, name, fallback[name])
+    duration_s = fallback["duration"] if options.duration is None else options.duration
+    warmup_s = fallback["warmup"] if options.warmup is None else options.warmup
+    repeat = fallback["repeat"] if options.repeat is None else options.repeat
     problems = []
-    if not options.duration > 0:
-        problems.append(f"--duration must be > 0 seconds, got {options.duration:g}")
-    if not options.warmup >= 0:
-        problems.append(f"--warmup must be >= 0 seconds, got {options.warmup:g}")
+    if not duration_s > 0:
+        problems.append(f"--duration must be > 0 seconds, got {duration_s:g}")
+    if not warmup_s >= 0:
+        problems.append(f"--warmup must be >= 0 seconds, got {warmup_s:g}")
     if not options.jit_warmup >= 0:
         problems.append(f"--jit-warmup must be >= 0 seconds, got {options.jit_warmup:g}")
-    if options.repeat is not None and options.repeat < 1:
-        problems.append(f"--repeat must be at least 1, got {options.repeat}")
-    options.payload_sizes = _integer_list("--payload-size", options.payload_size, minimum=1, problems=problems)
-    options.pairs_list = _integer_list("--pairs", options.pairs, minimum=1, problems=problems)
-    options.payload_kinds = _choice_list("--payload-kind", options.payload_kind, PAYLOAD_KINDS, problems)
-    options.loops = _choice_list("--loop", options.loop, LOOPS, problems)
-    options.compressions = _choice_list("--compression", options.compression, COMPRESSION_MODES, problems)
-    options.mallocs = _choice_list("--malloc", options.malloc, MALLOC_MODES, problems)
-    options.tls_modes = [mode == "on" for mode in _choice_list("--tls", options.tls, ("off", "on"), problems)]
+    if repeat is not None and repeat < 1:
+        problems.append(f"--repeat must be at least 1, got {repeat}")
+    payload_sizes = _integer_list("--payload-size", options.payload_size, minimum=1, problems=problems)
+    pairs = _integer_list("--pairs", options.pairs, minimum=1, problems=problems)
+    payload_kinds = _choice_list("--payload-kind", options.payload_kind, PAYLOAD_KINDS, problems)
+    loops = _choice_list("--loop", options.loop, LOOPS, problems)
+    compressions = _choice_list("--compression", options.compression, COMPRESSION_MODES, problems)
+    mallocs = _choice_list("--malloc", options.malloc, MALLOC_MODES, problems)
+    tls_modes = [mode == "on" for mode in _choice_list("--tls", options.tls, ("off", "on"), problems)]
     if options.client_processes < 1:
         problems.append(f"--client-processes must be at least 1, got {options.client_processes}")
-    if options.workload == "handshake" and (options.pairs_list != [1] or options.client_processes != 1):
+    if options.workload == "handshake" and (pairs != [1] or options.client_processes != 1):
         problems.append("--workload handshake opens one connection at a time; it takes no --pairs or "
                         "--client-processes")
-    _check_workload_options(options, problems)
+    receivers, idle_connections, rates = _workload_lists(options, pairs, problems)
     if not options.ready_timeout > 0 or not options.stall_timeout > 0 or not options.client_grace > 0:
         problems.append("--ready-timeout, --stall-timeout and --client-grace must be > 0 seconds")
-    if hasattr(options, "precision"):
-        _check_round_options(options, problems)
+    in_rounds = options.command == "run"
+    rounds = (_round_policy(options, repeat, problems) if in_rounds else  # diagnose: its repeats, in its own order
+              RoundPolicy(min_rounds=repeat, max_rounds=repeat, precision=None, budget_s=None, seed=0))
     if problems:
         raise UsageError("; ".join(problems))
-    return options
+    if any(idle_connections) and not rounds.fresh_server:
+        # the server's memory growth must be this attempt's connections alone, not what earlier clients left
+        rounds = replace(rounds, fresh_server=True, fresh_server_reason="--idle-connections: memory per connection")
+    return ResolvedOptions(
+        duration_s=duration_s, warmup_s=warmup_s, jit_warmup_s=options.jit_warmup, rounds=rounds, loops=tuple(loops),
+        compressions=tuple(compressions), mallocs=tuple(mallocs), tls_modes=tuple(tls_modes),
+        payload_sizes=tuple(payload_sizes), payload_kinds=tuple(payload_kinds), pairs=tuple(pairs),
+        receivers=tuple(receivers), idle_connections=tuple(idle_connections), rates=tuple(rates),
+        workload=options.workload, client_processes=options.client_processes,
+        saturation_p99_ms=options.saturation_p99, pin=not options.no_pin, ready_timeout_s=options.ready_timeout,
+        stall_timeout_s=options.stall_timeout, client_grace_s=options.client_grace,
+        manifests=tuple(options.manifest or [DEFAULT_MANIFEST]), python_packages=options.python_packages,
+        node_packages=options.node_packages, results_dir=options.results_dir, output_format=options.format,
+        resume=options.resume if in_rounds else None)
 
 
-def _check_workload_options(options: argparse.Namespace, problems: list[str]) -> None:
-    """--receivers, --idle-connections, --rate: into lists (a dimension each), and the combinations that make sense."""
-    options.receivers_list = _integer_list("--receivers", getattr(options, "receivers", "1"), minimum=1,
-                                           problems=problems)
-    options.idle_connections_list = _integer_list("--idle-connections", getattr(options, "idle_connections", "0"),
-                                                  minimum=0, problems=problems)
-    rate = getattr(options, "rate", None)
-    options.rates = [None] if rate is None else _number_list("--rate", rate, problems)
+def _workload_lists(options: argparse.Namespace, pairs: list[int],
+                    problems: list[str]) -> tuple[list[int], list[int], list[float | None]]:
+    """--receivers, --idle-connections, --rate as lists (a dimension each), and the combinations that make sense."""
+    receivers = _integer_list("--receivers", options.receivers, minimum=1, problems=problems)
+    idle_connections = _integer_list("--idle-connections", options.idle_connections, minimum=0, problems=problems)
+    rates: list[float | None] = [None] if options.rate is None else _number_list("--rate", options.rate, problems)
     broadcast = options.workload == "broadcast"
-    if options.receivers_list != [1] and not broadcast:
+    if receivers != [1] and not broadcast:
         problems.append("--receivers is for --workload broadcast")
-    if broadcast and (options.pairs_list != [1] or options.rates != [None] or options.idle_connections_list != [0]):
+    if broadcast and (pairs != [1] or rates != [None] or idle_connections != [0]):
         problems.append("--workload broadcast is one sender and its receivers: no --pairs, --rate or "
                         "--idle-connections")
-    if options.workload == "handshake" and (options.rates != [None] or options.idle_connections_list != [0]):
+    if options.workload == "handshake" and (rates != [None] or idle_connections != [0]):
         problems.append("--workload handshake takes no --rate or --idle-connections")
-    if not getattr(options, "saturation_p99", DEFAULT_SATURATION_P99_MS) > 0:
+    if not options.saturation_p99 > 0:
         problems.append("--saturation-p99 must be > 0 milliseconds")
+    return receivers, idle_connections, rates
 
 
 def _number_list(option: str, text: str, problems: list[str]) -> list[float]:
@@ -271,8 +319,9 @@ def _number_list(option: str, text: str, problems: list[str]) -> list[float]:
     return list(dict.fromkeys(int(value) if value.is_integer() else value for value in values))
 
 
-def _check_round_options(options: argparse.Namespace, problems: list[str]) -> None:
-    """--precision, --budget, --min-rounds, --max-rounds: into options.round_policy."""
+def _round_policy(options: argparse.Namespace, repeat: int | None, problems: list[str]) -> RoundPolicy:
+    """--precision, --budget, --min-rounds, --max-rounds, --seed, --fresh-server, --no-spawn-ahead (run only) as the
+    run's RoundPolicy: exactly --repeat rounds when given, else rounds until precise."""
     try:
         precision = parse_precision(options.precision)
     except ValueError:
@@ -287,14 +336,12 @@ def _check_round_options(options: argparse.Namespace, problems: list[str]) -> No
         problems.append(f"--min-rounds must be at least 1 and --max-rounds at least --min-rounds, got "
                         f"{options.min_rounds} and {options.max_rounds}")
     seed = options.seed if options.seed is not None else random.SystemRandom().randrange(2**31)
-    if options.repeat is not None:  # exactly that many rounds
-        options.round_policy = RoundPolicy(min_rounds=options.repeat, max_rounds=options.repeat, precision=None,
-                                           budget_s=None, seed=seed, fresh_server=options.fresh_server,
-                                           spawn_ahead=options.spawn_ahead)
-    else:
-        options.round_policy = RoundPolicy(min_rounds=options.min_rounds, max_rounds=options.max_rounds,
-                                           precision=precision, budget_s=budget_s, seed=seed,
-                                           fresh_server=options.fresh_server, spawn_ahead=options.spawn_ahead)
+    if repeat is not None:  # exactly that many rounds
+        return RoundPolicy(min_rounds=repeat, max_rounds=repeat, precision=None, budget_s=None, seed=seed,
+                           fresh_server=options.fresh_server, spawn_ahead=options.spawn_ahead)
+    return RoundPolicy(min_rounds=options.min_rounds, max_rounds=options.max_rounds, precision=precision,
+                       budget_s=budget_s, seed=seed, fresh_server=options.fresh_server,
+                       spawn_ahead=options.spawn_ahead)
 
 
 def _choice_list(option: str, text: str, choices: tuple[str, ...], problems: list[str]) -> list[str]:
@@ -317,48 +364,43 @@ def _integer_list(option: str, text: str, minimum: int, problems: list[str]) -> 
     return list(dict.fromkeys(values))
 
 
-def sweep_points(options: argparse.Namespace) -> list[dict[str, Any]]:
+def sweep_points(resolved: ResolvedOptions) -> list[dict[str, Any]]:
     """Every combination of the listed settings: the run's points, each a matrix measured in every round."""
     return [{"loop": loop, "compression": compression, "tls": tls, "malloc": malloc, "payload_size": size,
              "payload_kind": kind, "pairs": pairs, "receivers": receivers, "idle_connections": idle, "rate": rate}
-            for loop in options.loops for compression in options.compressions for tls in options.tls_modes
-            for malloc in options.mallocs
-            for size in options.payload_sizes for kind in options.payload_kinds for pairs in options.pairs_list
-            for receivers in options.receivers_list for idle in options.idle_connections_list
-            for rate in options.rates]
+            for loop in resolved.loops for compression in resolved.compressions for tls in resolved.tls_modes
+            for malloc in resolved.mallocs
+            for size in resolved.payload_sizes for kind in resolved.payload_kinds for pairs in resolved.pairs
+            for receivers in resolved.receivers for idle in resolved.idle_connections
+            for rate in resolved.rates]
 
 
-def build_configuration(options: argparse.Namespace, command_line: list[str], implementations: list[Implementation],
+def build_configuration(resolved: ResolvedOptions, command_line: list[str], implementations: list[Implementation],
                         servers: list[Implementation], clients: list[Implementation]) -> RunConfiguration:
-    """Resolve the checked options once: cell settings, the CPUs to pin to, the sweep's points.
+    """The run's configuration from its resolved options: cell settings, the CPUs to pin to, the sweep's points.
 
     Two steps that cost or make files come after, on demand: with_package_environments() builds (or reuses) what
     --python-packages / --node-packages ask for, with_tls_files() makes the run's certificates.
     """
-    server_cpus, client_cpus = plan_cpus(not options.no_pin)
-    settings = CellSettings(duration_s=options.duration, warmup_s=options.warmup, loop=options.loops[0],
-                            jit_warmup_s=options.jit_warmup,
-                            compression=options.compressions[0], malloc=options.mallocs[0],
+    server_cpus, client_cpus = plan_cpus(resolved.pin)
+    settings = CellSettings(duration_s=resolved.duration_s, warmup_s=resolved.warmup_s, loop=resolved.loops[0],
+                            jit_warmup_s=resolved.jit_warmup_s,
+                            compression=resolved.compressions[0], malloc=resolved.mallocs[0],
                             payload_size=DEFAULT_PAYLOAD_SIZE,
-                            payload_kind=DEFAULT_PAYLOAD_KIND, ready_timeout_s=options.ready_timeout,
-                            stall_timeout_s=options.stall_timeout, pin=not options.no_pin,
-                            client_grace_s=options.client_grace, workload=options.workload,
-                            saturation_p99_ms=getattr(options, "saturation_p99", DEFAULT_SATURATION_P99_MS),
-                            sample_server_memory=any(getattr(options, "idle_connections_list", [0])),
-                            client_processes=options.client_processes,
+                            payload_kind=DEFAULT_PAYLOAD_KIND, ready_timeout_s=resolved.ready_timeout_s,
+                            stall_timeout_s=resolved.stall_timeout_s, pin=resolved.pin,
+                            client_grace_s=resolved.client_grace_s, workload=resolved.workload,
+                            saturation_p99_ms=resolved.saturation_p99_ms,
+                            sample_server_memory=any(resolved.idle_connections),
+                            client_processes=resolved.client_processes,
                             server_cpus=tuple(sorted(server_cpus)) if server_cpus else None,
                             client_cpus=tuple(sorted(client_cpus)) if client_cpus else None)
-    rounds = getattr(options, "round_policy", None) or RoundPolicy(  # diagnose: its repeats, in its own order
-        min_rounds=options.repeat, max_rounds=options.repeat, precision=None, budget_s=None, seed=0)
-    if any(idle for idle in options.idle_connections_list) and not rounds.fresh_server:
-        # the server's memory growth must be this attempt's connections alone, not what earlier clients left
-        rounds = replace(rounds, fresh_server=True, fresh_server_reason="--idle-connections: memory per connection")
-    return RunConfiguration(settings=settings, points=tuple(sweep_points(options)), rounds=rounds,
+    return RunConfiguration(settings=settings, points=tuple(sweep_points(resolved)), rounds=resolved.rounds,
                             servers=tuple(servers), clients=tuple(clients), implementations=tuple(implementations),
-                            manifests=tuple(options.manifest), python_packages=options.python_packages,
-                            node_packages=options.node_packages, package_environments={},
-                            results_dir=options.results_dir, output_format=options.format,
-                            resume=getattr(options, "resume", None), command_line=tuple(command_line))
+                            manifests=resolved.manifests, python_packages=resolved.python_packages,
+                            node_packages=resolved.node_packages, package_environments={},
+                            results_dir=resolved.results_dir, output_format=resolved.output_format,
+                            resume=resolved.resume, command_line=tuple(command_line))
 
 
 def with_package_environments(configuration: RunConfiguration) -> RunConfiguration:

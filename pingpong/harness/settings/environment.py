@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import json
 import os
-import resource
 import platform
+import resource
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
-from pingpong.kit.driver import library_versions
-from pingpong.harness.system.cpu import cpu_source
 from pingpong.harness.settings.manifest import runtime_executable
+from pingpong.harness.system.cpu import cpu_source
+from pingpong.kit.driver import library_versions
 
 PYTHON_PACKAGES = ["websockets", "sanic", "blacksheep", "uvicorn", "aiohttp", "uvloop", "hdrhistogram", "psutil"]
 

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import os
-import shutil
 import hashlib
 import json
+import os
 import platform
 import re
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass

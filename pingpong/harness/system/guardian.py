@@ -73,7 +73,7 @@ def _tell(line: str) -> None:
                 # from the checkout, so `-m` finds the package whatever folder run_bench.py was started from
                 _process = subprocess.Popen([sys.executable, "-m", "pingpong.harness.system.guardian", str(read_fd)],
                                             pass_fds=(read_fd,), start_new_session=True, stdin=subprocess.DEVNULL,
-                                            stdout=subprocess.DEVNULL, cwd=Path(__file__).resolve().parents[2])
+                                            stdout=subprocess.DEVNULL, cwd=Path(__file__).resolve().parents[3])
             except OSError:
                 os.close(write_fd)
                 return

@@ -1,0 +1,159 @@
+"""The judge of an attempt: pure functions from its typed records (boundary.py) and the settings to its Outcome.
+
+The same functions judge an attempt on this machine and on a cluster's hosts; nothing here starts, reads or stops a
+process. A failure is the first one found, in the order a reader would look: a client that broke the contract, a
+client that failed (or a server that died under it), a workload's own check; else the attempt is ok with its figures.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from typing import Any
+
+from pingpong import client_report
+from pingpong.contract import GO_FD_ENV
+from pingpong.harness.analysis import workload_figures
+from pingpong.harness.measure.boundary import (ClientFacts, ClientRun, HeldSample, Measured, Outcome, ServerFacts,
+                                               WindowSamples)
+from pingpong.harness.results import histograms
+from pingpong.harness.settings.cell import CellSettings
+
+
+def parse_client_report(stdout: str) -> tuple[dict | None, str | None]:
+    """The driver's one JSON object in a format_version this orchestrator reads (pingpong/client_report.py), or
+    why stdout is not that."""
+    lines = [line for line in stdout.splitlines() if line.strip()]
+    if not lines:
+        return None, "client printed no JSON on stdout"
+    if len(lines) > 1:
+        return None, f"client printed {len(lines)} lines on stdout; the contract is exactly one JSON object"
+    try:
+        report = json.loads(lines[0])
+    except json.JSONDecodeError as exc:
+        return None, f"client stdout is not JSON ({exc.msg} at column {exc.colno})"
+    if not isinstance(report, dict):
+        return None, "client stdout is JSON but not an object"
+    unknown_version = client_report.version_problem(report)
+    if unknown_version:
+        return None, unknown_version
+    for key in ("roundtrips", "elapsed_s", "roundtrips_per_s"):
+        if report.get("error") is None and not isinstance(report.get(key), (int, float)):
+            return None, f"client report lacks the number '{key}'"
+    return report, None
+
+
+def judge_client(run: ClientRun, server_exit_code: int | None, server: ServerFacts) -> Outcome | None:
+    """The failed outcome of one client process, or None when its report is a success. server_exit_code: the
+    server's, when it had exited by the time the client ended (None: it was still running)."""
+    client = ClientFacts(pid=run.pid, exit_code=run.exit_code, stderr_tail=run.stderr_tail)
+    report, problem = parse_client_report(run.stdout)
+    if problem:
+        return Outcome("client-failed", f"{problem} (exit code {run.exit_code})", client, server)
+    client = ClientFacts(run.pid, run.exit_code, run.stderr_tail, report)
+    if report.get("error") or run.exit_code != 0:
+        reason = report.get("error") or f"client exited with code {run.exit_code}"
+        if server_exit_code is not None:
+            reason = f"server exited with code {server_exit_code} during the run; client: {reason}"
+        return Outcome("client-failed" if server_exit_code is None else "server-crashed", reason, client, server)
+    if not report.get("roundtrips") and not report.get("holder"):
+        return Outcome("client-failed", "client reported zero roundtrips", client, server)
+    return None
+
+
+def judge_attempt(runs: list[ClientRun], server_exit_code: int | None, window: WindowSamples,
+                  settings: CellSettings, server: ServerFacts, held: HeldSample | None = None) -> Outcome:
+    """An attempt's outcome from its client processes (in share order) and the window's samples: ok with every
+    figure, or the first failure with its reason."""
+    reports = []
+    for run in runs:
+        failure = judge_client(run, server_exit_code, server)
+        if failure is not None:  # said of its process, but filed under the attempt's first client's pid
+            failure = replace(failure, client=replace(failure.client, pid=runs[0].pid))
+            return failure.prefixed(f"client process {run.index}: ") if len(runs) > 1 else failure
+        reports.append(parse_client_report(run.stdout)[0])
+    first = ClientFacts(pid=runs[0].pid, exit_code=max(run.exit_code for run in runs))
+    figures: dict[str, Any] | None = None
+    if settings.workload == "broadcast":
+        try:
+            report, figures = workload_figures.broadcast(reports)
+        except workload_figures.WorkloadError as exc:
+            return Outcome("client-failed", str(exc), ClientFacts(first.pid, first.exit_code, None,
+                                                                  workload_figures.without_timestamps(reports[0])),
+                           server)
+    else:
+        measuring = [report for report in reports if not report.get("holder")]
+        report = measuring[0] if len(measuring) == 1 else merge_reports(measuring)
+        if settings.rate is not None:
+            figures = {"open_loop": workload_figures.open_loop(measuring, settings.rate)}
+        if held is not None:
+            figures = (figures or {}) | {"idle": workload_figures.idle(reports, settings.idle_connections,
+                                                                       held.memory_before, held.memory_held,
+                                                                       held.established)}
+            if figures["idle"]["opened"] != settings.idle_connections:
+                return Outcome("client-failed", f"idle connections: the clients held {figures['idle']['opened']} "
+                                                f"of {settings.idle_connections}",
+                               ClientFacts(first.pid, first.exit_code, None, report), server)
+    latency = report.get("latency") or {}
+    histogram = latency.pop("hdr_histogram", None)
+    value_counts = latency.pop("value_counts", None)
+    if histogram is None and value_counts:
+        histogram = histograms.encode_value_counts(value_counts)
+    measured = Measured(roundtrips=report["roundtrips"], elapsed_s=report["elapsed_s"],
+                        roundtrips_per_s=report["roundtrips_per_s"], latency_histogram=histogram,
+                        workload_figures=figures)
+    return Outcome("ok", None, ClientFacts(first.pid, first.exit_code, None, report), server, measured, window)
+
+
+def merge_reports(reports: list[dict[str, Any]]) -> dict[str, Any]:
+    """One report for several client processes: rates and counts summed, histograms merged, each kept."""
+    merged = {key: value for key, value in reports[0].items() if key not in ("latency", "connections")}
+    merged["client_processes"] = len(reports)
+    merged["roundtrips"] = sum(r["roundtrips"] for r in reports)
+    merged["roundtrips_per_s"] = sum(r["roundtrips_per_s"] for r in reports)
+    merged["elapsed_s"] = max(r["elapsed_s"] for r in reports)
+    merged["pairs"] = sum(r.get("pairs", 1) for r in reports)
+    merged["per_process"] = [{"pairs": r.get("pairs", 1), "roundtrips": r["roundtrips"],
+                              "roundtrips_per_s": r["roundtrips_per_s"], "elapsed_s": r["elapsed_s"]}
+                             for r in reports]
+    merged["connections"] = [dict(c, process=index) for index, r in enumerate(reports)
+                             for c in r.get("connections") or []]
+    encoded = []
+    for r in reports:
+        latency = r.get("latency") or {}
+        if latency.get("hdr_histogram"):
+            encoded.append(latency["hdr_histogram"])
+        elif latency.get("value_counts"):
+            encoded.append(histograms.encode_value_counts(latency["value_counts"]))
+    merged["latency"] = {"unit": "ns", "recorded": bool(encoded),
+                         "hdr_histogram": histograms.merge(encoded).encode().decode("ascii") if encoded else None}
+    return merged
+
+
+# -- failures before or instead of the judge: each says what was waited for, and the limit that was applied
+def client_timed_out(run: ClientRun, processes: int, limit_s: float, first_pid: int | None, server: ServerFacts,
+                     where: str = "") -> Outcome:
+    """A client process that did not finish within its limit (client_limit_s) and was stopped."""
+    who = "client" if processes == 1 else f"client process {run.index}"
+    return Outcome("timeout", f"{who}{where} did not finish within {limit_s:g} s",
+                   ClientFacts(first_pid, run.exit_code, run.stderr_tail), server)
+
+
+def barrier_timed_out(ready: int, processes: int, limit_s: float, tails: list[str], first_pid: int | None,
+                      server: ServerFacts, where: str = "") -> Outcome:
+    """Not every client process was connected and ready within the start barrier's limit (barrier_limit_s)."""
+    return Outcome("timeout", f"start barrier{where}: {ready} of {processes} client processes reported ready "
+                              f"within {limit_s:g} s",
+                   ClientFacts(pid=first_pid, stderr_tail="\n".join(f"client process {index}: {tail}"
+                                                     for index, tail in enumerate(tails))), server)
+
+
+def ended_before_release(run: ClientRun, server_exit_code: int | None, first_pid: int | None, server: ServerFacts,
+                         where: str = "") -> Outcome:
+    """A client process that ended before the start barrier released every client."""
+    failure = judge_client(run, server_exit_code, server) or Outcome(
+        "client-failed", f"it exited with code {run.exit_code} without waiting for the go on {GO_FD_ENV} "
+                         "(docs/contract.md: the start barrier)",
+        ClientFacts(exit_code=run.exit_code, stderr_tail=run.stderr_tail), server)
+    failure = replace(failure, client=replace(failure.client, pid=first_pid))
+    return failure.prefixed(f"client process {run.index}{where} ended before the start barrier released: ")

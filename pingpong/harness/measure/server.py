@@ -1,0 +1,222 @@
+"""A server started on this machine for measuring: launched on a free port, probed until its first handshake, its
+port's owner checked and its relay verified; the handle the engine holds while clients take their turns on it."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from pingpong.contract import INFO_FILE_ENV
+from pingpong.harness.measure import probe
+from pingpong.harness.measure.attempt_plan import (ROOM_PROBE_TIMEOUT_S, STDERR_TAIL_LINES, process_environment,
+                                                   room_probe_path, server_command, server_scheme)
+from pingpong.harness.measure.boundary import Outcome, ServerFacts, Turn, failed
+from pingpong.harness.measure.clients_ahead import CLIENTS_AHEAD_AT_SERVER_START, WaitingClient, spawn_ahead
+from pingpong.harness.settings.cell import CellSettings, cpus_for
+from pingpong.harness.settings.manifest import Implementation
+from pingpong.harness.system import listeners, processes
+
+
+def room_probe(server: "LocalServer", settings: CellSettings) -> Outcome | None:
+    """None when a long-lived server still completes a handshake; else a not-ready outcome with the reason."""
+    code = server.exit_code()
+    if code is not None:
+        return failed("server-crashed", f"the server exited with code {code} before this attempt")
+    try:
+        server.room_probes += 1
+        with probe.open_connection(server.base_url, room_probe_path(server.room_probes), ROOM_PROBE_TIMEOUT_S,
+                                   settings.tls_ca):
+            return None
+    except Exception as exc:
+        return failed("not-ready", f"room probe before the client: {type(exc).__name__}: {exc}")
+
+
+@dataclass
+class LocalServer:
+    """A server process started on this machine for measuring (the engine's ServerHandle): where it listens, and
+    whether it passed readiness and verification.
+
+    problem is None when it is ready and relays as the contract says; else the failed outcome (not-ready,
+    port-conflict, verification-failed) that every attempt on it reports.
+    """
+
+    process: processes.ManagedProcess
+    base_url: str
+    port: int
+    info_path: Path
+    work_dir: Path
+    cpus: set[int] | None
+    ready_after_s: float | None = None
+    problem: Outcome | None = None
+    # Attempts that have taken their turn on this server. An attempt's client is numbered by its turn (its room and
+    # its jit warmup depend on it), so a long-lived server never reuses a room.
+    turns: int = 0
+    room_probes: int = 0  # the room probes' rooms are numbered per server too
+    runtime: str | None = None  # the server implementation's runtime (python, node, bun, native)
+    # Starting clients ahead of their turn (spawn_ahead): the attempts still to come on this server, in order, as
+    # (client, settings, round); the client processes started for some of them, in the same order, each loaded and
+    # waiting at its start gate; and how many of the upcoming attempts, from the first, were considered for one.
+    upcoming: list[tuple[Implementation, CellSettings, int]] = field(default_factory=list)
+    waiting: list[WaitingClient] = field(default_factory=list)
+    considered_ahead: int = 0
+    project_root: Path | None = None
+
+    def take_turn(self, client: Implementation, settings: CellSettings, repeat: int) -> WaitingClient | None:
+        """This attempt takes its turn and leaves the upcoming list; the client waiting for it, if one was started
+        for it. When the caller runs another attempt than the next upcoming one (it changed its order), every
+        waiting client is stopped and none is started ahead any more."""
+        self.turns += 1
+        if self.upcoming and (self.upcoming[0][0].name, self.upcoming[0][1], self.upcoming[0][2]) == (
+                client.name, settings, repeat):
+            self.upcoming.pop(0)
+            self.considered_ahead = max(0, self.considered_ahead - 1)
+            if self.waiting and self.waiting[0].serves(client, settings, repeat):
+                return self.waiting.pop(0)
+            return None  # it could not wait at a gate, or its start failed: the attempt starts it
+        with processes.interrupts_deferred():
+            self.discard_waiting()
+        return None
+
+    def settle_waiting(self, timeout_s: float) -> None:
+        """Wait until every client waiting for a later attempt has loaded (said ARMED_EVENT), so that none is still
+        loading during this attempt's window; one that does not load in time, or exits, is stopped (its attempt
+        then starts its client at its turn, and reports why it fails)."""
+        deadline = time.monotonic() + timeout_s
+        for waiting in list(self.waiting):
+            if waiting.wait_until_armed(max(0.0, deadline - time.monotonic())) is not None:
+                with processes.interrupts_deferred():
+                    self.waiting.remove(waiting)
+                    waiting.discard()
+
+    def discard_waiting(self) -> None:
+        """Stop every client started ahead for an attempt that will not come (before the server stops; callers
+        hold interrupts_deferred around both)."""
+        self.upcoming.clear()
+        self.considered_ahead = 0
+        waiting, self.waiting = self.waiting, []
+        for client in waiting:
+            client.discard()
+
+    # -- the ServerHandle the engine reads
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def alive(self) -> bool:
+        return self.process.popen.poll() is None
+
+    def exit_code(self) -> int | None:
+        """Its exit code once it has exited; None while it runs."""
+        return self.process.popen.poll()
+
+    def stderr_tail(self) -> str:
+        return self.process.stderr_tail(STDERR_TAIL_LINES)
+
+    def facts(self) -> ServerFacts:
+        """What an attempt on it records of the server: when it was ready, what it said about itself."""
+        return ServerFacts(ready_after_s=self.ready_after_s, info=_read_json_file(self.info_path))
+
+    def turn(self, repeat: int, started_at: str, client_cpus: set[int] | None) -> Turn:
+        return Turn(repeat=repeat, started_at=started_at, port=self.port, server_pid=self.process.pid,
+                    server_cpus=sorted(self.cpus) if self.cpus else None,
+                    client_cpus=sorted(client_cpus) if client_cpus else None)
+
+
+def start_server(server: Implementation, settings: CellSettings, project_root: Path, work_dir: Path,
+                 server_cpus: set[int] | None,
+                 upcoming: list[tuple[Implementation, CellSettings, int]] | None = None,
+                 clients_ahead: int = CLIENTS_AHEAD_AT_SERVER_START) -> LocalServer:
+    """Start a server, wait for its first handshake, check who holds its port, and verify its relay.
+
+    upcoming: the attempts that will run on it, in order (client, settings, round), to start their clients ahead
+    of their turn (spawn_ahead): the first clients_ahead of them load on the client's CPUs while the server gets
+    ready.
+
+    Once this returns, the caller owns the process and stops it (processes.stop, after discard_waiting) in every
+    case; if this raises (an interruption during the probe, an OS error), it has stopped the processes itself.
+    """
+    started = launch_server(server, settings, project_root, work_dir, server_cpus)
+    on_ready = None
+    try:
+        if upcoming:
+            started.upcoming, started.project_root = list(upcoming), project_root
+            client_cpus = cpus_for(settings)[1]
+            spawn_ahead(started, client_cpus, clients_ahead)
+            if server_cpus and client_cpus and len(started.waiting) > 1:
+                # once the server is ready, its CPUs idle while its relay is verified: clients still loading may
+                # use them too (at its turn, each client moves to the client's CPUs)
+                on_ready = lambda: [processes.pin_threads(waiting.process.pid, server_cpus | client_cpus)  # noqa
+                                    for waiting in started.waiting]
+        started.problem = _check_server(started, settings, on_ready)
+    except BaseException:
+        with processes.interrupts_deferred():
+            started.discard_waiting()
+            processes.stop(started.process)
+        raise
+    return started
+
+
+def launch_server(server: Implementation, settings: CellSettings, project_root: Path, work_dir: Path,
+                  server_cpus: set[int] | None, host: str = "127.0.0.1") -> LocalServer:
+    """Start a server listening on host (only there) at a free port; not yet probed. The caller stops it."""
+    port = free_port_checked(host)
+    info_path = work_dir / "server-info.json"
+    server_argv = server_command(server, settings, project_root, host, port)
+    process = processes.start("server", server_argv, project_root, work_dir,
+                              env=process_environment(settings, **{INFO_FILE_ENV: str(info_path)}), cpus=server_cpus)
+    return LocalServer(process, f"{server_scheme(server, settings)}://{host}:{port}", port, info_path, work_dir,
+                           server_cpus, runtime=server.runtime)
+
+
+def _check_server(started: LocalServer, settings: CellSettings,
+                  on_ready: Callable[[], Any] | None = None) -> Outcome | None:
+    """None when the server is ready, holds its port and relays as the contract says; else status and reason.
+    on_ready, if given, runs once its first handshake has succeeded."""
+    process, port = started.process, started.port
+    try:
+        started.ready_after_s = round(probe.wait_until_ready(started.base_url, process, settings.ready_timeout_s,
+                                                             settings.tls_ca), 4)
+    except probe.NotReady as exc:
+        return failed("not-ready", str(exc) + diagnose_port(port, process))
+    if on_ready is not None:
+        on_ready()
+    owner = listeners.port_owner(port)
+    if owner is not None and owner not in listeners.process_tree(process.pid):
+        return failed("port-conflict", f"port {port} answered, but it is held by another process (pid {owner}), "
+                                       f"not by the server")
+    problem = probe.verify_relay(started.base_url, settings.tls_ca)
+    if problem:
+        return failed("verification-failed", problem, ServerFacts(ready_after_s=started.ready_after_s))
+    return None
+
+
+def free_port_checked(host: str = "127.0.0.1", attempts: int = 5) -> int:
+    """A free port, re-checked so a port another process grabbed in between is not handed to the server."""
+    for _ in range(attempts):
+        port = processes.free_port(host)
+        if processes.port_is_free(port, host):
+            return port
+    return port
+
+
+def diagnose_port(port: int, server_process: processes.ManagedProcess) -> str:
+    """Why a server was not reachable on its port, as far as /proc tells: appended to the not-ready reason."""
+    if server_process.popen.poll() is None:
+        elsewhere = [f"{host}:{listened}" for host, listened in listeners.listeners_of_tree(server_process.pid)
+                     if listened != port]
+        if elsewhere:
+            return f"; the server listens on {', '.join(elsewhere)}, not on the requested 127.0.0.1:{port}"
+    owner = listeners.port_owner(port)
+    if owner is not None and owner not in listeners.process_tree(server_process.pid):
+        return f"; port {port} is already in use by another process (pid {owner})"
+    return ""
+
+
+def _read_json_file(path: Path) -> dict | None:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        return None

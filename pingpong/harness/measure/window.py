@@ -1,0 +1,225 @@
+"""The measured window, sampled from outside the processes measured: each side's CPU, page faults and sockets, the
+kernel's TCP counters and the CPUs' steal time at the window's edges (WindowSamples), and the server with every idle
+connection held, sampled before the go (HeldSample)."""
+
+from __future__ import annotations
+
+import os
+import queue
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from pingpong.contract import READY_EVENT, WINDOW_END_EVENT, WINDOW_START_EVENT
+from pingpong.harness.measure.boundary import HeldSample, WindowSamples
+from pingpong.harness.measure.start_barrier import window_spread
+from pingpong.harness.settings.cell import CellSettings
+from pingpong.harness.system import cpu, kernel_signals, listeners
+from pingpong.harness.system.syscall_trace import SyscallTracer
+
+
+@dataclass
+class HeldConnections:
+    """The server with every idle connection open, sampled just before the go (outside any measured window):
+    the memory of its process tree then and before the client started, and the connections the kernel lists."""
+
+    server_pid: int
+    port: int
+    memory_before: dict[str, int] | None = None
+    memory_held: dict[str, int] | None = None
+    established: int | None = None
+
+    def __post_init__(self) -> None:
+        self.memory_before = cpu.tree_memory(self.server_pid)
+
+    def sample_held(self) -> None:
+        self.memory_held = cpu.tree_memory(self.server_pid)
+        self.established = listeners.established_connections(self.port)
+
+    def sample(self) -> HeldSample:
+        return HeldSample(self.memory_before, self.memory_held, self.established)
+
+
+class WindowWatcher:
+    """Reads the drivers' events and samples both sides when the measured window opens and closes.
+
+    One thread reads: it times each event as it arrives and hands each READY_EVENT to on_ready (the start
+    barrier). The other samples, per window: CPU and minor page faults of both sides' process trees, each CPU's
+    steal time, the kernel's TCP counters, TCP_NODELAY of both sides' sockets as the kernel has it (forced on first when
+    settings.force_nodelay), and strace counts when settings.trace_syscalls. With several client processes, the
+    sampled window runs from the last one's start to the first one's end: the time when all of them measure
+    (released together by the start barrier, their windows differ by `spread`). Sampling happens in the
+    orchestrator, outside the processes measured.
+    """
+
+    def __init__(self, read_fd: int, server_pid: int | None, client_pids: list[int], port: int,
+                 settings: CellSettings,
+                 work_dir: Path, on_ready: Callable[[], None] | None = None,
+                 window_processes: int | None = None) -> None:
+        self.server_pid = server_pid
+        # the processes whose window-start opens the sampled window (broadcast: only the sender measures one)
+        self.window_processes = window_processes or len(client_pids)
+        self.on_ready = on_ready  # called on each client's READY_EVENT (the start barrier counts them)
+        self.ready_at: list[float] = []  # when each event arrived, on the orchestrator's monotonic clock
+        self.starts_at: list[float] = []
+        self.ends_at: list[float] = []
+        self.client_pids = client_pids
+        self.port = port
+        self.settings = settings
+        self.work_dir = work_dir
+        self.cpu_source = cpu.cpu_source()
+        self.server_cpu_s: float | None = None
+        self.client_cpu_s: float | None = None
+        self.server_minor_faults: int | None = None
+        self.client_minor_faults: int | None = None
+        self.cpu_steal_s: dict[str, float] | None = None
+        self.wall_s: float | None = None
+        self.server_peak_rss_bytes: int | None = None
+        self.tcp_counters: dict[str, int] | None = None
+        self.sockets: dict[str, Any] | None = None
+        self.syscalls: dict[str, Any] | None = None
+        self.sampling_s: float | None = None  # CPU time this thread spent sampling inside the window (at its start)
+        # the window's edges on this host's wall clock (ns): a cluster run forwards them to the server's host
+        self.start_wall_ns: int | None = None
+        self.end_wall_ns: int | None = None
+        # set once the window has closed and been sampled (or the events have ended without one): from then on the
+        # orchestrator may start the next attempt's client without touching this window's figures
+        self.ended = threading.Event()
+        self._events: queue.SimpleQueue = queue.SimpleQueue()
+        self._reader = threading.Thread(target=self._read, args=(read_fd,), daemon=True)
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+        self._reader.start()
+        self._thread.start()
+
+    def join(self) -> None:
+        self._reader.join(15)
+        self._thread.join(15)
+
+    def samples(self) -> WindowSamples:
+        """What was sampled (after join): the record the judge reads."""
+        return WindowSamples(
+            cpu_source=self.cpu_source.name, server_cpu_s=self.server_cpu_s, client_cpu_s=self.client_cpu_s,
+            server_minor_faults=self.server_minor_faults, client_minor_faults=self.client_minor_faults,
+            cpu_steal_s=self.cpu_steal_s, spread=self.spread, wall_s=self.wall_s,
+            server_peak_rss_bytes=self.server_peak_rss_bytes, tcp_counters=self.tcp_counters, sockets=self.sockets,
+            syscalls=self.syscalls, sampling_s=self.sampling_s, start_wall_ns=self.start_wall_ns,
+            end_wall_ns=self.end_wall_ns)
+
+    @property
+    def spread(self) -> dict[str, Any] | None:
+        """With several client processes, how far apart their readies, window starts and window ends came."""
+        if len(self.client_pids) == 1 or self.window_processes == 1:
+            return None
+        return window_spread(self.ready_at, self.starts_at, self.ends_at, self.window_processes)
+
+    def _read(self, read_fd: int) -> None:
+        """Time each event as it arrives (sampling happens in the other thread) and count the readies."""
+        try:
+            with os.fdopen(read_fd, "rb") as stream:
+                for line in stream:
+                    arrived = time.monotonic()
+                    event = line.strip().decode(errors="replace")
+                    if event == READY_EVENT:
+                        self.ready_at.append(arrived)
+                        if self.on_ready is not None:
+                            self.on_ready()
+                        continue
+                    (self.starts_at if event == WINDOW_START_EVENT else self.ends_at).append(arrived)
+                    self._events.put(event)
+        finally:
+            self._events.put(None)
+
+    def _trees(self) -> tuple[list[int], list[list[int]]]:
+        """The server's tree and each client's tree of pids, from one pass over /proc."""
+        trees = listeners.process_trees([pid for pid in (self.server_pid, *self.client_pids) if pid is not None])
+        return trees.get(self.server_pid, []), [trees[pid] for pid in self.client_pids]
+
+    def _inspect_sockets(self, server_tree: list[int], client_trees: list[list[int]], force: bool) -> None:
+        # a server on another host (server_pid None): its own host reads its sockets
+        server = ({"server": kernel_signals.inspect_sockets(server_tree, self.port, force)}
+                  if self.server_pid is not None else {})
+        self.sockets = server | {"client": self._client_sockets(client_trees, force)}
+
+    def _inspect_pair_sockets_only(self, client_trees: list[list[int]]) -> None:
+        """With idle connections held, only the measuring clients' sockets: borrowing the server's thousands (and
+        the holders') would take longer than the window itself, inside it (signal_sampling_s said 0.5 s for
+        10,000). The server's count is the kernel's, read before the go (workload_figures "idle")."""
+        self.sockets = {"server": {"sockets": 0, "error": "not read with idle connections held (reading them all "
+                                                          "would take longer than the window)"},
+                        "client": self._client_sockets(client_trees[:self.window_processes], False)}
+
+    def _client_sockets(self, client_trees: list[list[int]], force: bool) -> dict[str, Any]:
+        return kernel_signals.merge_socket_readings(
+            [kernel_signals.inspect_sockets(tree, self.port, force) for tree in client_trees], force)
+
+    def _watch(self) -> None:
+        start = None
+        starts = ends = 0
+        tracers: dict[str, SyscallTracer] = {}
+        try:
+            for event in iter(self._events.get, None):
+                if event == WINDOW_START_EVENT:
+                    starts += 1
+                    if starts < self.window_processes:
+                        continue
+                    # Inside the measured window, so kept cheap (sampling_s records how cheap): CPU and
+                    # counters first, then each connection's TCP_NODELAY (forced first, if asked).
+                    sampling_began = time.thread_time()
+                    self.start_wall_ns = time.time_ns()
+                    server_tree, client_trees = self._trees()
+                    client_pids = [pid for tree in client_trees for pid in tree]
+                    start = (time.monotonic(), cpu.sample(server_tree, self.cpu_source),
+                             cpu.sample(client_pids, self.cpu_source), kernel_signals.read_tcp_counters(),
+                             cpu.minor_faults(server_tree), cpu.minor_faults(client_pids),
+                             kernel_signals.read_cpu_steal())
+                    if self.settings.idle_connections or self.settings.sample_server_memory:
+                        self._inspect_pair_sockets_only(client_trees)
+                    else:
+                        self._inspect_sockets(server_tree, client_trees, force=self.settings.force_nodelay)
+                    self.sampling_s = time.thread_time() - sampling_began
+                    if self.settings.trace_syscalls:
+                        tracers = {side: SyscallTracer(pid, self.work_dir / f"strace-{side}.txt")
+                                   for side, pid in (("server", self.server_pid),
+                                                     ("client", self.client_pids[0]))}
+                        traced_from = time.monotonic()  # both tracers attached (or gave up)
+                elif event == WINDOW_END_EVENT:
+                    ends += 1
+                    if ends >= self.window_processes and self.wall_s is not None:
+                        self.ended.set()  # the last process measuring has closed its window too
+                    if start is None or self.wall_s is not None:
+                        continue
+                    # the same pids as at the start; one that exited meanwhile drops out of the delta
+                    server_end = cpu.sample(server_tree, self.cpu_source)
+                    client_end = cpu.sample(client_pids, self.cpu_source)
+                    counters_end = kernel_signals.read_tcp_counters()
+                    faults_end = cpu.minor_faults(server_tree), cpu.minor_faults(client_pids)
+                    self.cpu_steal_s = kernel_signals.steal_seconds(start[6], kernel_signals.read_cpu_steal())
+                    self.wall_s = time.monotonic() - start[0]
+                    self.end_wall_ns = time.time_ns()
+                    if self.server_pid is not None:
+                        self.server_cpu_s = cpu.cpu_delta(start[1], server_end)
+                        self.server_minor_faults = cpu.faults_delta(start[4], faults_end[0])
+                    self.client_cpu_s = cpu.cpu_delta(start[2], client_end)
+                    self.client_minor_faults = cpu.faults_delta(start[5], faults_end[1])
+                    self.tcp_counters = kernel_signals.counter_deltas(start[3], counters_end)
+                    if tracers:
+                        self._stop_tracers(tracers, time.monotonic() - traced_from)
+                    tracers = {}
+                    if self.server_pid is not None:
+                        self.server_peak_rss_bytes = cpu.peak_rss_bytes(self.server_pid)
+                    if ends >= self.window_processes:
+                        self.ended.set()
+        finally:
+            if tracers:
+                self._stop_tracers(tracers, None)
+            self.ended.set()
+
+    def _stop_tracers(self, tracers: dict[str, SyscallTracer], traced_wall_s: float | None) -> None:
+        """Detach strace; traced_wall_s is how long both were attached, to turn counts into per-roundtrip figures."""
+        self.syscalls = {}
+        for side, tracer in tracers.items():
+            counts = tracer.stop()
+            self.syscalls[side] = ({"calls": counts, "traced_wall_s": traced_wall_s} if counts is not None
+                                   else {"error": tracer.error})

@@ -1,0 +1,179 @@
+"""A run as Markdown: the matrix, the ratios to the fastest pair, the WebSocket cost, the workload's figures, the
+flags and every cell's details (a pure function of the record and its summaries)."""
+
+from __future__ import annotations
+
+from pingpong.harness.analysis.costs import websocket_costs
+from pingpong.harness.analysis.stats import NOISY_CV, percent
+from pingpong.harness.analysis.summary import Summaries, workload_kind
+from pingpong.harness.report import workloads as workload_report
+from pingpong.harness.report.formatting import (NODELAY_TEXT, axes, axis_loops, fastest_cell, faults_text, floors,
+                                                format_duration_ns, format_optional, format_rate, format_ratio,
+                                                interval_legend, latency_name, matrix_cell_text, percentiles, rate_unit,
+                                                relative_to_fastest, rounds_text, short_extensions, topology_line,
+                                                usual_label, with_loop, workload_title)
+from pingpong.harness.results.records import RunResult
+
+COST_PARTS = (
+    ("server", "Server part: the WebSocket server's CPU time per roundtrip over its runtime's raw-TCP floor server's, "
+               "the floor facing the C floor client"),
+    ("client", "Client part: the WebSocket client's CPU time per roundtrip over its runtime's raw-TCP floor client's, "
+               "the floor facing the C floor server"),
+    ("end_to_end", "End to end: the rate of the same two runtimes' raw-TCP floors paired, over the cell's rate (how "
+                   "many times slower the pair is than its runtimes without WebSocket)"),
+)
+
+
+def cost_section(run: RunResult, servers: list[str], clients: list[str]) -> list[str]:
+    """'WebSocket cost': the server part, the client part and the end-to-end figure, one matrix each."""
+    costs = websocket_costs(run)
+    every = [getattr(split, part) for split in costs.values() for part, _ in COST_PARTS
+             if getattr(split, part) is not None]
+    usual = usual_label(every)
+    lines = []
+    for part, caption in COST_PARTS:
+        ratios = {key: getattr(split, part) for key, split in costs.items() if getattr(split, part) is not None}
+        rows = [server for server in servers if any((server, client) in ratios for client in clients)]
+        columns = [client for client in clients if any((server, client) in ratios for server in servers)]
+        if not rows:
+            continue
+        lines += ["", f"{caption}:", "", "| server \\ client | " + " | ".join(columns) + " |",
+                  "|---|" + "---:|" * len(columns)]
+        for server in rows:
+            lines.append(f"| {server} | " + " | ".join(format_ratio(ratios[(server, client)], usual)
+                                                       if (server, client) in ratios else "—"
+                                                       for client in columns) + " |")
+    if lines:
+        lines[:0] = ["", "WebSocket cost, against the raw-TCP floors of the same runtimes: the median of the "
+                     f"per-round ratios (each round measures every cell once); {interval_legend(every)}; — where a "
+                     "floor cell was not measured:"]
+    return lines
+
+
+def render_markdown(run: RunResult, summaries: Summaries) -> str:
+    servers, clients = axes(run)
+    config = run.configuration
+    env = run.environment
+    unit = rate_unit(run)
+    title = workload_title(config)
+    pairs = config.get("pairs", 1)
+    server_loops, client_loops = axis_loops(summaries)
+    lines = [
+        f"# {title}, server × client",
+        "",
+        f"Run started {run.started_at}" + (f", finished {run.finished_at}" if run.finished_at else ", unfinished")
+        + (" (interrupted)" if run.interrupted else "") + ".",
+        f"Machine: {env.get('cpu_model')}, {env.get('cpu_count')} CPUs, Linux {env.get('kernel')}; "
+        f"Python {env.get('python', {}).get('version')}, Node.js {env.get('node')}; "
+        f"suite {str(env.get('suite_commit'))[:10]}{' (modified)' if env.get('suite_dirty') else ''}."
+        + (f" {topology_line(run.topology)}" if run.topology else ""),
+        f"Settings: {rounds_text(run)}; each attempt {config['duration_s']:g} s after {config['warmup_s']:g} s "
+        "warmup; "
+        f"loop {config['loop']}; compression {config['compression']}; payload {config['payload_size']} bytes "
+        f"{config['payload_kind']}; " + (f"{pairs} pairs per cell, each in its own room, driven by "
+                                          f"{config.get('client_processes', 1)} client process(es); "
+                                          if pairs != 1 else "")
+        + ("TLS (wss://); " if config.get("tls") else "")
+        + ("server and client pinned to separate CPUs" if config.get("pinned") else "not pinned") + ".",
+        "",
+        f"Each cell: median {unit} over the repeats, ± coefficient of variation, p99 "
+        + latency_name(config) + " latency "
+        f"(all repeats merged). (noisy) = CV ≥ {NOISY_CV:.0%}; ᶻ = permessage-deflate negotiated; "
+        "⚑ = flagged as odd (reasons below); — = not measured (see below). Each server and client is named with "
+        "the event loop it reported running on.",
+        "",
+        "| server \\ client | " + " | ".join(with_loop(client, client_loops) for client in clients) + " |",
+        "|---|" + "---:|" * len(clients),
+    ]
+    for server in servers:
+        row = [matrix_cell_text(summaries[(server, client)]) if (server, client) in summaries else "—"
+               for client in clients]
+        lines.append(f"| {with_loop(server, server_loops)} | " + " | ".join(row) + " |")
+
+    fastest = fastest_cell(run, summaries)
+    if fastest:
+        ratios = relative_to_fastest(run, summaries)
+        rate = summaries[fastest].roundtrips_per_s.median
+        floor_text = "; ".join(f"{server} × {client} {format_rate(value)}" for (server, client), value
+                               in floors(run, summaries))
+        usual = usual_label(ratios.values())
+        lines += ["", f"Fastest WebSocket pair: **{fastest[0]} server × {fastest[1]} client**, {format_rate(rate)} "
+                  f"{unit}" + (f" (raw-TCP floors, without WebSocket: {floor_text})" if floor_text else "") + ". "
+                  "Every cell relative to it: the median of its per-round ratios to the fastest's rate (each round "
+                  f"measures every cell once); {interval_legend(ratios.values())}:", "",
+                  "| server \\ client | " + " | ".join(clients) + " |", "|---|" + "---:|" * len(clients)]
+        for server in servers:
+            row = [format_ratio(ratios[(server, client)], usual) if (server, client) in ratios else "—"
+                   for client in clients]
+            lines.append(f"| {server} | " + " | ".join(row) + " |")
+
+    lines += cost_section(run, servers, clients)
+    lines += workload_report.run_section(summaries, unit)
+
+    lines += flagged_section(summaries)
+
+    per = "delivery" if workload_kind(config) == "broadcast" else "rt"
+    # runs saved before page faults were sampled render as they always did, without the column
+    faults = any(summary.cpu(side).minor_faults_per_roundtrip is not None
+                 for summary in summaries.values() for side in ("server", "client"))
+    lines += ["", "## Per cell", "",
+              "CPU is user+system time of each side's process tree over the measured window; utilization is that "
+              "CPU time over wall time (1.0 = one core busy). The bottleneck is the side at ≥ 80% of a core; "
+              "'neither' means the pair waits rather than computes.", "",
+              f"| server | client | {unit} median [min–max] | n | precision | CV | p50 | p90 | p99 | p99.9 | max "
+              f"| server µs/{per} | client µs/{per} | server util | client util | bottleneck | server peak RSS "
+              "| loops (server/client) | compression | TCP_NODELAY (server/client) | TCP segments/message "
+              "| delayed ACKs/rt |" + (" page faults/rt (server/client) |" if faults else ""),
+              "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---|---|---|---:|"
+              "---:|" + ("---:|" if faults else "")]
+    for (server, client), summary in summaries.items():
+        if not summary.measured:
+            continue
+        rates = summary.roundtrips_per_s
+        lines.append("| " + " | ".join([
+            server, client,
+            f"{format_rate(rates.median)} [{format_rate(rates.minimum)}–{format_rate(rates.maximum)}]",
+            str(rates.n),
+            "–" if rates.precision is None else f"±{rates.precision:.1%} ({percent(rates.interval_coverage)})",
+            "–" if rates.cv is None else f"{rates.cv * 100:.1f}%",
+            *(format_duration_ns(value) for value in percentiles(summary.latency)),
+            format_optional(summary.server_cpu.us_per_roundtrip, "{:.1f}"),
+            format_optional(summary.client_cpu.us_per_roundtrip, "{:.1f}"),
+            format_optional(summary.server_cpu.utilization, "{:.2f}"),
+            format_optional(summary.client_cpu.utilization, "{:.2f}"),
+            summary.bottleneck or "–",
+            format_optional(summary.server_peak_rss_bytes and summary.server_peak_rss_bytes / 2**20, "{:.0f} MiB"),
+            f"{summary.server_loop or '?'}/{summary.client_loop or '?'}",
+            short_extensions(summary.compression_negotiated),
+            f"{NODELAY_TEXT[summary.server_tcp_nodelay]}/{NODELAY_TEXT[summary.client_tcp_nodelay]}",
+            format_optional(summary.segments_per_message, "{:.2f}"),
+            format_optional(summary.delayed_acks_per_roundtrip, "{:.3f}"),
+            *([faults_text(summary)] if faults else []),
+        ]) + " |")
+
+    problems = [(key, s) for key, s in summaries.items() if s.status in ("skipped", "failed", "partial")]
+    if problems:
+        lines += ["", "## Not measured or failed", ""]
+        for (server, client), summary in problems:
+            if summary.status == "skipped":
+                lines.append(f"- {server} × {client}: not measured: {summary.reason}")
+            for failure in summary.failures:
+                lines.append(f"- {server} × {client}: {failure}")
+    return "\n".join(lines) + "\n"
+
+
+def flagged_section(summaries: Summaries) -> list[str]:
+    """'## Flagged cells': each odd cell with its one-line reasons, and how to dig further."""
+    flagged = [(key, summary.flags) for key, summary in summaries.items() if summary.flags]
+    if not flagged:
+        return ["", "No cell is flagged: every measured cell is within 3× of what its server and client predict, "
+                "and no signal rule fired."]
+    lines = ["", "## Flagged cells", "",
+             "A cell is flagged when it runs under 1/3 of the rate its row and column predict (log-space model "
+             "rate ≈ server factor × client factor, fitted without it), or when one of its signals is out of "
+             "line. `python run_bench.py diagnose SERVER CLIENT` measures a flagged cell in depth.", ""]
+    for (server, client), flags in flagged:
+        lines.append(f"- **{server} × {client}**: " + "; ".join(flags))
+    return lines
+
+
