@@ -2,7 +2,7 @@
 
 A leaf: it imports nothing from the project, so both worlds import it (pingpong/kit in the server and client
 processes, pingpong/harness in run_bench.py's). The JavaScript and C programs cannot import it; tests/test_contract.py
-holds their copies (node/driver.js, node/server_support.js, node/dependencies.js, native/*.c) and manifest.toml to it.
+holds their copies (node/driver/*.js, node/server_support.js, node/dependencies.js, native/*.c) and manifest.toml to it.
 """
 
 # Event loops a Python implementation can be asked for; "auto" is what the program gets by itself.

@@ -17,7 +17,8 @@ import pytest
 
 from benchmarks import netns_lab
 from pingpong.harness.cluster import figures as cluster_figures
-from pingpong.harness.cluster.measurer import make_certificates, spread_shares
+from pingpong.harness.cluster.connection import make_certificates
+from pingpong.harness.cluster.measurer import spread_shares
 from pingpong.harness.measure.attempt_plan import ClientShare
 from tests.conftest import TEST_TOKEN_ENV, processes_carrying
 from tests.test_docs import as_argv, documented_commands

@@ -20,7 +20,7 @@ from tests.conftest import ROOT, WEBSOCKET_SERVERS, by_name
 
 FAULTY_SERVERS = ["crash-at-start", "never-ready", "crash-mid-run", "hang-mid-run", "corrupt-mid-run",
                   "binds-elsewhere"]
-FAULTY_CLIENTS = ["crash", "hang", "no-json", "garbage-json", "zero-roundtrips"]
+FAULTY_CLIENTS = ["crash", "hang", "no-json", "garbage-json", "zero-roundtrips", "future-version"]
 QUICK = ["--duration", "0.5", "--warmup", "0.2", "--repeat", "1", "--ready-timeout", "2", "--stall-timeout", "2",
          "--client-grace", "3"]
 BOTH_MANIFESTS = ["--manifest", "manifest.toml", "--manifest", "tests/manifest.toml"]

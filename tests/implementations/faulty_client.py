@@ -5,6 +5,8 @@ import runpy
 import sys
 import time
 
+from pingpong.contract import CLIENT_REPORT_FORMAT_VERSION
+
 FAULT = sys.argv[sys.argv.index("--fault") + 1]
 
 # Faults of one client process among several (its room ends in -c1): the others are the real websockets client.
@@ -29,6 +31,11 @@ if FAULT == "garbage-json":
     print("roundtrips: lots")
     sys.exit(0)
 if FAULT == "zero-roundtrips":
-    print(json.dumps({"roundtrips": 0, "elapsed_s": 1.0, "roundtrips_per_s": 0.0, "error": None, "errors": 0}))
+    print(json.dumps({"format_version": CLIENT_REPORT_FORMAT_VERSION, "roundtrips": 0, "elapsed_s": 1.0,
+                      "roundtrips_per_s": 0.0, "error": None, "errors": 0}))
+    sys.exit(0)
+if FAULT == "future-version":  # a report from a newer contract, which this orchestrator must not guess at
+    print(json.dumps({"format_version": CLIENT_REPORT_FORMAT_VERSION + 1, "roundtrips": 900, "elapsed_s": 1.0,
+                      "roundtrips_per_s": 900.0, "error": None, "errors": 0}))
     sys.exit(0)
 sys.exit(f"unknown fault {FAULT}")

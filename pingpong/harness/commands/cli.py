@@ -100,16 +100,17 @@ def measure_matrix(options: argparse.Namespace, resolved: ResolvedOptions, comma
 
 def measure_on_cluster(options: argparse.Namespace, configuration, implementations) -> int:
     """--cluster: check the cluster (one line and exit 2 if it cannot be used), then the same rounds on its hosts."""
+    from pingpong.harness.cluster import connection
     from pingpong.harness.cluster import measurer as cluster
 
     cluster.refuse_unsupported(configuration)
-    connected = cluster.Cluster(options.cluster, options.cluster_tls, options.insecure, options.cluster_timeout)
+    connected = connection.Cluster(options.cluster, options.cluster_tls, options.insecure, options.cluster_timeout)
     try:
         measurer = cluster.ClusterMeasurer(connected)
         topology = connected.topology()
         topology["floor"] = cluster.measure_floor(measurer, implementations,
                                                   configuration.settings_at(configuration.points[0]))
-        cluster.log(f"{len(topology['hosts'])} hosts, link {topology['link']}, raw-TCP floor across it: "
+        connection.log(f"{len(topology['hosts'])} hosts, link {topology['link']}, raw-TCP floor across it: "
                     f"{topology['floor'].get('p50_us', topology['floor'].get('error'))} µs p50")
         return matrix.run_points(configuration, measurer, topology)
     finally:

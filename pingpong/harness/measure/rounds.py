@@ -1,4 +1,4 @@
-"""The order of a run's measurements, in rounds: pure functions (matrix.py measures).
+"""The order of a run's measurements, in rounds: pure functions (engine.py measures).
 
 A unit is one cell at one point of the run's dimensions (a run without lists in its settings has one point). A
 round measures each of its units once. Units are grouped by the server process they need: the server's name and the

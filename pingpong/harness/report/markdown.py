@@ -52,9 +52,22 @@ def cost_section(run: RunResult, servers: list[str], clients: list[str]) -> list
 
 def render_markdown(run: RunResult, summaries: Summaries) -> str:
     servers, clients = axes(run)
+    unit = rate_unit(run)
+    lines = matrix_section(run, summaries, servers, clients, unit)
+    lines += relative_section(run, summaries, servers, clients, unit)
+    lines += cost_section(run, servers, clients)
+    lines += workload_report.run_section(summaries, unit)
+    lines += flagged_section(summaries)
+    lines += per_cell_section(run, summaries, unit)
+    lines += problems_section(summaries)
+    return "\n".join(lines) + "\n"
+
+
+def matrix_section(run: RunResult, summaries: Summaries, servers: list[str], clients: list[str],
+                   unit: str) -> list[str]:
+    """The title, the run's machine and settings, the legend and the matrix of medians."""
     config = run.configuration
     env = run.environment
-    unit = rate_unit(run)
     title = workload_title(config)
     pairs = config.get("pairs", 1)
     server_loops, client_loops = axis_loops(summaries)
@@ -89,7 +102,13 @@ def render_markdown(run: RunResult, summaries: Summaries) -> str:
         row = [matrix_cell_text(summaries[(server, client)]) if (server, client) in summaries else "—"
                for client in clients]
         lines.append(f"| {with_loop(server, server_loops)} | " + " | ".join(row) + " |")
+    return lines
 
+
+def relative_section(run: RunResult, summaries: Summaries, servers: list[str], clients: list[str],
+                     unit: str) -> list[str]:
+    """Every cell relative to the fastest WebSocket pair, paired by round."""
+    lines: list[str] = []
     fastest = fastest_cell(run, summaries)
     if fastest:
         ratios = relative_to_fastest(run, summaries)
@@ -106,17 +125,17 @@ def render_markdown(run: RunResult, summaries: Summaries) -> str:
             row = [format_ratio(ratios[(server, client)], usual) if (server, client) in ratios else "—"
                    for client in clients]
             lines.append(f"| {server} | " + " | ".join(row) + " |")
+    return lines
 
-    lines += cost_section(run, servers, clients)
-    lines += workload_report.run_section(summaries, unit)
 
-    lines += flagged_section(summaries)
-
+def per_cell_section(run: RunResult, summaries: Summaries, unit: str) -> list[str]:
+    """One row per measured cell with every derived figure."""
+    config = run.configuration
     per = "delivery" if workload_kind(config) == "broadcast" else "rt"
     # runs saved before page faults were sampled render as they always did, without the column
     faults = any(summary.cpu(side).minor_faults_per_roundtrip is not None
                  for summary in summaries.values() for side in ("server", "client"))
-    lines += ["", "## Per cell", "",
+    lines = ["", "## Per cell", "",
               "CPU is user+system time of each side's process tree over the measured window; utilization is that "
               "CPU time over wall time (1.0 = one core busy). The bottleneck is the side at ≥ 80% of a core; "
               "'neither' means the pair waits rather than computes.", "",
@@ -150,7 +169,12 @@ def render_markdown(run: RunResult, summaries: Summaries) -> str:
             format_optional(summary.delayed_acks_per_roundtrip, "{:.3f}"),
             *([faults_text(summary)] if faults else []),
         ]) + " |")
+    return lines
 
+
+def problems_section(summaries: Summaries) -> list[str]:
+    """The cells not measured, and every failed attempt's reason."""
+    lines: list[str] = []
     problems = [(key, s) for key, s in summaries.items() if s.status in ("skipped", "failed", "partial")]
     if problems:
         lines += ["", "## Not measured or failed", ""]
@@ -159,7 +183,7 @@ def render_markdown(run: RunResult, summaries: Summaries) -> str:
                 lines.append(f"- {server} × {client}: not measured: {summary.reason}")
             for failure in summary.failures:
                 lines.append(f"- {server} × {client}: {failure}")
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 def flagged_section(summaries: Summaries) -> list[str]:

@@ -1,8 +1,8 @@
 """The core of the Python client drivers' measurement (pingpong.kit.driver): what every workload shares.
 
 The CLI contract and its checks, Connection and MessageQueue, the start gate and the window events, progress and
-the stall watchdog, opening and closing connections (pairs, rooms, in bulk), the report's envelope and main(),
-which hands the run to one workload module's measure(). node/driver/core.js is the Node.js twin of this module.
+the stall watchdog, opening and closing connections (pairs, rooms, in bulk), the report's parts (main.py builds
+the report and hands the run to one workload module's measure()). node/driver/core.js is this module's twin.
 """
 
 from __future__ import annotations
@@ -10,14 +10,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import importlib
-import json
 import math
 import os
-import platform
 import resource
 import socket
-import sys
 import time
 from array import array
 from collections import deque
@@ -25,13 +21,11 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from typing import Any, AsyncIterator, Awaitable, Callable
 
-from pingpong import contract
-from pingpong.contract import (ACK_FD_ENV, ARMED_EVENT, BROADCAST_ROLES, CLIENT_REPORT_FORMAT_VERSION,
-                               COMPRESSION_MODES, DEFAULT_COMPRESSION, DEFAULT_DURATION_S, DEFAULT_LOOP, DEFAULT_PAIRS,
-                               DEFAULT_PAYLOAD_KIND, DEFAULT_PAYLOAD_SIZE, DEFAULT_STALL_TIMEOUT_S, DEFAULT_WARMUP_S,
-                               DEFAULT_WORKLOAD, EVENTS_FD_ENV, GO_FD_ENV, GO_LINE, HISTOGRAM_HIGHEST_NS,
-                               HISTOGRAM_LOWEST_NS, HISTOGRAM_SIGNIFICANT_DIGITS, LOOPS, PAYLOAD_KINDS, READY_EVENT,
-                               START_FD_ENV, WORKLOADS)
+from pingpong.contract import (ACK_FD_ENV, ARMED_EVENT, BROADCAST_ROLES, COMPRESSION_MODES, DEFAULT_COMPRESSION,
+                               DEFAULT_DURATION_S, DEFAULT_LOOP, DEFAULT_PAIRS, DEFAULT_PAYLOAD_KIND,
+                               DEFAULT_PAYLOAD_SIZE, DEFAULT_STALL_TIMEOUT_S, DEFAULT_WARMUP_S, DEFAULT_WORKLOAD,
+                               EVENTS_FD_ENV, GO_FD_ENV, GO_LINE, HISTOGRAM_HIGHEST_NS, HISTOGRAM_LOWEST_NS,
+                               HISTOGRAM_SIGNIFICANT_DIGITS, LOOPS, PAYLOAD_KINDS, READY_EVENT, START_FD_ENV, WORKLOADS)
 from pingpong.kit import allocator
 
 
@@ -172,62 +166,6 @@ def raise_nofile_limit() -> tuple[int, int]:
             resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     return soft, hard
-
-
-def main(implementation: str, libraries: list[str], open_connection: OpenConnection,
-         settings: Callable[[argparse.Namespace], dict[str, Any]],
-         shutdown: Callable[[], Awaitable[Any]] | None = None) -> None:
-    """Entry point of a Python client driver: run, print one JSON object on stdout, exit 0 or 1.
-
-    shutdown, if given, runs on the loop after the measurement (e.g. to close a shared client session).
-    """
-    args = parse_args()
-    report = {
-        "format_version": CLIENT_REPORT_FORMAT_VERSION,
-        "role": "client",
-        "implementation": implementation,
-        "runtime": {"name": platform.python_implementation().lower(), "version": platform.python_version()},
-        "libraries": library_versions(libraries + (["uvloop"] if args.loop == "uvloop" else [])),
-        "settings": {contract.COMPRESSION_SETTING: args.compression, contract.TLS_SETTING: bool(args.tls_ca),
-                     contract.MALLOC_SETTING: args.malloc, **settings(args)},
-        "payload": {"kind": args.payload_kind, "size": args.payload_size},
-        "workload": args.workload,
-        "error": None,
-    }
-    from pingpong.kit.driver import broadcast, handshakes, idle_holders, open_loop, ping_pong  # here: they import core
-
-    workload = {"pingpong": ping_pong if args.rate is None else open_loop, "handshake": handshakes,
-                "broadcast": broadcast}[args.workload]
-    if args.pairs == 0:  # idle connections only (parse_args allows it with the pingpong workload alone)
-        workload = idle_holders
-    measurement = workload.measure
-    if args.idle_connections or args.workload == "broadcast":
-        raise_nofile_limit()
-
-    async def run_then_shut_down():
-        try:
-            return await measurement(open_connection, args)
-        finally:
-            if shutdown is not None:
-                await shutdown()
-
-    importlib.import_module("hdrh.histogram")  # loaded before the gate, not after the window (encode_histogram)
-
-    if not WindowEvents().armed_then_wait_for_start():
-        return  # started ahead of its turn, and the orchestrator closed the gate: nothing to measure or report
-    try:
-        report.update(run_on_loop(args.loop, run_then_shut_down))
-    except Exception as exc:  # every failure becomes a reported error, never a count
-        report["error"] = f"{type(exc).__name__}: {exc}" if not isinstance(exc, DriverError) else str(exc)
-    report["errors"] = 0 if report["error"] is None else 1
-    sys.stdout.write(json.dumps(report) + "\n")
-    sys.stdout.flush()
-    if report["error"]:
-        print(f"{implementation} client: {report['error']}", file=sys.stderr)
-    sys.stderr.flush()
-    # Its connections are closed and its report is out: exit without the interpreter's finalization, which took
-    # 20-35 ms here (the Python clients' exit came that long after their report), a wait the next attempt had too.
-    os._exit(1 if report["error"] else 0)
 
 
 def client_ssl_context(args: argparse.Namespace):
