@@ -32,10 +32,11 @@ LINKS = ("loopback", "veth")
 
 def measure_in_h0(arguments: argparse.Namespace, scheduler: str, tls: Path) -> dict:
     """The rounds, run inside the orchestrator's namespace (this same file, with --inside)."""
+    from pingpong.harness.cluster import connection
     from pingpong.harness.cluster import measurer as cluster
 
     implementations = implementations_by_role()
-    connected = cluster.Cluster(scheduler, tls)
+    connected = connection.Cluster(scheduler, tls)
     measurers = {"loopback": cluster.ClusterMeasurer(connected, clients_on="same-host"),
                  "veth": cluster.ClusterMeasurer(connected, clients_on="other-host")}
     try:
