@@ -3,6 +3,7 @@ outlives its test."""
 
 from __future__ import annotations
 
+import json
 import os
 import time
 import uuid
@@ -91,6 +92,20 @@ def no_process_left_behind(monkeypatch):
 # reply (None) and the main process exits 1 with this in its log. Seen about once in 40 stops; the measurement is
 # over by then. Only this exact trace is excused, and only for sanic.
 SANIC_SHUTDOWN_RACE = "AttributeError: 'NoneType' object has no attribute 'get'"
+
+
+def client_report_of(process, timeout_s: float) -> tuple[int, dict, str]:
+    """Wait for a client process: its exit code, its one JSON report and its stderr. Killed if it outlives
+    timeout_s (the assertion then fails on its missing report)."""
+    try:
+        stdout, stderr = process.communicate(timeout=timeout_s)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    lines = stdout.strip().splitlines()
+    assert len(lines) == 1, (stdout, stderr)
+    return process.returncode, json.loads(lines[0]), stderr
 
 
 def stopped_cleanly(server_name: str, exit_code: int | None, stderr_tail: str) -> bool:

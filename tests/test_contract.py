@@ -14,7 +14,7 @@ import pytest
 from pingpong import client_report, contract
 from pingpong.harness.settings.manifest import check_availability, resolve_command
 from pingpong.kit import raw_tcp
-from tests.conftest import CLIENTS, IMPLEMENTATIONS, ROOT, CellSettings, by_name
+from tests.conftest import CLIENTS, IMPLEMENTATIONS, ROOT, CellSettings, by_name, client_report_of
 
 NODE_DRIVER_CORE = ROOT / "node" / "driver" / "core.js"
 NODE_SERVER_SUPPORT = ROOT / "node" / "server_support.js"
@@ -335,15 +335,7 @@ def start_reporting_client(client: str, arguments: list[str], env: dict[str, str
 
 def client_outcome(process: subprocess.Popen) -> tuple[int, dict, str]:
     """A client's exit code, its one JSON report and its stderr; killed if it outlives CLIENT_TIMEOUT_S."""
-    try:
-        stdout, stderr = process.communicate(timeout=CLIENT_TIMEOUT_S)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.communicate()
-    lines = stdout.strip().splitlines()
-    assert len(lines) == 1, (stdout, stderr)
-    return process.returncode, json.loads(lines[0]), stderr
+    return client_report_of(process, CLIENT_TIMEOUT_S)
 
 
 def run_reporting_client(client: str, arguments: list[str], **options) -> tuple[int, dict, str]:

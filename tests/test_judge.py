@@ -6,8 +6,7 @@ from dataclasses import replace
 import pytest
 
 from pingpong.harness.measure import attempt_plan, judge
-from pingpong.harness.measure.boundary import (ClientRun, Outcome, ServerFacts, Turn, WindowSamples, attempt_from,
-                                               failed)
+from pingpong.harness.measure.boundary import ClientRun, Outcome, ServerFacts, Turn, WindowSamples, attempt_from, failed
 from pingpong.harness.results import histograms
 from pingpong.harness.settings.cell import CellSettings
 

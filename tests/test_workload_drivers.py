@@ -8,7 +8,6 @@ the kernel's count of established connections while idle connections are held, t
 
 from __future__ import annotations
 
-import json
 import os
 import resource
 import select
@@ -26,7 +25,7 @@ from pingpong.harness.results.histograms import merge
 from pingpong.harness.settings.cell import CellSettings
 from pingpong.harness.settings.manifest import resolve_command
 from pingpong.kit.payloads import PING, make_payload
-from tests.conftest import ROOT, by_name
+from tests.conftest import ROOT, by_name, client_report_of
 
 PYTHON_CLIENTS = ["websockets", "aiohttp", "picows"]
 SERVER_SETTINGS = CellSettings(duration_s=1, warmup_s=0, loop="auto", compression="default", payload_size=4,
@@ -55,15 +54,7 @@ def start_client(client: str, arguments: list[str], env: dict[str, str] | None =
 
 def finish(process: subprocess.Popen) -> tuple[int, dict, str]:
     """Wait for a client; its exit code, its one JSON report and its stderr. Killed if it outlives TIMEOUT_S."""
-    try:
-        stdout, stderr = process.communicate(timeout=TIMEOUT_S)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.communicate()
-    lines = stdout.strip().splitlines()
-    assert len(lines) == 1, (stdout, stderr)
-    return process.returncode, json.loads(lines[0]), stderr
+    return client_report_of(process, TIMEOUT_S)
 
 
 def run_client(client: str, arguments: list[str], **options) -> tuple[int, dict, str]:

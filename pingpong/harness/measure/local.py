@@ -19,8 +19,8 @@ from pingpong.harness.measure.attempt_plan import (STDERR_TAIL_LINES, barrier_li
                                                    client_shares, process_environment, process_name, room_path,
                                                    window_processes, with_jit_warmup)
 from pingpong.harness.measure.boundary import ClientFacts, ClientRun, Outcome, ServerFacts, attempt_from, failed
-from pingpong.harness.measure.clients_ahead import WaitingClient, spawn_ahead
-from pingpong.harness.measure.server import LocalServer, room_probe, start_server
+from pingpong.harness.measure.clients_ahead import WaitingClient
+from pingpong.harness.measure.server import LocalServer, room_probe, spawn_ahead, start_server
 from pingpong.harness.measure.start_barrier import StartBarrier
 from pingpong.harness.measure.window import HeldConnections, WindowWatcher
 from pingpong.harness.results.records import Attempt
@@ -36,7 +36,7 @@ class LocalMeasurer:
     def start(self, server: Implementation, settings: CellSettings, work_dir: Path,
               upcoming: list[tuple[Implementation, CellSettings, int]] | None = None) -> LocalServer:
         """upcoming: the attempts that will run on this server, in order, to start their clients ahead of their
-        turn (clients_ahead.spawn_ahead); None: each client starts at its turn."""
+        turn (server.spawn_ahead); None: each client starts at its turn."""
         server_cpus, _ = cpus_for(settings)
         return start_server(server, settings, PROJECT_ROOT, work_dir, server_cpus, upcoming)
 

@@ -1,20 +1,23 @@
 """A server started on this machine for measuring: launched on a free port, probed until its first handshake, its
-port's owner checked and its relay verified; the handle the engine holds while clients take their turns on it."""
+port's owner checked and its relay verified; the handle the engine holds while clients take their turns on it, and
+the clients it starts ahead of their turn (clients_ahead.py)."""
 
 from __future__ import annotations
 
 import json
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from pingpong.contract import INFO_FILE_ENV
+from pingpong.contract import EVENTS_FD_ENV, INFO_FILE_ENV, START_FD_ENV
 from pingpong.harness.measure import probe
-from pingpong.harness.measure.attempt_plan import (ROOM_PROBE_TIMEOUT_S, STDERR_TAIL_LINES, process_environment,
-                                                   room_probe_path, server_command, server_scheme)
+from pingpong.harness.measure.attempt_plan import (ROOM_PROBE_TIMEOUT_S, STDERR_TAIL_LINES, client_command,
+                                                   client_shares, process_environment, process_name, room_path,
+                                                   room_probe_path, server_command, server_scheme, with_jit_warmup)
 from pingpong.harness.measure.boundary import Outcome, ServerFacts, Turn, failed
-from pingpong.harness.measure.clients_ahead import CLIENTS_AHEAD_AT_SERVER_START, WaitingClient, spawn_ahead
+from pingpong.harness.measure.clients_ahead import CLIENTS_AHEAD_AT_SERVER_START, WaitingClient, can_start_ahead
 from pingpong.harness.settings.cell import CellSettings, cpus_for
 from pingpong.harness.settings.manifest import Implementation
 from pingpong.harness.system import listeners, processes
@@ -220,3 +223,59 @@ def _read_json_file(path: Path) -> dict | None:
         return json.loads(path.read_text())
     except (OSError, json.JSONDecodeError):
         return None
+
+
+def spawn_ahead(server_under_test: LocalServer, loading_cpus: set[int] | None, clients: int = 1) -> None:
+    """Start clients for the next upcoming attempts now, each blocked at its start gate, until `clients` are
+    waiting; they load on loading_cpus. Each upcoming attempt is considered once: a client that cannot wait at a
+    gate (or whose start fails) is left for its attempt to start."""
+    while (len(server_under_test.waiting) < clients
+           and server_under_test.considered_ahead < len(server_under_test.upcoming)):
+        place = server_under_test.considered_ahead  # 0: the next attempt
+        server_under_test.considered_ahead += 1
+        client, settings, repeat = server_under_test.upcoming[place]
+        if not can_start_ahead(client, settings):
+            continue
+        try:
+            _start_waiting(server_under_test, client, settings, repeat, loading_cpus, place)
+        except Exception:  # noqa: BLE001 - an OS error, a failed preexec: never this attempt's or the run's failure
+            pass  # its attempt starts it the usual way, and says so if it fails again
+
+
+def _start_waiting(server_under_test: LocalServer, client: Implementation, base_settings: CellSettings,
+                   repeat: int, loading_cpus: set[int] | None, place: int) -> WaitingClient:
+    """Start the client of the upcoming attempt at `place` (0: the next one) and add it to the server's waiting
+    clients; it is numbered by the turn that attempt will take."""
+    number = server_under_test.turns + 1 + place
+    settings = with_jit_warmup(base_settings, client.runtime, server_under_test.runtime, number)
+    share = client_shares(settings)[0]
+    client_url = server_under_test.base_url.replace("127.0.0.1", settings.client_host, 1)
+    room = room_path(repeat, number)
+    argv = client_command(client, settings, f"{client_url}{room}", share.pairs, server_under_test.project_root,
+                          share)
+    events_read, events_write = os.pipe()
+    try:
+        gate_read, gate_write = os.pipe()
+    except BaseException:
+        os.close(events_read)
+        os.close(events_write)
+        raise
+    try:
+        with processes.interrupts_deferred():  # a Ctrl-C now is raised once the client is in the caller's hands
+            process = processes.start(process_name(0, 1, number), argv,
+                                      server_under_test.project_root, server_under_test.work_dir,
+                                      cpus=loading_cpus, pass_fds=(events_write, gate_read),
+                                      env=process_environment(settings, **{EVENTS_FD_ENV: str(events_write),
+                                                                           START_FD_ENV: str(gate_read)}))
+            waiting = WaitingClient(client.name, base_settings, repeat, settings, number, process, events_read,
+                                    gate_write)
+            server_under_test.waiting.append(waiting)
+    except BaseException:
+        if not server_under_test.waiting or server_under_test.waiting[-1].events_fd != events_read:
+            os.close(events_read)
+            os.close(gate_write)
+        raise
+    finally:
+        os.close(events_write)
+        os.close(gate_read)
+    return waiting

@@ -18,7 +18,7 @@ class RoundPolicy:
     fresh_server: bool = False
     fresh_server_reason: str | None = None  # why the run chose fresh servers itself (None: --fresh-server or not)
     # each client process starts ahead of its turn (while the server gets ready, or the attempt before it ends) and
-    # waits at its start gate; it connects only at its turn (clients_ahead.spawn_ahead)
+    # waits at its start gate; it connects only at its turn (server.spawn_ahead)
     spawn_ahead: bool = True
 
     @property
