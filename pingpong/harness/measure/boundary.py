@@ -11,7 +11,8 @@ JSON mapping (every field is a plain JSON value; absent figures are null):
 - WindowSamples: {"cpu_source": str|null, "server_cpu_s", "client_cpu_s": float|null, "server_minor_faults",
   "client_minor_faults": int|null, "cpu_steal_s": {cpu: s}|null, "spread": {...}|null, "wall_s": float|null,
   "server_peak_rss_bytes": int|null, "tcp_counters": {name: delta}|null, "sockets": {"server"?: ..., "client": ...}
-  |null, "syscalls": {...}|null, "sampling_s": float|null, "start_wall_ns", "end_wall_ns": int|null}; the Attempt
+  |null, "syscalls": {...}|null, "sampling_s": float|null, "start_wall_ns", "end_wall_ns": int|null,
+  "connection_counters": {name: delta}|null}; the Attempt
   fields they become are documented in docs/results-format.md.
 """
 
@@ -60,6 +61,9 @@ class WindowSamples:
     sampling_s: float | None = None  # CPU time the sampling took inside the window
     start_wall_ns: int | None = None  # the window's edges on the sampling host's wall clock
     end_wall_ns: int | None = None
+    # a client measured from outside: its connections' kernel counters over the window (kernel_signals.counters_delta,
+    # with wall_s between the two readings and the connections open at each), or {"error": why not}
+    connection_counters: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

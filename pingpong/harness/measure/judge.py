@@ -157,3 +157,80 @@ def ended_before_release(run: ClientRun, server_exit_code: int | None, first_pid
         ClientFacts(exit_code=run.exit_code, stderr_tail=run.stderr_tail), server)
     failure = replace(failure, client=replace(failure.client, pid=first_pid))
     return failure.prefixed(f"client process {run.index}{where} ended before the start barrier released: ")
+
+
+# -- a program measured from outside (measure/outside.py)
+# Its roundtrips are counted as the data segments its two sockets received over the window, halved: in a serial
+# ping-pong one message is in flight at a time, so the server's relays never share a segment, and each of the
+# suite's servers writes a frame of up to 16 KiB in one write, which the kernel sends as one segment (loopback's
+# MSS is 32 KiB or more). Each roundtrip brings one message into each of the pair's sockets: two segments, whatever
+# the compression. The count can be one message off at each edge of the window (one in flight). Above 16 KiB a
+# frame may be written in parts (aiohttp writes a larger frame's header apart from its payload), so the count is
+# refused there, from the bytes per segment the same counters give.
+OUTSIDE_SEGMENT_BYTES_LIMIT = 16 * 1024
+OUTSIDE_COUNT_SOURCE = "data segments received by the program's two sockets (TCP_INFO), halved"
+
+
+def outside_figures(counters: dict[str, Any]) -> dict[str, Any]:
+    """What the window's counters say of a program measured from outside: messages, roundtrips, bytes per message
+    each way and segments it sent per message (its library's writes), beside the raw deltas."""
+    messages = counters["data_segs_in"]
+    return {"count_source": OUTSIDE_COUNT_SOURCE, "messages_received": messages,
+            "roundtrips": messages // 2, "wall_s": counters["wall_s"],
+            "bytes_per_message_received": round(counters["bytes_received"] / messages, 1) if messages else None,
+            "bytes_per_message_sent": round(counters["bytes_acked"] / messages, 1) if messages else None,
+            "segments_sent_per_message": round(counters["data_segs_out"] / messages, 3) if messages else None,
+            "counters": counters}
+
+
+def judge_outside(window: WindowSamples, server_exit_code: int | None, client: ClientFacts,
+                  server: ServerFacts) -> Outcome:
+    """The outcome of a program measured from outside, from the window's samples: ok with its roundtrips (no
+    latency: nothing inside the program timed them), or why its count cannot be had."""
+    counters = window.connection_counters or {"error": "its connections were not counted"}
+    if server_exit_code is not None:
+        return Outcome("server-crashed", f"server exited with code {server_exit_code} during the window",
+                       client, server)
+    if "error" in counters:
+        return Outcome("error", f"program measured from outside: {counters['error']}", client, server)
+    if counters["connections"] != 2:
+        return Outcome("client-failed", f"program measured from outside: {counters['connections']} of its 2 "
+                                        f"connections stayed open through the window", client, server)
+    if not counters["data_segs_in"]:
+        return Outcome("client-failed", f"program measured from outside: no message crossed its 2 connections in "
+                                        f"the {counters['wall_s']:.2f} s window (it never sent, or stalled)",
+                       client, server)
+    per_segment = counters["bytes_received"] / counters["data_segs_in"]
+    if per_segment >= OUTSIDE_SEGMENT_BYTES_LIMIT:
+        return Outcome("client-failed", f"program measured from outside: its messages average {per_segment:,.0f} "
+                                        f"bytes per segment; at {OUTSIDE_SEGMENT_BYTES_LIMIT // 1024} KiB or more a "
+                                        "message may span segments, so the count would not be exact", client, server)
+    figures = outside_figures(counters)
+    measured = Measured(roundtrips=figures["roundtrips"], elapsed_s=counters["wall_s"],
+                        roundtrips_per_s=figures["roundtrips"] / counters["wall_s"], latency_histogram=None,
+                        workload_figures={"outside": figures})
+    return Outcome("ok", None, client, server, measured, window)
+
+
+def outside_not_started(problem: str, connected: int, limit_s: float, client: ClientFacts,
+                        server: ServerFacts) -> Outcome:
+    """A program measured from outside that did not hold its two connections: it exited first, opened fewer
+    within the limit, or more."""
+    if problem == "exited":
+        return outside_ended(f"before opening its 2 connections ({connected} open)", client, server)
+    if problem == "too-few":
+        what = "no connection" if not connected else f"{connected} of its 2 connections"
+        return Outcome("client-failed", f"program measured from outside opened {what} to the server within "
+                                        f"{limit_s:g} s", client, server)
+    if problem == "too-many":
+        return Outcome("client-failed", f"program measured from outside opened {connected} connections; it must "
+                                        "open exactly 2 (one pair in one room)", client, server)
+    return Outcome("error", f"program measured from outside: {problem}", client, server)
+
+
+def outside_ended(when: str, client: ClientFacts, server: ServerFacts) -> Outcome:
+    """A program measured from outside that ended by itself: it is meant to run until it is stopped."""
+    last = (client.stderr_tail or "").strip().splitlines()
+    said = f": {last[-1].strip()[:160]}" if last else ""
+    return Outcome("client-failed", f"program measured from outside exited with code {client.exit_code} {when}"
+                                    f"{said}", client, server)

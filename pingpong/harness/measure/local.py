@@ -20,6 +20,7 @@ from pingpong.harness.measure.attempt_plan import (STDERR_TAIL_LINES, barrier_li
                                                    window_processes, with_jit_warmup)
 from pingpong.harness.measure.boundary import ClientFacts, ClientRun, Outcome, ServerFacts, attempt_from, failed
 from pingpong.harness.measure.clients_ahead import WaitingClient
+from pingpong.harness.measure.outside import measure_outside
 from pingpong.harness.measure.server import LocalServer, room_probe, spawn_ahead, start_server
 from pingpong.harness.measure.start_barrier import StartBarrier
 from pingpong.harness.measure.window import HeldConnections, WindowWatcher
@@ -125,6 +126,8 @@ def _measure_client(started: LocalServer, client: Implementation, settings: Cell
     once its window has closed (and been sampled): it starts the next attempt's client ahead of its turn."""
     if waiting is not None:
         return _measure_waiting_client(started, waiting, client_cpus, running, spawn_next)
+    if client.outside:
+        return measure_outside(started, client, settings, repeat, project_root, client_cpus, running, spawn_next)
     server_facts = started.facts()
     client_url = started.base_url.replace("127.0.0.1", settings.client_host, 1)
     number = max(1, started.turns)  # its turn (take_turn counts them)

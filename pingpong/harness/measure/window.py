@@ -57,8 +57,11 @@ class WindowWatcher:
     def __init__(self, read_fd: int, server_pid: int | None, client_pids: list[int], port: int,
                  settings: CellSettings,
                  work_dir: Path, on_ready: Callable[[], None] | None = None,
-                 window_processes: int | None = None) -> None:
+                 window_processes: int | None = None, count_connections: bool = False) -> None:
         self.server_pid = server_pid
+        # a client measured from outside (measure/outside.py): its connections' kernel counters at the edges
+        self.count_connections = count_connections
+        self.connection_counters: dict[str, Any] | None = None
         # the processes whose window-start opens the sampled window (broadcast: only the sender measures one)
         self.window_processes = window_processes or len(client_pids)
         self.on_ready = on_ready  # called on each client's READY_EVENT (the start barrier counts them)
@@ -105,7 +108,7 @@ class WindowWatcher:
             cpu_steal_s=self.cpu_steal_s, spread=self.spread, wall_s=self.wall_s,
             server_peak_rss_bytes=self.server_peak_rss_bytes, tcp_counters=self.tcp_counters, sockets=self.sockets,
             syscalls=self.syscalls, sampling_s=self.sampling_s, start_wall_ns=self.start_wall_ns,
-            end_wall_ns=self.end_wall_ns)
+            end_wall_ns=self.end_wall_ns, connection_counters=self.connection_counters)
 
     @property
     def spread(self) -> dict[str, Any] | None:
@@ -156,6 +159,7 @@ class WindowWatcher:
 
     def _watch(self) -> None:
         start = None
+        counted_from = None
         starts = ends = 0
         tracers: dict[str, SyscallTracer] = {}
         try:
@@ -170,6 +174,7 @@ class WindowWatcher:
                     self.start_wall_ns = time.time_ns()
                     server_tree, client_trees = self._trees()
                     client_pids = [pid for tree in client_trees for pid in tree]
+                    counted_from = self._count_connections(client_pids)
                     start = (time.monotonic(), cpu.sample(server_tree, self.cpu_source),
                              cpu.sample(client_pids, self.cpu_source), kernel_signals.read_tcp_counters(),
                              cpu.minor_faults(server_tree), cpu.minor_faults(client_pids),
@@ -191,6 +196,8 @@ class WindowWatcher:
                     if start is None or self.wall_s is not None:
                         continue
                     # the same pids as at the start; one that exited meanwhile drops out of the delta
+                    if counted_from is not None:
+                        self.connection_counters = self._counted_window(counted_from, client_pids)
                     server_end = cpu.sample(server_tree, self.cpu_source)
                     client_end = cpu.sample(client_pids, self.cpu_source)
                     counters_end = kernel_signals.read_tcp_counters()
@@ -215,6 +222,29 @@ class WindowWatcher:
             if tracers:
                 self._stop_tracers(tracers, None)
             self.ended.set()
+
+    def _count_connections(self, client_pids: list[int]) -> tuple[float, int, dict[int, dict[str, int]] | str] | None:
+        """The clients' connections' kernel counters now, with when they were read on the monotonic and the wall
+        clock (or why they could not be read)."""
+        if not self.count_connections:
+            return None
+        try:
+            counters = kernel_signals.connection_counters(client_pids, self.port)
+        except (OSError, ValueError) as exc:
+            counters = f"the client's sockets could not be read: {exc}"
+        return time.monotonic(), time.time_ns(), counters
+
+    def _counted_window(self, counted_from: tuple[float, int, dict[int, dict[str, int]] | str],
+                        client_pids: list[int]) -> dict[str, Any]:
+        """The counters' growth over the window, and the window's length between the two readings."""
+        began, began_ns, before = counted_from
+        ended, ended_ns, after = self._count_connections(client_pids)
+        problem = before if isinstance(before, str) else after if isinstance(after, str) else None
+        if problem:
+            return {"error": problem}
+        return kernel_signals.counters_delta(before, after) | {
+            "wall_s": ended - began, "edges_wall_ns": [began_ns, ended_ns], "connections_at_start": len(before),
+            "connections_at_end": len(after)}
 
     def _stop_tracers(self, tracers: dict[str, SyscallTracer], traced_wall_s: float | None) -> None:
         """Detach strace; traced_wall_s is how long both were attached, to turn counts into per-roundtrip figures."""

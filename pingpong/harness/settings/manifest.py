@@ -19,6 +19,10 @@ DEFAULT_SET = "default"  # the set of an entry without `sets`: what a run measur
 ALL_SET = "all"  # every implementation of the role, whatever its sets
 # A built program that could not be built here: its build script writes why, in one line, to FILE + this suffix.
 UNAVAILABLE_SUFFIX = ".unavailable"
+# How a client's roundtrips are counted: "contract", by the client itself in its report (docs/contract.md);
+# "outside", by the orchestrator, of a program that knows nothing of the contract (measure/outside.py)
+MEASURE_MODES = ("contract", "outside")
+URL_PLACEHOLDER = "{url}"  # in an outside program's command: the room's ws:// URL
 
 
 class ManifestError(Exception):
@@ -40,6 +44,13 @@ class Implementation:
     description: str = ""
     features: tuple[str, ...] = ()
     sets: tuple[str, ...] = (DEFAULT_SET,)  # named sets it belongs to (--servers native, default, ...)
+    measure: str = "contract"  # MEASURE_MODES
+    twin: str | None = None  # a plain program: the suite's driver client of the same library, shown beside it
+
+    @property
+    def outside(self) -> bool:
+        """A program measured from outside: it gets the room's URL and nothing else of the contract."""
+        return self.measure == "outside"
 
 
 @dataclass(frozen=True)
@@ -97,7 +108,7 @@ def _parse_entry(path: Path, role: str, index: int, entry: dict) -> Implementati
         return tuple(value)
 
     known = {"name", "runtime", "protocol", "command", "requires", "loops", "compression", "description", "features",
-             "sets"}
+             "sets", "measure", "twin"}
     unknown = sorted(set(entry) - known)
     if unknown:
         raise fail(unknown[0], "is not a known field")
@@ -113,12 +124,20 @@ def _parse_entry(path: Path, role: str, index: int, entry: dict) -> Implementati
         description=text("description", required=False),
         features=strings("features", FEATURES) if "features" in entry else (),
         sets=strings("sets") if "sets" in entry else (DEFAULT_SET,),
+        measure=text("measure", MEASURE_MODES) if "measure" in entry else "contract",
+        twin=text("twin") if "twin" in entry else None,
     )
     if not implementation.command:
         raise fail("command", "is empty")
     if not implementation.loops or not implementation.compression or not implementation.sets:
         raise fail("loops" if not implementation.loops else "compression" if not implementation.compression
                    else "sets", "is empty")
+    if implementation.outside:
+        problem = outside_entry_problem(implementation)
+        if problem:
+            raise fail(*problem)
+    elif implementation.twin is not None:
+        raise fail("twin", "is for a program measured from outside (measure = \"outside\")")
     if ALL_SET in implementation.sets:
         raise fail("sets", f"has '{ALL_SET}', which names every implementation already")
     for requirement in implementation.requires:
@@ -127,6 +146,19 @@ def _parse_entry(path: Path, role: str, index: int, entry: dict) -> Implementati
             raise fail("requires", f"has '{requirement}'; expected KIND:NAME with KIND one of "
                                    f"{', '.join(REQUIREMENT_KINDS)}")
     return implementation
+
+
+def outside_entry_problem(implementation: Implementation) -> tuple[str, str] | None:
+    """What makes an entry unfit to be measured from outside, as (field, problem), or None."""
+    if implementation.role != "client":
+        return "measure", "is 'outside', which only a client can be"
+    if implementation.protocol != "websocket":
+        return "protocol", "must be websocket for a program measured from outside"
+    if not any(URL_PLACEHOLDER in part for part in implementation.command):
+        return "command", f"has no {URL_PLACEHOLDER}, where the program measured from outside gets the room's URL"
+    if implementation.features:
+        return "features", "must be empty: a program measured from outside runs one plain ping-pong pair"
+    return None
 
 
 def runtime_executable(runtime: str, project_root: Path) -> str | None:

@@ -15,6 +15,7 @@ import ctypes
 import errno
 import os
 import socket
+import struct
 
 # The counters a cell records, as "Group.Name" of /proc/net/snmp and /proc/net/netstat.
 TCP_COUNTERS = ("Tcp.OutSegs", "Tcp.InSegs", "Tcp.RetransSegs", "Tcp.ActiveOpens", "Tcp.PassiveOpens",
@@ -172,3 +173,54 @@ def merge_socket_readings(readings: list[dict], forced: bool) -> dict | None:
             "tcp_nodelay": [value for r in readings for value in r["tcp_nodelay"]],
             "forced": forced,
             "families": sorted({family for r in readings for family in r["families"]})}
+
+
+# What a measurement from outside reads of each connection: struct tcp_info (linux/tcp.h), name -> (format, offset).
+# data_segs_in counts the segments that carried data into the socket (RFC 4898 DataSegsIn, Linux >= 4.6).
+TCP_INFO_FIELDS = {"snd_mss": ("I", 16), "bytes_acked": ("Q", 120), "bytes_received": ("Q", 128),
+                   "data_segs_in": ("I", 152), "data_segs_out": ("I", 156)}
+TCP_INFO_LENGTH = 160  # up to data_segs_out: what the fields above need
+
+
+def parse_tcp_info(raw: bytes) -> dict[str, int]:
+    """The TCP_INFO_FIELDS of a getsockopt(TCP_INFO) buffer."""
+    if len(raw) < TCP_INFO_LENGTH:
+        raise ValueError(f"TCP_INFO gave {len(raw)} bytes; data_segs_in needs {TCP_INFO_LENGTH} (Linux >= 4.6)")
+    return {name: struct.unpack_from(kind, raw, offset)[0] for name, (kind, offset) in TCP_INFO_FIELDS.items()}
+
+
+def connection_counters(pids: list[int], port: int) -> dict[int, dict[str, int]]:
+    """The kernel's counters (TCP_INFO_FIELDS) of each connection of these processes with port at its far end, keyed
+    by the connection's local port. Sockets are borrowed as inspect_sockets does: microseconds per descriptor, so
+    this can mark a measured window's edges. Raises SocketAccessError when a socket cannot be reached."""
+    found: dict[int, dict[str, int]] = {}
+    for pid in pids:
+        for fd in _socket_descriptors(pid):
+            try:
+                borrowed = _borrow(pid, fd)
+            except SocketAccessError as exc:
+                if exc.errno in (errno.EBADF, errno.ESRCH):  # closed or exited meanwhile
+                    continue
+                raise
+            with borrowed:
+                if borrowed.family not in (socket.AF_INET, socket.AF_INET6) or borrowed.type != socket.SOCK_STREAM:
+                    continue
+                try:
+                    peer_port = borrowed.getpeername()[1]
+                except OSError:  # listening or not connected
+                    continue
+                if peer_port != port:
+                    continue
+                raw = borrowed.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, TCP_INFO_LENGTH)
+                found[borrowed.getsockname()[1]] = parse_tcp_info(raw)
+    return found
+
+
+def counters_delta(before: dict[int, dict[str, int]], after: dict[int, dict[str, int]]) -> dict[str, int]:
+    """Each counter's growth, added up over the connections open at both readings (by local port); "connections"
+    counts those, and snd_mss is the smallest of theirs."""
+    common = sorted(set(before) & set(after))
+    delta = {name: sum(after[port][name] - before[port][name] for port in common)
+             for name in TCP_INFO_FIELDS if name != "snd_mss"}
+    return delta | {"connections": len(common), "snd_mss": min((after[port]["snd_mss"] for port in common),
+                                                               default=0)}
