@@ -20,7 +20,8 @@ from pingpong.harness.system import guardian, processes
 ROOT = Path(__file__).resolve().parent.parent
 IMPLEMENTATIONS = load_manifest(ROOT / "manifest.toml")
 SERVERS = [i for i in IMPLEMENTATIONS if i.role == "server"]
-CLIENTS = [i for i in IMPLEMENTATIONS if i.role == "client"]
+CLIENTS = [i for i in IMPLEMENTATIONS if i.role == "client" and not i.outside]  # the contract's clients
+PLAIN_CLIENTS = [i for i in IMPLEMENTATIONS if i.role == "client" and i.outside]  # programs measured from outside
 WEBSOCKET_SERVERS = [s for s in SERVERS if s.protocol == "websocket"]
 RAW_TCP_SERVERS = [s for s in SERVERS if s.protocol == "raw-tcp"]
 COMPATIBLE_PAIRS = [(s, c) for s in SERVERS for c in CLIENTS if s.protocol == c.protocol]

@@ -43,14 +43,22 @@ def test_project_manifest_lists_the_seed_matrix():
 
 
 def test_the_compiled_websocket_programs_are_a_named_set_outside_the_default_matrix():
-    """Go, Rust and C++ servers and clients, one each, in set native only; every other entry in the default set."""
+    """Go, Rust and C++ servers and clients, one each, in set native only; the plain programs (measured from
+    outside) in set plain; every other entry in the default set; set lemire is Lemire's four servers and his two
+    clients as written."""
     native = {(i.role, i.name) for i in IMPLEMENTATIONS if "native" in i.sets}
     assert native == {(role, name) for role in ("server", "client")
                       for name in ("go-gorilla", "rust-tungstenite", "cpp-websocketpp")}
+    plain = {i.name for i in IMPLEMENTATIONS if i.outside}
+    assert plain == {"websockets-plain", "aiohttp-plain", "node-ws-plain"}
+    lemire = {(i.role, i.name) for i in IMPLEMENTATIONS if "lemire" in i.sets}
+    assert lemire == {("server", "sanic"), ("server", "blacksheep"), ("server", "aiohttp"), ("server", "node-ws"),
+                      ("client", "websockets-plain"), ("client", "node-ws-plain")}
     for implementation in IMPLEMENTATIONS:
-        assert implementation.sets == (("native",) if (implementation.role, implementation.name) in native
-                                       else ("default",)), implementation.name
-        if (implementation.role, implementation.name) in native:
+        key = (implementation.role, implementation.name)
+        expected = ("native",) if key in native else ("plain",) if implementation.outside else ("default",)
+        assert set(implementation.sets) - {"lemire"} == set(expected), implementation.name
+        if key in native:
             assert implementation.runtime == "native" and implementation.protocol == "websocket"
 
 

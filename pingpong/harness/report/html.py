@@ -14,6 +14,7 @@ from dataclasses import asdict
 from typing import Any
 
 from pingpong.harness.analysis.costs import CostSplit, websocket_costs
+from pingpong.harness.analysis.plain_twins import plain_twins
 from pingpong.harness.analysis.stats import Ratio
 from pingpong.harness.analysis.summary import CellSummary, Summaries
 from pingpong.harness.report.formatting import (Headline, axes, axis_loops, fastest_cell, faults_text,
@@ -126,6 +127,7 @@ def render_html(run: RunResult, summaries: Summaries) -> str:
         *heatmap(run, summaries),
         *cell_table(run, summaries),
         *cost_matrix(run, costs),
+        *plain_beside_drivers(run, summaries),
         *flagged(summaries),
         *not_measured(summaries),
         "<h2>Cell details</h2>",
@@ -264,6 +266,29 @@ def cost_matrix(run: RunResult, costs: dict[tuple[str, str], CostSplit]) -> list
             cells.append("<td>" + "<br>".join(f"{e(label)} {e(cost_text(getattr(split, part)))}"
                                               for part, label in COST_LABELS) + "</td>")
         lines.append(f'<tr><th class="name">{e(server)}</th>{"".join(cells)}</tr>')
+    return lines + ["</tbody></table></div>"]
+
+
+def plain_beside_drivers(run: RunResult, summaries: Summaries) -> list[str]:
+    """Each plain program (as written, measured from outside) over its driver twin on each server, and why."""
+    twins = plain_twins(run, summaries)
+    if not twins:
+        return []
+    lines = ["<h2>Plain programs beside the drivers</h2>",
+             '<p class="note">A program as people write it, measured from outside, over the suite\'s driver client of '
+             "the same library on the same server: the median of the per-round ratios with its interval. The plain "
+             f"programs run with glibc's allocator as-is; the drivers ran with --malloc {e(twins[0].driver_allocator)}."
+             "</p>", '<div class="scroll"><table id="plain">',
+             "<thead><tr><th>server</th><th>plain / driver</th><th>plain ÷ driver</th><th>page faults per roundtrip"
+             "</th><th>client µs per roundtrip</th><th>what differs</th></tr></thead>", "<tbody>"]
+    for twin in twins:
+        faults = "/".join("–" if v is None else f"{v:.2f}" for v in (twin.plain_faults_per_roundtrip,
+                                                                      twin.driver_faults_per_roundtrip))
+        cpu_us = "/".join("–" if v is None else f"{v:.0f}" for v in (twin.plain_cpu_us_per_roundtrip,
+                                                                      twin.driver_cpu_us_per_roundtrip))
+        lines.append(f'<tr><th class="name">{e(twin.server)}</th><td>{e(twin.plain)} / {e(twin.driver)}</td>'
+                     f"<td>{e(cost_text(twin.ratio))}</td><td>{e(faults)}</td><td>{e(cpu_us)}</td>"
+                     f"<td>{e(twin.cause)}</td></tr>")
     return lines + ["</tbody></table></div>"]
 
 

@@ -4,6 +4,7 @@ flags and every cell's details (a pure function of the record and its summaries)
 from __future__ import annotations
 
 from pingpong.harness.analysis.costs import websocket_costs
+from pingpong.harness.analysis.plain_twins import plain_twins
 from pingpong.harness.analysis.stats import NOISY_CV, percent
 from pingpong.harness.analysis.summary import Summaries, workload_kind
 from pingpong.harness.report import workloads as workload_report
@@ -50,12 +51,35 @@ def cost_section(run: RunResult, servers: list[str], clients: list[str]) -> list
     return lines
 
 
+def plain_section(run: RunResult, summaries: Summaries) -> list[str]:
+    """'Plain programs beside the drivers': each plain program over its driver twin, per server, and why."""
+    twins = plain_twins(run, summaries)
+    if not twins:
+        return []
+    ratios = [twin.ratio for twin in twins]
+    usual = usual_label(ratios)
+    lines = ["", "Plain programs beside the drivers: a program as people write it, measured from outside, over the "
+             "suite's driver client of the same library on the same server (the median of the per-round ratios; "
+             f"{interval_legend(ratios)}), with each one's client page faults and CPU per roundtrip. The plain "
+             f"programs run with glibc's allocator as-is; the drivers ran with --malloc {twins[0].driver_allocator}:",
+             "", "| server | plain / driver | plain ÷ driver | page faults per roundtrip, plain / driver "
+             "| client µs per roundtrip, plain / driver | what differs |", "|---|---|---:|---:|---:|---|"]
+    for twin in twins:
+        lines.append(f"| {twin.server} | {twin.plain} / {twin.driver} | {format_ratio(twin.ratio, usual)} | "
+                     f"{format_optional(twin.plain_faults_per_roundtrip, '{:.2f}')} / "
+                     f"{format_optional(twin.driver_faults_per_roundtrip, '{:.2f}')} | "
+                     f"{format_optional(twin.plain_cpu_us_per_roundtrip, '{:.0f}')} / "
+                     f"{format_optional(twin.driver_cpu_us_per_roundtrip, '{:.0f}')} | {twin.cause} |")
+    return lines
+
+
 def render_markdown(run: RunResult, summaries: Summaries) -> str:
     servers, clients = axes(run)
     unit = rate_unit(run)
     lines = matrix_section(run, summaries, servers, clients, unit)
     lines += relative_section(run, summaries, servers, clients, unit)
     lines += cost_section(run, servers, clients)
+    lines += plain_section(run, summaries)
     lines += workload_report.run_section(summaries, unit)
     lines += flagged_section(summaries)
     lines += per_cell_section(run, summaries, unit)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from pingpong.harness.analysis.anomalies import flag_cause
 from pingpong.harness.analysis.costs import websocket_costs
+from pingpong.harness.analysis.plain_twins import plain_twins
 from pingpong.harness.analysis.stats import NOISY_CV
 from pingpong.harness.analysis.summary import CellSummary, Summaries
 from pingpong.harness.report.formatting import (Headline, axes, axis_loops, fastest_cell, floors, format_duration_ns,
@@ -111,6 +112,9 @@ def terminal_report(run: RunResult, summaries: Summaries, source: str | None = N
     costs = cost_table(run, summaries, websocket_servers, websocket_clients)
     if costs:
         tables.append(costs)
+    plain = plain_table(run, summaries)
+    if plain:
+        tables.append(plain)
     notes = []
     figures = cell_figures(summaries)
     if figures:
@@ -228,6 +232,27 @@ def cost_table(run: RunResult, summaries: Summaries, servers: list[str], clients
                  header=("server \\ client", *columns),
                  rows=tuple((server, *(text(server, client) for client in columns)) for server in rows),
                  right_aligned=(False, *(True,) * len(columns)))
+
+
+def plain_table(run: RunResult, summaries: Summaries) -> Table | None:
+    """Each plain program over its driver twin on each server, paired by round, with the page faults that differ."""
+    twins = plain_twins(run, summaries)
+    if not twins:
+        return None
+    usual = usual_label(twin.ratio for twin in twins)
+
+    def faults(value: float | None) -> str:
+        return "–" if value is None else f"{value:.2f}"
+
+    return Table(title="Plain programs (as written, measured from outside) over the driver of the same library, "
+                       f"paired by round; interval: {usual or 'none (one round)'}; page faults per roundtrip of each "
+                       f"client (plain: allocator as-is; drivers: --malloc {twins[0].driver_allocator})",
+                 header=("server", "plain", "driver", "ratio", "interval", "faults plain", "faults driver"),
+                 rows=tuple((twin.server, twin.plain, twin.driver, f"{twin.ratio.value:.2f}×",
+                             "–" if twin.ratio.low is None else f"{twin.ratio.low:.2f}–{twin.ratio.high:.2f}",
+                             faults(twin.plain_faults_per_roundtrip), faults(twin.driver_faults_per_roundtrip))
+                            for twin in twins),
+                 right_aligned=(False, False, False, True, True, True, True), key_columns=3)
 
 
 def settings_line(run: RunResult) -> str:
