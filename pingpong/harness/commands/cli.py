@@ -19,12 +19,12 @@ from pingpong.harness.settings.configuration import (DEFAULT_MATRIX_DURATION_S, 
                                                      ResolvedOptions, add_measuring_options, add_package_options,
                                                      add_round_options, build_configuration, resolve_options,
                                                      with_package_environments, with_tls_files)
-from pingpong.harness.settings.manifest import ManifestError
+from pingpong.harness.settings.manifest import Implementation, ManifestError, outside_entry_problem
 from pingpong.harness.settings.usage import OneLineArgumentParser, UsageError
 from pingpong.harness.system.stop_signals import stop_signals_raise_interrupt
 
 EXIT_OK, EXIT_USAGE = 0, 2
-COMMANDS = ("run", "list", "report", "diagnose", "compare", "abuse", "cluster-certs", "cluster")
+COMMANDS = ("run", "measure", "list", "report", "diagnose", "compare", "abuse", "cluster-certs", "cluster")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -71,6 +71,10 @@ def run(argv: list[str] | None) -> int:
         return EXIT_OK
     resolved = resolve_options(options)  # run: its options checked before any manifest is read
     implementations = load_manifests(list(resolved.manifests))
+    if options.command == "measure":  # the user's own program, measured from outside, as the only client
+        own = own_program(options)
+        implementations = [*implementations, own]
+        options.clients, options.list = own.name, False
     if options.list:
         print(render_listing(implementations, options.format))
         return EXIT_OK
@@ -83,6 +87,9 @@ def measure_matrix(options: argparse.Namespace, resolved: ResolvedOptions, comma
     point). options: what selects the servers and clients, and --cluster's connection."""
     servers = select(implementations, "server", options.servers, options.exclude)
     clients = select(implementations, "client", options.clients, options.exclude)
+    if options.cluster and any(client.outside for client in clients):
+        raise UsageError(f"--cluster with {', '.join(c.name for c in clients if c.outside)} (measured from outside): "
+                         "not supported yet (its sockets are read on the orchestrator's host)")
     configuration = build_configuration(resolved, command_line, implementations, servers, clients)
     # skip_reason asks only whether TLS is on, so the files are made later (settings_at names them as planned)
     problem = nothing_runnable(servers, clients, [configuration.settings_at(point) for point in configuration.points])
@@ -96,6 +103,21 @@ def measure_matrix(options: argparse.Namespace, resolved: ResolvedOptions, comma
         if configuration.tls:
             configuration = with_tls_files(configuration, Path(tls_folder))
         return matrix.run_points(configuration)
+
+
+def own_program(options: argparse.Namespace) -> Implementation:
+    """`measure -- CMD ...`: the user's command as a client measured from outside, or a one-line UsageError."""
+    command = options.program[1:] if options.program[:1] == ["--"] else options.program
+    if not command:
+        raise UsageError("measure needs the program's command after --, with {url} where it takes the room's URL "
+                         "(e.g. measure -- python my_client.py {url})")
+    own = Implementation(name=options.name, role="client", runtime="native", protocol="websocket",
+                         command=tuple(command), requires=(), loops=("auto",), compression=("default",),
+                         description=f"your program: {' '.join(command)}", sets=("own",), measure="outside")
+    problem = outside_entry_problem(own)
+    if problem:
+        raise UsageError(f"measure: {problem[0]} {problem[1]}")
+    return own
 
 
 def measure_on_cluster(options: argparse.Namespace, configuration, implementations) -> int:
@@ -128,6 +150,15 @@ def build_parser() -> argparse.ArgumentParser:
     add_run_arguments(commands.add_parser(
         "run", help="measure the server x client matrix, print it, save it under results/ (the default)",
         description="WebSocket ping-pong benchmark: every server x every client, roundtrips per second."))
+    own = commands.add_parser(
+        "measure", help="measure your own client program from outside against the servers: measure -- CMD {url}",
+        description="Measure your own client program from outside (docs/contract.md: a program as written): its "
+                    "command, after --, gets the room's URL where it says {url}; it opens two connections and "
+                    "ping-pongs until it is ended. Prints its row of the matrix and saves the run under results/.")
+    add_run_arguments(own)
+    own.add_argument("--name", default="own", help="the program's name in the results (default own)")
+    own.add_argument("program", nargs=argparse.REMAINDER, metavar="-- CMD ...",
+                     help="the program's command, with {url}")
     listing = commands.add_parser("list", help="list implementations and whether they run here",
                                   description="List implementations and whether they run here.")
     listing.add_argument("--manifest", type=Path, action="append",

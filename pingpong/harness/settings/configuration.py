@@ -235,7 +235,7 @@ class ResolvedOptions:
 
 
 def resolve_options(options: argparse.Namespace) -> ResolvedOptions:
-    """The options of `run` (options.command "run") or `diagnose`, checked: --duration, --warmup and --repeat
+    """The options of `run` (options.command "run", or "measure": a run of one program) or `diagnose`, checked: --duration, --warmup and --repeat
     explicit, else --quick's, else the command's defaults; every list parsed; all problems in one UsageError. A
     --repeat left None means rounds until precise (run only: diagnose has no round options)."""
     fallback = QUICK if options.quick else options.measuring_defaults
@@ -266,7 +266,7 @@ def resolve_options(options: argparse.Namespace) -> ResolvedOptions:
     receivers, idle_connections, rates = _workload_lists(options, pairs, problems)
     if not options.ready_timeout > 0 or not options.stall_timeout > 0 or not options.client_grace > 0:
         problems.append("--ready-timeout, --stall-timeout and --client-grace must be > 0 seconds")
-    in_rounds = options.command == "run"
+    in_rounds = options.command in ("run", "measure")
     rounds = (_round_policy(options, repeat, problems) if in_rounds else  # diagnose: its repeats, in its own order
               RoundPolicy(min_rounds=repeat, max_rounds=repeat, precision=None, budget_s=None, seed=0))
     if problems:
