@@ -10,8 +10,9 @@ processes of the same program fell into a fast or a slow mode, 1.6-1.8x apart in
 whole life.
 
 "settled" makes the event that raises the threshold happen once, on purpose, at start: one non-blocking read of
-asyncio's size on an empty socket, whose buffer is freed whole. It is the state a long-running asyncio process
-reaches by itself after its first empty read. "as-is" leaves the allocator as the process finds it.
+asyncio's size on an empty socket, whose buffer is freed whole. A process reaches it by itself only if one of its
+reads finds nothing or it frees a large block whole, which a steady ping-pong does not do: measured, plain scripts
+kept the slow mode for a whole minute (docs/methodology.md). "as-is" leaves the allocator as the process finds it.
 """
 
 from __future__ import annotations

@@ -11,9 +11,7 @@ from pingpong.harness.analysis.stats import Ratio, paired_ratio
 from pingpong.harness.analysis.summary import Summaries
 from pingpong.harness.results.records import RunResult
 
-# The allocator a plain program runs with: glibc's own, as any script gets it. The drivers settle glibc's mmap
-# threshold unless --malloc as-is (pingpong/kit/allocator.py, docs/methodology.md).
-PLAIN_ALLOCATOR = "as-is (glibc's default: the program sets nothing)"
+RUNTIME_NAMES = {"node": "Node.js", "bun": "Bun"}
 
 
 @dataclass(frozen=True)
@@ -29,14 +27,18 @@ class PlainTwin:
     plain_cpu_us_per_roundtrip: float | None
     driver_cpu_us_per_roundtrip: float | None
     driver_allocator: str
+    runtime: str = "python"  # the plain program's: glibc's allocator mode explains page faults only in Python
 
     @property
     def cause(self) -> str:
         """What the signals say, in a few words: page faults apart (the allocator's mode), CPU apart, or neither."""
         plain, driver = self.plain_faults_per_roundtrip, self.driver_faults_per_roundtrip
         if plain is not None and driver is not None and plain - driver >= 0.5:
-            return (f"{plain:.1f} against {driver:.1f} page faults per roundtrip: the plain program's heap maps and "
-                    "unmaps its buffers (allocator as-is)")
+            if self.runtime == "python":
+                return (f"{plain:.1f} against {driver:.1f} page faults per roundtrip: the plain program's heap maps "
+                        "and unmaps its buffers (allocator as-is)")
+            return (f"{plain:.1f} against {driver:.1f} page faults per roundtrip (not glibc's mode: "
+                    f"{RUNTIME_NAMES.get(self.runtime, self.runtime)} does not allocate per read)")
         plain_cpu, driver_cpu = self.plain_cpu_us_per_roundtrip, self.driver_cpu_us_per_roundtrip
         if plain_cpu is not None and driver_cpu is not None and abs(plain_cpu - driver_cpu) >= 0.1 * driver_cpu:
             return f"{plain_cpu:.0f} against {driver_cpu:.0f} µs of client CPU per roundtrip, page faults alike"
@@ -61,5 +63,6 @@ def plain_twins(run: RunResult, summaries: Summaries) -> list[PlainTwin]:
             plain_faults_per_roundtrip=plain.client_cpu.minor_faults_per_roundtrip,
             driver_faults_per_roundtrip=driver.client_cpu.minor_faults_per_roundtrip,
             plain_cpu_us_per_roundtrip=plain.client_cpu.us_per_roundtrip,
-            driver_cpu_us_per_roundtrip=driver.client_cpu.us_per_roundtrip, driver_allocator=malloc))
+            driver_cpu_us_per_roundtrip=driver.client_cpu.us_per_roundtrip, driver_allocator=malloc,
+            runtime=(clients.get(cell.client) or {}).get("runtime", "python")))
     return found
