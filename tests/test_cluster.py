@@ -264,6 +264,9 @@ def test_a_two_by_two_matrix_runs_across_hosts_with_each_side_counted_on_its_own
             assert attempt["tcp_counters"]["Tcp.OutSegs"] == sum(
                 placement["tcp_counters"][side]["Tcp.OutSegs"] for side in ("server", "client"))
             assert attempt["server_cpu_s"] > 0 and attempt["client_cpu_s"] > 0
+            # the client host reads its clients' scheduling at the window's edges; the server's host does not
+            assert attempt["client_scheduling"]["voluntary_switches"] >= roundtrips
+            assert attempt["server_scheduling"] is None
             assert attempt["sockets"]["server"]["sockets"] == 2 and attempt["sockets"]["client"]["sockets"] == 2
             # the payloads came back verified by the driver (a wrong byte fails the attempt)
             assert attempt["client_report"]["roundtrips"] == roundtrips

@@ -1,8 +1,8 @@
 """Derived figures of a cell, computed from its raw attempts: pure functions, recomputable from any results file.
 
-The figures are typed records (CellSummary, with Latency and SideCpu inside). In a results file each cell carries
-its summary as CellSummary.to_json(): one flat object whose keys are listed, with unit and meaning, beside the
-fields below. A figure that could not be measured is None (null), never a fake zero.
+The figures are typed records (CellSummary, with Latency, SideCpu and time_budget.TimeBudget inside). In a results
+file each cell carries its summary as CellSummary.to_json(): one flat object whose keys are listed, with unit and
+meaning, beside the fields below. A figure that could not be measured is None (null), never a fake zero.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from typing import Any
 from pingpong.contract import DEFAULT_PAYLOAD_SIZE
 from pingpong.harness.analysis import anomalies, workload_figures
 from pingpong.harness.analysis.stats import RATE_DISTURBED_SIDE, Summary, summarize
+from pingpong.harness.analysis.time_budget import TimeBudget, time_budget
 from pingpong.harness.results import histograms
 from pingpong.harness.results.records import Cell, RunResult
 from pingpong.harness.settings.cell import DEFAULT_SATURATION_P99_MS
@@ -69,6 +70,10 @@ class CellSummary:
     latency: Latency | None = None  # "latency": absent when no attempt recorded a histogram
     server_cpu: SideCpu = SideCpu()  # "server_cpu_us_per_roundtrip", "server_cpu_utilization"
     client_cpu: SideCpu = SideCpu()  # "client_cpu_us_per_roundtrip", "client_cpu_utilization"
+    # "server_time_budget", "client_time_budget": where a roundtrip's time goes on each side (time_budget.py); None
+    # (absent) when no attempt read the side's scheduling (files from before the readings; a cluster run's server)
+    server_time_budget: TimeBudget | None = None
+    client_time_budget: TimeBudget | None = None
     bottleneck: str | None = None  # "bottleneck": server, client, both, neither, or unknown
     server_peak_rss_bytes: int | None = None  # "server_peak_rss_bytes": max over attempts of the tree's VmHWM sum
     signal_sampling_ms: float | None = None  # "signal_sampling_ms": orchestrator CPU ms spent sampling in the window
@@ -103,6 +108,9 @@ class CellSummary:
     def cpu(self, side: str) -> SideCpu:
         return self.server_cpu if side == "server" else self.client_cpu
 
+    def time_budget(self, side: str) -> TimeBudget | None:
+        return self.server_time_budget if side == "server" else self.client_time_budget
+
     def tcp_nodelay(self, side: str) -> bool | None:
         return self.server_tcp_nodelay if side == "server" else self.client_tcp_nodelay
 
@@ -125,6 +133,9 @@ class CellSummary:
             data[f"{side}_cpu_utilization"] = self.cpu(side).utilization
             if self.cpu(side).minor_faults_per_roundtrip is not None:
                 data[f"{side}_minor_faults_per_roundtrip"] = self.cpu(side).minor_faults_per_roundtrip
+        for side in SIDES:
+            if self.time_budget(side) is not None:
+                data[f"{side}_time_budget"] = self.time_budget(side).to_json()
         data.update(bottleneck=self.bottleneck, server_peak_rss_bytes=self.server_peak_rss_bytes,
                     signal_sampling_ms=self.signal_sampling_ms, server_loop=self.server_loop,
                     client_loop=self.client_loop, compression_negotiated=self.compression_negotiated,
@@ -162,11 +173,13 @@ def summarize_cell(cell: Cell, saturation_p99_ms: float = DEFAULT_SATURATION_P99
     sampling = [a.signal_sampling_s for a in good if a.signal_sampling_s is not None]
     observed = observed_settings(good[-1])
     sockets = socket_signals(good[-1], observed["client_tcp_nodelay"])
+    rates = summarize([attempt.roundtrips_per_s for attempt in good], RATE_DISTURBED_SIDE)
+    budgets = {side: time_budget(good, side, cpu[side].us_per_roundtrip, rates.median) for side in SIDES}
     return CellSummary(
-        status=cell.status, failures=failures,
-        roundtrips_per_s=summarize([attempt.roundtrips_per_s for attempt in good], RATE_DISTURBED_SIDE),
+        status=cell.status, failures=failures, roundtrips_per_s=rates,
         latency=latency_of(histograms.merge(encoded)) if encoded else None,
         server_cpu=cpu["server"], client_cpu=cpu["client"],
+        server_time_budget=budgets["server"], client_time_budget=budgets["client"],
         bottleneck=bottleneck(cpu["server"].utilization, cpu["client"].utilization),
         server_peak_rss_bytes=max(peaks) if peaks else None,
         signal_sampling_ms=statistics.median(sampling) * 1e3 if sampling else None,

@@ -6,7 +6,10 @@ clients), and the client processes of each attempt. It measures what can only be
 - a server's CPU (its process tree) and its host's kernel TCP counters, sampled every SAMPLE_INTERVAL_S from just
   before the clients' go until they are done; the orchestrator interpolates both at the window's edges, which the
   client host forwards on its own wall clock (translated with the measured clock offsets: cluster_figures.py);
-- the clients' CPU, counters and sockets at their window's edges, exactly as a local run does (window.WindowWatcher);
+- the clients' CPU, page faults, scheduling (run delay, context switches), counters and sockets at their window's
+  edges, exactly as a local run does (window.WindowWatcher); the server's scheduling is not read (a reading every
+  SAMPLE_INTERVAL_S of each of its threads would cost more than its CPU samples), so a cluster run's time budget
+  has the client side only;
 - readiness, the room probe and the relay verification, from the client's host over the real path.
 
 Nothing here outlives the run. The orchestrator renews a lease every few seconds; when it stops renewing (it was

@@ -26,7 +26,7 @@ from pingpong.harness.measure.boundary import ClientRun, Outcome, ServerFacts, T
 from pingpong.harness.results.records import Attempt
 from pingpong.harness.settings.cell import CellSettings
 from pingpong.harness.settings.manifest import Implementation
-from pingpong.harness.system import kernel_signals
+from pingpong.harness.system import kernel_signals, scheduling
 
 GONE_EXIT_CODE = -9  # a server whose host is gone: the guardian there ended it
 
@@ -332,6 +332,8 @@ def join_windows(windows: list[WindowSamples], hosts: list[Host], sampled: dict[
         client_cpu_s=sum(client_cpu) if None not in client_cpu else None,
         client_minor_faults=(None if any(w.client_minor_faults is None for w in windows)
                              else sum(w.client_minor_faults for w in windows)),
+        # each client host's own reading, added up; the server's host samples its CPU every 20 ms without them
+        client_scheduling=scheduling.combined([w.client_scheduling for w in windows]),
         spread=windows[0].spread if len(windows) == 1 else None,
         wall_s=(min(ends) - max(starts)) / 1e9 if starts and ends else None,
         server_peak_rss_bytes=sampled.get("peak_rss_bytes"),

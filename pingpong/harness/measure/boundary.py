@@ -9,11 +9,12 @@ JSON mapping (every field is a plain JSON value; absent figures are null):
 - ClientRun: {"index": int, "pid": int, "exit_code": int|null (null: it had not ended when it was stopped),
   "stdout": str (the client report, docs/contract.md), "stderr_tail": str}
 - WindowSamples: {"cpu_source": str|null, "server_cpu_s", "client_cpu_s": float|null, "server_minor_faults",
-  "client_minor_faults": int|null, "cpu_steal_s": {cpu: s}|null, "spread": {...}|null, "wall_s": float|null,
-  "server_peak_rss_bytes": int|null, "tcp_counters": {name: delta}|null, "sockets": {"server"?: ..., "client": ...}
-  |null, "syscalls": {...}|null, "sampling_s": float|null, "start_wall_ns", "end_wall_ns": int|null,
-  "connection_counters": {name: delta}|null}; the Attempt
-  fields they become are documented in docs/results-format.md.
+  "client_minor_faults": int|null, "server_scheduling", "client_scheduling": {"run_delay_ns", "voluntary_switches",
+  "involuntary_switches", "user_ticks", "system_ticks", "threads": int}|null (system/scheduling.py),
+  "cpu_steal_s": {cpu: s}|null, "spread": {...}|null, "wall_s": float|null, "server_peak_rss_bytes": int|null,
+  "tcp_counters": {name: delta}|null, "sockets": {"server"?: ..., "client": ...}|null, "syscalls": {...}|null,
+  "sampling_s": float|null, "start_wall_ns", "end_wall_ns": int|null, "connection_counters": {name: delta}|null};
+  the Attempt fields they become are documented in docs/results-format.md.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
 from pingpong.harness.results.records import Attempt
+from pingpong.harness.system.scheduling import Scheduling
 
 
 @dataclass(frozen=True)
@@ -51,6 +53,10 @@ class WindowSamples:
     client_cpu_s: float | None = None  # the same for every client process tree
     server_minor_faults: int | None = None
     client_minor_faults: int | None = None
+    # each side's run delay, context switches and user/system ticks over the window (None: not read, e.g. a cluster
+    # run's server, sampled on its own host without them)
+    server_scheduling: Scheduling | None = None
+    client_scheduling: Scheduling | None = None
     cpu_steal_s: dict[str, float] | None = None  # each CPU's steal time over the window
     spread: dict[str, Any] | None = None  # several client processes: how far apart their events came
     wall_s: float | None = None  # between the two samples
@@ -70,7 +76,10 @@ class WindowSamples:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "WindowSamples":
-        return cls(**{f.name: data.get(f.name) for f in fields(cls)})
+        values = {f.name: data.get(f.name) for f in fields(cls)}
+        for side in ("server", "client"):
+            values[f"{side}_scheduling"] = Scheduling.from_dict(values[f"{side}_scheduling"])
+        return cls(**values)
 
 
 @dataclass(frozen=True)
@@ -164,6 +173,7 @@ def attempt_from(turn: Turn, outcome: Outcome, server_exit_code: int | None = No
         server_cpu_s=window.server_cpu_s, client_cpu_s=window.client_cpu_s,
         cpu_source=window.cpu_source if window.server_cpu_s is not None else None,
         server_minor_faults=window.server_minor_faults, client_minor_faults=window.client_minor_faults,
+        server_scheduling=window.server_scheduling, client_scheduling=window.client_scheduling,
         cpu_steal_s=window.cpu_steal_s, window_wall_s=window.wall_s, window_spread=window.spread,
         server_peak_rss_bytes=window.server_peak_rss_bytes, tcp_counters=window.tcp_counters,
         sockets=window.sockets, syscalls=window.syscalls, signal_sampling_s=window.sampling_s,

@@ -1,6 +1,6 @@
-"""The measured window, sampled from outside the processes measured: each side's CPU, page faults and sockets, the
-kernel's TCP counters and the CPUs' steal time at the window's edges (WindowSamples), and the server with every idle
-connection held, sampled before the go (HeldSample)."""
+"""The measured window, sampled from outside the processes measured: each side's CPU, page faults, scheduling and
+sockets, the kernel's TCP counters and the CPUs' steal time at the window's edges (WindowSamples), and the server
+with every idle connection held, sampled before the go (HeldSample)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from pingpong.contract import READY_EVENT, WINDOW_END_EVENT, WINDOW_START_EVENT
 from pingpong.harness.measure.boundary import HeldSample, WindowSamples
 from pingpong.harness.measure.start_barrier import window_spread
 from pingpong.harness.settings.cell import CellSettings
-from pingpong.harness.system import cpu, kernel_signals, listeners
+from pingpong.harness.system import cpu, kernel_signals, listeners, scheduling
 from pingpong.harness.system.syscall_trace import SyscallTracer
 
 
@@ -46,8 +46,9 @@ class WindowWatcher:
     """Reads the drivers' events and samples both sides when the measured window opens and closes.
 
     One thread reads: it times each event as it arrives and hands each READY_EVENT to on_ready (the start
-    barrier). The other samples, per window: CPU and minor page faults of both sides' process trees, each CPU's
-    steal time, the kernel's TCP counters, TCP_NODELAY of both sides' sockets as the kernel has it (forced on first when
+    barrier). The other samples, per window: CPU, minor page faults and scheduling (run delay, context switches,
+    user and system ticks: system/scheduling.py) of both sides' process trees, each CPU's steal time, the kernel's
+    TCP counters, TCP_NODELAY of both sides' sockets as the kernel has it (forced on first when
     settings.force_nodelay), and strace counts when settings.trace_syscalls. With several client processes, the
     sampled window runs from the last one's start to the first one's end: the time when all of them measure
     (released together by the start barrier, their windows differ by `spread`). Sampling happens in the
@@ -77,6 +78,11 @@ class WindowWatcher:
         self.client_cpu_s: float | None = None
         self.server_minor_faults: int | None = None
         self.client_minor_faults: int | None = None
+        # each side's run delay, context switches and user/system ticks over the window (read unless
+        # PINGPONG_SCHEDULING_READINGS=off: benchmarks/budget_overhead.py measures their cost against it)
+        self.reads_scheduling = scheduling.readings_on()
+        self.server_scheduling: scheduling.Scheduling | None = None
+        self.client_scheduling: scheduling.Scheduling | None = None
         self.cpu_steal_s: dict[str, float] | None = None
         self.wall_s: float | None = None
         self.server_peak_rss_bytes: int | None = None
@@ -105,6 +111,7 @@ class WindowWatcher:
         return WindowSamples(
             cpu_source=self.cpu_source.name, server_cpu_s=self.server_cpu_s, client_cpu_s=self.client_cpu_s,
             server_minor_faults=self.server_minor_faults, client_minor_faults=self.client_minor_faults,
+            server_scheduling=self.server_scheduling, client_scheduling=self.client_scheduling,
             cpu_steal_s=self.cpu_steal_s, spread=self.spread, wall_s=self.wall_s,
             server_peak_rss_bytes=self.server_peak_rss_bytes, tcp_counters=self.tcp_counters, sockets=self.sockets,
             syscalls=self.syscalls, sampling_s=self.sampling_s, start_wall_ns=self.start_wall_ns,
@@ -160,6 +167,7 @@ class WindowWatcher:
     def _watch(self) -> None:
         start = None
         counted_from = None
+        scheduled_from = None
         starts = ends = 0
         tracers: dict[str, SyscallTracer] = {}
         try:
@@ -169,7 +177,8 @@ class WindowWatcher:
                     if starts < self.window_processes:
                         continue
                     # Inside the measured window, so kept cheap (sampling_s records how cheap): CPU and
-                    # counters first, then each connection's TCP_NODELAY (forced first, if asked).
+                    # counters first, then the scheduling figures, then each connection's TCP_NODELAY (forced
+                    # first, if asked).
                     sampling_began = time.thread_time()
                     self.start_wall_ns = time.time_ns()
                     server_tree, client_trees = self._trees()
@@ -179,6 +188,7 @@ class WindowWatcher:
                              cpu.sample(client_pids, self.cpu_source), kernel_signals.read_tcp_counters(),
                              cpu.minor_faults(server_tree), cpu.minor_faults(client_pids),
                              kernel_signals.read_cpu_steal())
+                    scheduled_from = self._read_scheduling(server_tree, client_pids)
                     if self.settings.idle_connections or self.settings.sample_server_memory:
                         self._inspect_pair_sockets_only(client_trees)
                     else:
@@ -205,11 +215,18 @@ class WindowWatcher:
                     self.cpu_steal_s = kernel_signals.steal_seconds(start[6], kernel_signals.read_cpu_steal())
                     self.wall_s = time.monotonic() - start[0]
                     self.end_wall_ns = time.time_ns()
+                    # after the window's length is taken, as at its start after the CPU: both readings lag the CPU
+                    # samples by about the same time
+                    scheduled_to = self._read_scheduling(server_tree, client_pids)
                     if self.server_pid is not None:
                         self.server_cpu_s = cpu.cpu_delta(start[1], server_end)
                         self.server_minor_faults = cpu.faults_delta(start[4], faults_end[0])
                     self.client_cpu_s = cpu.cpu_delta(start[2], client_end)
                     self.client_minor_faults = cpu.faults_delta(start[5], faults_end[1])
+                    if scheduled_from is not None and scheduled_to is not None:
+                        if self.server_pid is not None:
+                            self.server_scheduling = scheduling.delta(scheduled_from[0], scheduled_to[0])
+                        self.client_scheduling = scheduling.delta(scheduled_from[1], scheduled_to[1])
                     self.tcp_counters = kernel_signals.counter_deltas(start[3], counters_end)
                     if tracers:
                         self._stop_tracers(tracers, time.monotonic() - traced_from)
@@ -222,6 +239,13 @@ class WindowWatcher:
             if tracers:
                 self._stop_tracers(tracers, None)
             self.ended.set()
+
+    def _read_scheduling(self, server_tree: list[int], client_pids: list[int]) -> tuple[
+            scheduling.SchedulingSample, scheduling.SchedulingSample] | None:
+        """Both sides' scheduling figures now (server, client), or None when the readings are off."""
+        if not self.reads_scheduling:
+            return None
+        return scheduling.sample(server_tree), scheduling.sample(client_pids)
 
     def _count_connections(self, client_pids: list[int]) -> tuple[float, int, dict[int, dict[str, int]] | str] | None:
         """The clients' connections' kernel counters now, with when they were read on the monotonic and the wall

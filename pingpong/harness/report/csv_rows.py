@@ -1,12 +1,15 @@
-"""A run as CSV: one row per cell with every derived figure (a pure function of the record and its summaries)."""
+"""A run as CSV: one row per cell with every derived figure (a pure function of the record and its summaries).
+
+The columns are CSV_COLUMNS; a run with time budgets (each side's scheduling read at the window's edges) adds
+TIME_BUDGET_COLUMNS after the page faults, so files saved before those readings export as they always did."""
 
 from __future__ import annotations
 
 import csv
 import io
 
-from pingpong.harness.analysis.summary import Summaries
-from pingpong.harness.report.formatting import percentiles
+from pingpong.harness.analysis.summary import SIDES, CellSummary, Summaries
+from pingpong.harness.report.formatting import percentiles, time_budgets
 from pingpong.harness.results.records import RunResult
 
 CSV_COLUMNS = ["server", "client", "status", "n", "roundtrips_per_s_median", "roundtrips_per_s_min",
@@ -18,11 +21,36 @@ CSV_COLUMNS = ["server", "client", "status", "n", "roundtrips_per_s_median", "ro
                "compression_negotiated", "server_tcp_nodelay", "client_tcp_nodelay", "segments_per_message",
                "delayed_acks_per_roundtrip", "retransmits_per_roundtrip", "expected_roundtrips_per_s", "flags",
                "reason"]
+# each side's time budget (analysis/time_budget.py), µs or switches per roundtrip: (column suffix, TimeBudget field)
+TIME_BUDGET_PARTS = (("user_us_per_roundtrip", "user_us"), ("system_us_per_roundtrip", "system_us"),
+                     ("run_delay_us_per_roundtrip", "run_delay_us"), ("blocked_us_per_roundtrip", "blocked_us"),
+                     ("voluntary_switches_per_roundtrip", "voluntary_switches"),
+                     ("involuntary_switches_per_roundtrip", "involuntary_switches"))
+TIME_BUDGET_COLUMNS = [f"{side}_{suffix}" for side in SIDES for suffix, _ in TIME_BUDGET_PARTS]
+
+
+def csv_columns(with_time_budgets: bool) -> list[str]:
+    """CSV_COLUMNS, with TIME_BUDGET_COLUMNS after the page faults when the run has time budgets."""
+    if not with_time_budgets:
+        return CSV_COLUMNS
+    after = CSV_COLUMNS.index("client_minor_faults_per_roundtrip") + 1
+    return CSV_COLUMNS[:after] + TIME_BUDGET_COLUMNS + CSV_COLUMNS[after:]
+
+
+def time_budget_figures(summary: CellSummary) -> dict[str, float | None]:
+    """The cell's TIME_BUDGET_COLUMNS (empty for a side without a budget)."""
+    figures: dict[str, float | None] = {}
+    for side in SIDES:
+        budget = summary.time_budget(side)
+        for suffix, part in TIME_BUDGET_PARTS:
+            figures[f"{side}_{suffix}"] = None if budget is None else getattr(budget, part)
+    return figures
 
 
 def render_csv(run: RunResult, summaries: Summaries) -> str:
     output = io.StringIO()
-    writer = csv.DictWriter(output, fieldnames=CSV_COLUMNS, lineterminator="\n")
+    with_time_budgets = bool(time_budgets(summaries))
+    writer = csv.DictWriter(output, fieldnames=csv_columns(with_time_budgets), lineterminator="\n")
     writer.writeheader()
     for (server, client), summary in summaries.items():
         rates = summary.roundtrips_per_s
@@ -50,5 +78,6 @@ def render_csv(run: RunResult, summaries: Summaries) -> str:
             "expected_roundtrips_per_s": summary.expected_roundtrips_per_s,
             "flags": "; ".join(summary.flags or ()) or None,
             "reason": summary.reason or "; ".join(summary.failures) or None,
+            **(time_budget_figures(summary) if with_time_budgets else {}),
         })
     return output.getvalue()

@@ -8,7 +8,8 @@ from collections import Counter
 from typing import Any, Iterable
 
 from pingpong.harness.analysis.stats import Ratio, paired_ratio
-from pingpong.harness.analysis.summary import CellSummary, Summaries, workload_kind
+from pingpong.harness.analysis.summary import SIDES, CellSummary, Summaries, workload_kind
+from pingpong.harness.analysis.time_budget import TimeBudget
 from pingpong.harness.results.records import RunResult
 
 
@@ -266,6 +267,22 @@ def faults_text(summary) -> str:
     """Minor page faults per roundtrip, server/client ('?' for a side not sampled)."""
     values = (summary.cpu(side).minor_faults_per_roundtrip for side in ("server", "client"))
     return "/".join("?" if value is None else f"{value:.2f}" for value in values)
+
+
+def time_budgets(summaries: Summaries) -> list[tuple[tuple[str, str], str, TimeBudget]]:
+    """Every measured side's time budget: ((server, client), side, budget), cells in the summaries' order."""
+    return [(key, side, budget) for key, summary in summaries.items() for side in SIDES
+            if summary.measured and (budget := summary.time_budget(side)) is not None]
+
+
+def time_budget_text(budget: TimeBudget) -> str:
+    """A side's budget on one line: '412 µs = user 80.1 + system 40.0 + run delay 5.0 + blocked 287; switches
+    1.02 voluntary, 0.02 involuntary per roundtrip' (CPU unsplit when no tick was counted)."""
+    cpu = (f"CPU {budget.cpu_us:.1f} (no user/system split)" if budget.user_us is None
+           else f"user {budget.user_us:.1f} + system {budget.system_us:.1f}")
+    return (f"{budget.roundtrip_us:.1f} µs = {cpu} + run delay {budget.run_delay_us:.1f} + blocked "
+            f"{budget.blocked_us:.1f}; switches {budget.voluntary_switches:.2f} voluntary, "
+            f"{budget.involuntary_switches:.2f} involuntary per roundtrip")
 
 
 def percentiles(latency) -> tuple[int | None, ...]:

@@ -1,7 +1,8 @@
 """The run as one self-contained HTML page: heat map, sortable matrix, each cell's details, flags, environment.
 
 render_html() is a pure function of the results: one string with its CSS and script inline, nothing fetched from
-the network. Every text taken from the results goes through html.escape. Without a script the page still shows
+the network (the time budget's bars are CSS boxes; their style is added only when a run has budgets, so older runs
+render as they did). Every text taken from the results goes through html.escape. Without a script the page still shows
 everything (a cell's details open as the link's target); the script sorts the table and opens details on click.
 """
 
@@ -16,11 +17,13 @@ from typing import Any
 from pingpong.harness.analysis.costs import CostSplit, websocket_costs
 from pingpong.harness.analysis.plain_twins import plain_twins
 from pingpong.harness.analysis.stats import Ratio
-from pingpong.harness.analysis.summary import CellSummary, Summaries
+from pingpong.harness.analysis.summary import SIDES, CellSummary, Summaries
+from pingpong.harness.analysis.time_budget import TimeBudget
 from pingpong.harness.report.formatting import (Headline, axes, axis_loops, fastest_cell, faults_text,
                                                 format_duration_ns, format_optional, format_rate, format_ratio,
                                                 interval_legend, is_floor, percentiles, rate_unit, relative_to_fastest,
-                                                rounds_text, short_extensions, workload_title)
+                                                rounds_text, short_extensions, time_budget_text, time_budgets,
+                                                workload_title)
 from pingpong.harness.report.scales import MIN_SPAN, log_range, position, viridis_hex
 from pingpong.harness.report.terminal import MARKS, machine_line, marks, settings_line
 from pingpong.harness.results.records import RunResult
@@ -49,6 +52,22 @@ dt { font-weight: 600; } dd { margin: 0; }
 .loop { font-weight: normal; color: #666; }
 .scroll { overflow-x: auto; max-width: 100%; }
 """
+
+# The time budget's stacked bars (time_budget_section): one box per part, its width the part's share of the bar
+BUDGET_STYLE = """
+.budget { display: flex; width: 22em; height: 1.1em; background: #f4f4f4; border: 1px solid #ccc; }
+.budget span, .swatch { display: inline-block; height: 100%; }
+.swatch { width: 1.2em; height: 0.9em; vertical-align: middle; margin: 0 0.3em 0 0.8em; }
+.budget-user { background: #3b6fb6; } .budget-system { background: #e08a2c; } .budget-cpu { background: #6f8fbf; }
+.budget-run-delay { background: #c0392b; } .budget-blocked { background: #b8c4b8; }
+#budgets th { text-align: left; } #budgets td.bar { padding: 2px 6px; }
+#budgets td.figures { text-align: left; color: #444; white-space: normal; min-width: 28em; }
+"""
+# (TimeBudget field, CSS class, legend): the bar's parts in order; CPU stands for user + system when there is no split
+BUDGET_PARTS = (("user_us", "budget-user", "user CPU"), ("system_us", "budget-system", "system CPU"),
+                ("cpu_us", "budget-cpu", "CPU (no user/system split)"),
+                ("run_delay_us", "budget-run-delay", "run delay: runnable, waiting for a CPU"),
+                ("blocked_us", "budget-blocked", "blocked: waiting on the other side, the network path, a wake-up"))
 
 SCRIPT = """
 (function () {
@@ -121,13 +140,14 @@ def render_html(run: RunResult, summaries: Summaries) -> str:
     parts = [
         "<!DOCTYPE html>", '<html lang="en">', "<head>", '<meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">', f"<title>{e(title)}</title>",
-        f"<style>{STYLE}</style>", "</head>", "<body>",
+        f"<style>{STYLE}{BUDGET_STYLE if time_budgets(summaries) else ''}</style>", "</head>", "<body>",
         f"<h1>{e(title)}: median {e(unit)}, server × client</h1>",
         f"<p>{e(settings_line(run))}<br>{e(machine_line(run))}</p>",
         *heatmap(run, summaries),
         *cell_table(run, summaries),
         *cost_matrix(run, costs),
         *plain_beside_drivers(run, summaries),
+        *time_budget_section(summaries),
         *flagged(summaries),
         *not_measured(summaries),
         "<h2>Cell details</h2>",
@@ -292,6 +312,52 @@ def plain_beside_drivers(run: RunResult, summaries: Summaries) -> list[str]:
     return lines + ["</tbody></table></div>"]
 
 
+def budget_bar(budget: TimeBudget, scale_us: float) -> str:
+    """One side's stacked bar: user, system (or CPU unsplit), run delay and blocked, each as wide as its share of
+    scale_us (the longest of the cell's bars, so both sides share one scale)."""
+    cpu_shown = ("user_us", "system_us") if budget.user_us is not None else ("cpu_us",)
+    parts = []
+    for part, css_class, legend in BUDGET_PARTS:
+        if part in ("user_us", "system_us", "cpu_us") and part not in cpu_shown:
+            continue
+        value = getattr(budget, part)
+        if value > 0:
+            parts.append(f'<span class="{css_class}" style="width:{100 * value / scale_us:.2f}%" '
+                         f'title="{e(legend)}: {value:.1f} µs"></span>')
+    return f'<div class="budget">{"".join(parts)}</div>'
+
+
+def time_budget_section(summaries: Summaries) -> list[str]:
+    """Where a roundtrip's time goes: per cell and side, a stacked bar of CPU (user, system), run delay and blocked
+    time, with its figures; nothing for runs saved before the scheduling readings."""
+    budgets = time_budgets(summaries)
+    if not budgets:
+        return []
+    lines = ["<h2>Where a roundtrip's time goes</h2>",
+             '<p class="note">Each side\'s share of a roundtrip (1e6 / the cell\'s median rate), µs: its CPU time, '
+             "split into user and system time by the share of its 10 ms clock ticks over all the cell's rounds (a "
+             "coarse split of a precise CPU time); its run delay, runnable but waiting for a CPU; and the rest, "
+             "blocked. Context switches per roundtrip: voluntary (it blocked), involuntary (preempted). Medians over "
+             "the rounds. The bars of a cell share one scale: its roundtrip, or its CPU and run delay where they add "
+             "up to more (a side running several threads at once).</p>",
+             '<p class="legend">' + "".join(f'<span class="swatch {css_class}"></span>{e(legend)}'
+                                            for _, css_class, legend in BUDGET_PARTS) + "</p>",
+             '<div class="scroll"><table id="budgets">',
+             "<thead><tr><th>server × client</th><th>side</th><th>roundtrip</th><th>µs per roundtrip</th></tr>"
+             "</thead>", "<tbody>"]
+    by_cell: dict[tuple[str, str], list[tuple[str, TimeBudget]]] = {}
+    for key, side, budget in budgets:
+        by_cell.setdefault(key, []).append((side, budget))
+    for (server, client), sides in by_cell.items():
+        scale_us = max(max(budget.roundtrip_us, budget.cpu_us + budget.run_delay_us) for _, budget in sides)
+        for index, (side, budget) in enumerate(sides):
+            name = (f'<th class="name" rowspan="{len(sides)}"><a href="#{anchor("cell", server, client)}">'
+                    f"{e(server)} × {e(client)}</a></th>" if index == 0 else "")
+            lines.append(f'<tr>{name}<td class="name">{e(side)}</td><td class="bar">{budget_bar(budget, scale_us)}'
+                         f'</td><td class="figures">{e(time_budget_text(budget))}</td></tr>')
+    return lines + ["</tbody></table></div>"]
+
+
 def flagged(summaries: Summaries) -> list[str]:
     cells = [(key, summary.flags) for key, summary in summaries.items() if summary.flags]
     if not cells:
@@ -353,6 +419,10 @@ def cell_details(run: RunResult, key: tuple[str, str], summary: CellSummary, rat
             ("bottleneck", summary.bottleneck or "–"),
             ("server peak RSS", format_optional(summary.server_peak_rss_bytes and summary.server_peak_rss_bytes / 2**20,
                                         "{:.0f} MiB"))]))
+        budgets = [(side, budget) for side in SIDES if (budget := summary.time_budget(side)) is not None]
+        if budgets:
+            lines.append(pairs_table("Where a roundtrip's time goes", [(side, time_budget_text(budget))
+                                                                      for side, budget in budgets]))
         if cost is not None:
             lines.append(pairs_table("WebSocket cost (against the floors)", [
                 (f"{label} (against {' × '.join(floor)})" if floor else label, cost_text(getattr(cost, part)))

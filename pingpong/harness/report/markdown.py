@@ -11,8 +11,8 @@ from pingpong.harness.report import workloads as workload_report
 from pingpong.harness.report.formatting import (NODELAY_TEXT, axes, axis_loops, fastest_cell, faults_text, floors,
                                                 format_duration_ns, format_optional, format_rate, format_ratio,
                                                 interval_legend, latency_name, matrix_cell_text, percentiles, rate_unit,
-                                                relative_to_fastest, rounds_text, short_extensions, topology_line,
-                                                usual_label, with_loop, workload_title)
+                                                relative_to_fastest, rounds_text, short_extensions, time_budgets,
+                                                topology_line, usual_label, with_loop, workload_title)
 from pingpong.harness.results.records import RunResult
 
 COST_PARTS = (
@@ -83,6 +83,7 @@ def render_markdown(run: RunResult, summaries: Summaries) -> str:
     lines += workload_report.run_section(summaries, unit)
     lines += flagged_section(summaries)
     lines += per_cell_section(run, summaries, unit)
+    lines += time_budget_section(summaries)
     lines += problems_section(summaries)
     return "\n".join(lines) + "\n"
 
@@ -193,6 +194,31 @@ def per_cell_section(run: RunResult, summaries: Summaries, unit: str) -> list[st
             format_optional(summary.delayed_acks_per_roundtrip, "{:.3f}"),
             *([faults_text(summary)] if faults else []),
         ]) + " |")
+    return lines
+
+
+def time_budget_section(summaries: Summaries) -> list[str]:
+    """'## Where a roundtrip's time goes': each side's CPU (user, system), run delay and blocked time per roundtrip,
+    and its context switches; absent for runs saved before these readings."""
+    budgets = time_budgets(summaries)
+    if not budgets:
+        return []
+    lines = ["", "## Where a roundtrip's time goes", "",
+             "Each side's share of a roundtrip (1e6 / the cell's median rate), in µs: its CPU time, split into user "
+             "and system time by the share of its clock ticks over all the cell's rounds (ticks are 10 ms, so the "
+             "split is coarse; the CPU time is not); its run delay, runnable but waiting for a CPU; and the rest, "
+             "blocked: waiting on the other side, the kernel's network path, a wake-up (below 0 when the side's CPU "
+             "runs on several threads or processes at once). Context switches per roundtrip: voluntary (it blocked) "
+             "and involuntary (preempted). Medians over the rounds, of the threads present at both edges of the "
+             "window (docs/methodology.md, \"Where a roundtrip's time goes\").", "",
+             "| server | client | side | roundtrip µs | user µs | system µs | run delay µs | blocked µs "
+             "| voluntary switches/rt | involuntary switches/rt |",
+             "|---|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for (server, client), side, budget in budgets:
+        lines.append("| " + " | ".join([
+            server, client, side, f"{budget.roundtrip_us:.1f}", format_optional(budget.user_us, "{:.1f}"),
+            format_optional(budget.system_us, "{:.1f}"), f"{budget.run_delay_us:.1f}", f"{budget.blocked_us:.1f}",
+            f"{budget.voluntary_switches:.2f}", f"{budget.involuntary_switches:.2f}"]) + " |")
     return lines
 
 

@@ -17,7 +17,8 @@ from pingpong.harness.analysis.stats import NOISY_CV
 from pingpong.harness.analysis.summary import CellSummary, Summaries
 from pingpong.harness.report.formatting import (Headline, axes, axis_loops, fastest_cell, floors, format_duration_ns,
                                                 format_rate, is_floor, rate_unit, relative_to_fastest, rounds_text,
-                                                short_rate, topology_line, usual_label, with_loop, workload_title)
+                                                short_rate, time_budget_text, time_budgets, topology_line,
+                                                usual_label, with_loop, workload_title)
 from pingpong.harness.report.workloads import cell_figures
 from pingpong.harness.results.records import RunResult
 
@@ -129,6 +130,7 @@ def terminal_report(run: RunResult, summaries: Summaries, source: str | None = N
     if more:
         notes.append(f"… and {more} more pair(s) in the ranking; every pair is in the .md, .csv and .html files.")
     notes += flag_notes(summaries)
+    notes += flagged_time_budgets(summaries)
     failed = [f"{s} × {c}" for (s, c), summary in summaries.items() if summary.status in ("failed", "partial")]
     if failed:
         notes.append(f"Failed or partly failed ({len(failed)}): {', '.join(failed)}.")
@@ -158,6 +160,17 @@ def flag_notes(summaries: Summaries) -> list[str]:
     return [f"Flagged ({flagged} cell{'s' if flagged != 1 else ''}), by cause (each cell's reasons are in the files; "
             "`run_bench.py diagnose SERVER CLIENT` digs into one):",
             *(f"  {cause}: {', '.join(cells)}" for cause, cells in by_cause.items())]
+
+
+def flagged_time_budgets(summaries: Summaries) -> list[str]:
+    """Where a flagged cell's roundtrip goes, a line per side; nothing when no flagged cell has a time budget."""
+    budgets = [(key, side, budget) for key, side, budget in time_budgets(summaries) if summaries[key].flags]
+    if not budgets:
+        return []
+    return ["Where a flagged cell's roundtrip goes, per side (µs per roundtrip, medians over the rounds: CPU as user "
+            "+ system, run delay waiting for a CPU, blocked the rest; the files have every cell):",
+            *(f"  {server} × {client} {side}: {time_budget_text(budget)}"
+              for (server, client), side, budget in budgets)]
 
 
 def open_loop_table(run: RunResult, summaries: Summaries) -> tuple[Table | None, int]:

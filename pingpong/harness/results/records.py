@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from pingpong.contract import FORMER_SETTING_NAMES
+from pingpong.harness.system.scheduling import Scheduling
 
 # Written into every results file; raise it when a field changes meaning or goes away. 2: a cell's summary gives
 # its rate's interval as interval_low/high/coverage/kind and precision (1 had a bootstrap ci_low/ci_high). 3: what
@@ -48,6 +49,11 @@ class Attempt:
     # unmaps memory for every message shows about one per message (docs/methodology.md, "The allocator's state")
     server_minor_faults: int | None = None
     client_minor_faults: int | None = None
+    # how the kernel scheduled each side's threads over the window (system/scheduling.py): run delay (runnable,
+    # waiting for a CPU), voluntary and involuntary context switches, user and system clock ticks, summed over the
+    # threads present at both edges. None in files from before these readings, and for a --cluster run's server
+    server_scheduling: Scheduling | None = None
+    client_scheduling: Scheduling | None = None
     # seconds of each CPU's steal time over the window (/proc/stat): the hypervisor ran something else while this
     # guest's CPU was ready; {"cpu0": 0.0, "cpu1": 0.012}. A disturbed round shows here, on a shared VM.
     cpu_steal_s: dict[str, float] | None = None
@@ -76,6 +82,10 @@ class Attempt:
     @property
     def ok(self) -> bool:
         return self.status == "ok"
+
+    def scheduling(self, side: str) -> Scheduling | None:
+        """The server's or the client's scheduling over the window."""
+        return self.server_scheduling if side == "server" else self.client_scheduling
 
 
 @dataclass
@@ -189,8 +199,7 @@ class RunResult:
                              f"(this suite reads versions {', '.join(map(str, READABLE_FORMAT_VERSIONS))})")
         attempt_fields = {f.name for f in fields(Attempt)}
         cells = [Cell(server=c["server"], client=c["client"], skipped=c.get("skipped"),
-                      attempts=[Attempt(**{k: _current_names(k, v) for k, v in a.items() if k in attempt_fields})
-                                for a in c.get("attempts", [])])
+                      attempts=[attempt_from_dict(a, attempt_fields) for a in c.get("attempts", [])])
                  for c in data["cells"]]
         # read into today's record: the attempts are the same in every readable version, and the summaries are
         # recomputed, so a file saved again (report --format json) is of the current version
@@ -200,6 +209,17 @@ class RunResult:
         outcome = data.get("rounds_outcome")
         return cls(cells=cells, rounds_outcome=RoundsOutcome(**outcome) if outcome else None,
                    **{k: v for k, v in data.items() if k in run_fields})
+
+
+SCHEDULING_FIELDS = ("server_scheduling", "client_scheduling")  # typed records inside an attempt
+
+
+def attempt_from_dict(data: dict[str, Any], attempt_fields: set[str]) -> Attempt:
+    """An attempt read from a file: its known fields, reported settings under today's names, scheduling typed."""
+    values = {name: _current_names(name, value) for name, value in data.items() if name in attempt_fields}
+    for name in SCHEDULING_FIELDS:
+        values[name] = Scheduling.from_dict(values.get(name))
+    return Attempt(**values)
 
 
 def _moved_out_of_settings(data: dict[str, Any]) -> dict[str, Any]:

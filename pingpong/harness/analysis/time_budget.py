@@ -1,0 +1,85 @@
+"""Where a roundtrip's time goes, per side: a pure function of a cell's attempts (their scheduling readings, the
+measured CPU and the rate).
+
+Per side, in µs per roundtrip: its CPU time, split into user and system time; its run delay (runnable, waiting for a
+CPU); and the rest of the roundtrip, the time it was blocked: waiting on the other side, on the kernel's network
+path, for a wake-up. The parts add up to the roundtrip by construction (the rest is what the others leave). The
+roundtrip is 1e6 / the cell's median rate: with several pairs, the time between two of the cell's roundtrips.
+
+The split of the CPU time comes from the processes' user and system clock ticks (10 ms each): too coarse for one
+window's CPU, so the user share is taken over all the cell's attempts together and applied to the precise CPU time
+the suite measures (cpu.py); with no tick in any window (a side using under 10 ms) there is no split.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+from typing import Any
+
+from pingpong.harness.results.records import Attempt
+from pingpong.harness.system.scheduling import Scheduling
+
+
+@dataclass(frozen=True)
+class TimeBudget:
+    """One side's share of a roundtrip, µs per roundtrip; per-roundtrip figures are medians over the attempts.
+
+    JSON mapping (a summary's "server_time_budget" and "client_time_budget"): every field under its own name.
+    """
+
+    roundtrip_us: float  # 1e6 / the cell's median rate
+    cpu_us: float  # the side's CPU time per roundtrip (user + system, the summary's <side>_cpu_us_per_roundtrip)
+    user_us: float | None  # cpu_us × the user ticks' share over the cell's attempts; None without a tick
+    system_us: float | None  # cpu_us × the system ticks' share
+    run_delay_us: float  # runnable but waiting for a CPU
+    # roundtrip_us - cpu_us - run_delay_us: blocked, waiting on the other side, the network path, wake-ups. Below 0
+    # when the side's CPU runs on more than one timeline (several client processes, a runtime's busy threads)
+    blocked_us: float
+    voluntary_switches: float  # per roundtrip: the side's threads gave up their CPU (blocked)
+    involuntary_switches: float  # per roundtrip: preempted while runnable
+    ticks: int  # the user and system ticks the split was taken from (its precision: 1/ticks)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"roundtrip_us": self.roundtrip_us, "cpu_us": self.cpu_us, "user_us": self.user_us,
+                "system_us": self.system_us, "run_delay_us": self.run_delay_us, "blocked_us": self.blocked_us,
+                "voluntary_switches": self.voluntary_switches, "involuntary_switches": self.involuntary_switches,
+                "ticks": self.ticks}
+
+
+def window_roundtrips(attempt: Attempt) -> float | None:
+    """The roundtrips of the orchestrator's sampled window (the rate times its length; several client processes
+    share one), or the driver's count when the window's length is unknown."""
+    if attempt.window_wall_s and attempt.roundtrips_per_s:
+        return attempt.roundtrips_per_s * attempt.window_wall_s
+    return attempt.roundtrips or None
+
+
+def user_share(readings: list[Scheduling]) -> tuple[float | None, int]:
+    """The user ticks' share of all the readings' user and system ticks, and how many ticks it rests on."""
+    user = sum(reading.user_ticks for reading in readings)
+    ticks = user + sum(reading.system_ticks for reading in readings)
+    return (user / ticks if ticks > 0 else None), ticks
+
+
+def time_budget(good: list[Attempt], side: str, cpu_us_per_roundtrip: float | None,
+                median_rate: float | None) -> TimeBudget | None:
+    """One side's budget from the cell's good attempts; None when no attempt read its scheduling, or the CPU or the
+    rate is missing."""
+    measured = [(reading, roundtrips) for attempt in good
+                if (reading := attempt.scheduling(side)) is not None and (roundtrips := window_roundtrips(attempt))]
+    if not measured or cpu_us_per_roundtrip is None or not median_rate:
+        return None
+    share, ticks = user_share([reading for reading, _ in measured])
+    run_delay_us = statistics.median(reading.run_delay_ns / 1e3 / roundtrips for reading, roundtrips in measured)
+    roundtrip_us = 1e6 / median_rate
+    return TimeBudget(
+        roundtrip_us=roundtrip_us, cpu_us=cpu_us_per_roundtrip,
+        user_us=None if share is None else cpu_us_per_roundtrip * share,
+        system_us=None if share is None else cpu_us_per_roundtrip * (1 - share),
+        run_delay_us=run_delay_us, blocked_us=roundtrip_us - cpu_us_per_roundtrip - run_delay_us,
+        voluntary_switches=statistics.median(reading.voluntary_switches / roundtrips
+                                             for reading, roundtrips in measured),
+        involuntary_switches=statistics.median(reading.involuntary_switches / roundtrips
+                                               for reading, roundtrips in measured),
+        ticks=ticks)
