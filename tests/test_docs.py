@@ -55,8 +55,10 @@ RUN_BY = {
         "tests/test_cluster.py::test_the_documented_commands_run_a_cluster",
     ("docs/cluster.md", "run_bench.py --cluster tls://"):
         "tests/test_cluster.py::test_the_documented_commands_run_a_cluster",
-    ("docs/diagnosing.md", "run_bench.py diagnose aiohttp node-ws"):
+    ("docs/diagnosing.md", "run_bench.py diagnose aiohttp node-ws --reference"):
         "tests/test_docs.py::test_the_documented_diagnosis_runs",
+    ("docs/diagnosing.md", "run_bench.py diagnose aiohttp node-ws --profile"):
+        "tests/test_docs.py::test_the_documented_profiled_diagnosis_runs",
     ("docs/diagnosing.md", "run_bench.py --compression default"):
         "tests/test_docs.py::test_the_documented_compression_comparison_runs",
 }
@@ -174,7 +176,7 @@ FAST = ["--repeat", "1", "--duration", "0.5", "--warmup", "0.2"]
 def test_the_documented_diagnosis_runs(tmp_path):
     """docs/diagnosing.md's diagnose, from the checkout, with its reference run; shortened: one repeat of a short
     window, one switch, no strace, its results in a temporary folder."""
-    (command,) = documented_commands("docs/diagnosing.md", "run_bench.py diagnose aiohttp node-ws")
+    (command,) = documented_commands("docs/diagnosing.md", "run_bench.py diagnose aiohttp node-ws --reference")
     done = subprocess.run(as_argv(command) + FAST + ["--switches", "compression-off", "--no-strace",
                                                       "--results-dir", str(tmp_path)],
                           cwd=ROOT, capture_output=True, text=True, timeout=240)
@@ -184,6 +186,24 @@ def test_the_documented_diagnosis_runs(tmp_path):
     assert document["reference"] == "results/reference/2026-11-21-default-matrix.json"
     assert document["report"]["context"]["expected_roundtrips_per_s"]  # the reference run's row and column
     assert set(document["cells"]) == {"baseline", "compression-off"}
+
+
+@pytest.mark.timeout(300)
+def test_the_documented_profiled_diagnosis_runs(tmp_path):
+    """docs/diagnosing.md's profiled diagnosis, from the checkout, with its reference run; shortened: one repeat,
+    one switch, no strace, one profiled round. The healthy pair is aiohttp × aiohttp, its row's fastest other client
+    in the reference run; the Node.js client's profile is V8's, the Python server's py-spy's."""
+    (command,) = documented_commands("docs/diagnosing.md", "run_bench.py diagnose aiohttp node-ws --profile")
+    done = subprocess.run(as_argv(command) + FAST + ["--profile-rounds", "1", "--switches", "compression-off",
+                                                      "--no-strace", "--results-dir", str(tmp_path)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr[-3000:]
+    (saved,) = tmp_path.glob("diagnose-aiohttp-node-ws-*.json")
+    profiles = json.loads(saved.read_text())["report"]["profiles"]
+    assert profiles["pairs"] == {"cell": "aiohttp × node-ws", "healthy": "aiohttp × aiohttp"}
+    assert profiles["sides"]["client"]["cell"]["profiler"] == "v8 cpu profiler (inspector)"
+    assert profiles["sides"]["server"]["cell"]["profiler"].startswith("py-spy ")
+    assert list(tmp_path.glob("diagnose-aiohttp-node-ws-*.html"))
 
 
 @pytest.mark.timeout(300)

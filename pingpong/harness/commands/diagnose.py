@@ -24,7 +24,8 @@ from pingpong.harness.analysis import anomalies
 from pingpong.harness.analysis.stats import Ratio, paired_ratio
 from pingpong.harness.analysis.summary import summarize_cell, summarize_run
 from pingpong.harness.measure.local import run_attempt
-from pingpong.harness.report import formatting
+from pingpong.harness.commands import diagnose_profiles
+from pingpong.harness.report import formatting, profile_report
 from pingpong.harness.results import histograms
 from pingpong.harness.results.files import DEFAULT_RESULTS_DIR, prepare_results_dir
 from pingpong.harness.results.records import Cell, load, write_atomically
@@ -68,6 +69,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     choosing.add_argument("--reference", type=Path,
                          help="a matrix results file for row/column context (default: results/latest.json if it "
                               "has this cell's row or column)")
+    choosing.add_argument("--profile", action="store_true",
+                          help="profile both sides of the cell and of a healthy pair in rounds of their own (py-spy, "
+                               "V8's profiler): top functions per side, the differences, flame graphs")
+    choosing.add_argument("--profile-rounds", type=int, default=3, metavar="N",
+                          help="rounds of profiled attempts with --profile (default 3)")
+    choosing.add_argument("--against", nargs=2, metavar=("SERVER", "CLIENT"),
+                          help="the healthy pair for --profile (default: this server with the fastest other client "
+                               "of its row in --reference)")
     choosing.add_argument("--manifest", type=Path, action="append")
     add_package_options(parser)
     parser.add_argument("--format", choices=("md", "json"), default="md")
@@ -86,12 +95,13 @@ def run(options: argparse.Namespace, command_line: list[str]) -> int:
     with tempfile.TemporaryDirectory(prefix="pingpong-tls-") as tls_folder:
         if configuration.tls:
             configuration = with_tls_files(configuration, Path(tls_folder))
-        return diagnose_cell(options, configuration, server, client)
+        return diagnose_cell(options, configuration, server, client, implementations)
 
 
 def diagnose_cell(options: argparse.Namespace, configuration: RunConfiguration, server: Implementation,
-                  client: Implementation) -> int:
-    """Measure the baseline and its switches, count syscalls, write and print the report."""
+                  client: Implementation, implementations: list[Implementation]) -> int:
+    """Measure the baseline and its switches, count syscalls, profile both sides if asked, write and print the
+    report."""
     baseline = configuration.settings_at(configuration.points[0])
     why_not = skip_reason(server, client, baseline)
     if why_not:
@@ -112,6 +122,12 @@ def diagnose_cell(options: argparse.Namespace, configuration: RunConfiguration, 
     baseline = replace(baseline, **package_fields)
     switches = [replace(s, settings=replace(s.settings, **package_fields)) for s in switches]
     reference = load_reference(options.reference, configuration.results_dir, server.name, client.name)
+    if options.profile and options.profile_rounds < 1:
+        raise UsageError("--profile-rounds must be at least 1")
+    healthy = (diagnose_profiles.healthy_pair(implementations, server, client, options.against, reference, baseline)
+               if options.profile else None)
+    stamp = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H-%M-%SZ")
+    base = configuration.results_dir / f"diagnose-{server.name}-{client.name}-{stamp}"
     cells = measure_variants(server, client, baseline, switches, configuration.repeat)
     traces: dict[str, Any] = {}
     if not options.no_strace:
@@ -119,10 +135,18 @@ def diagnose_cell(options: argparse.Namespace, configuration: RunConfiguration, 
         mover = first_moving_mechanism(switches, cells)
         if mover is not None and not isinstance(traces["baseline"], str):
             traces[mover.name] = trace_syscalls(server, client, mover.settings)
+    comparison = None
+    if healthy is not None:
+        profile_root = base.parent / f"{base.name}-profiles"
+        pairs = {diagnose_profiles.CELL: (server, client), diagnose_profiles.HEALTHY: healthy}
+        profiled = diagnose_profiles.measure_profiled(pairs, baseline, options.profile_rounds, profile_root)
+        comparison = diagnose_profiles.compare_sides(
+            profiled, {label: f"{pair[0].name} × {pair[1].name}" for label, pair in pairs.items()}, profile_root)
     report = build_report(server.name, client.name, baseline, switches, cells, traces, reference,
                           {"server": server.runtime, "client": client.runtime})
-    stamp = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H-%M-%SZ")
-    base = configuration.results_dir / f"diagnose-{server.name}-{client.name}-{stamp}"
+    if comparison is not None:
+        report["profiles"] = diagnose_profiles.saved(comparison)
+        report["verdict"] += diagnose_profiles.profile_verdict(comparison)
     document = {"format_version": DIAGNOSE_FORMAT_VERSION, "kind": "diagnose", "server": server.name,
                 "client": client.name, "baseline_settings": asdict(baseline),
                 "switches": {s.name: {"description": s.description, "settings": asdict(s.settings),
@@ -136,8 +160,12 @@ def diagnose_cell(options: argparse.Namespace, configuration: RunConfiguration, 
     markdown = render_report(report)
     write_atomically(base.with_suffix(".json"), json.dumps(document, indent=1, default=str))
     write_atomically(base.with_suffix(".md"), markdown)
+    if comparison is not None:
+        write_atomically(base.with_suffix(".html"), profile_report.html_page(
+            f"Diagnosis: {server.name} server × {client.name} client", markdown, comparison))
     print(json.dumps(report_json(report), indent=1) if configuration.output_format == "json" else markdown.rstrip("\n"))
-    print(f"diagnosis: {base}.json and {base}.md", file=sys.stderr)
+    print(f"diagnosis: {base}.json and {base}.md" + (f", {base}.html and {base}-profiles/" if comparison else ""),
+          file=sys.stderr)
     return EXIT_OK if report["baseline"].measured else EXIT_BASELINE_FAILED
 
 
@@ -451,6 +479,8 @@ def render_report(report: dict[str, Any]) -> str:
         ratio_text = formatting.format_ratio(Ratio(**ratio), usual) if ratio else "–"
         lines.append(f"| {entry['name']} | {entry['description']} | {rate} | {ratio_text} | "
                      f"{'**yes**' if entry['moves'] else 'no'} |")
+    if report.get("profiles"):
+        lines += profile_report.markdown_lines(report["profiles"])
     return "\n".join(lines) + "\n"
 
 

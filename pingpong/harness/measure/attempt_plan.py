@@ -11,6 +11,7 @@ from pathlib import Path
 from pingpong.contract import MALLOC_ENV, NODE_EXTRA_CA_CERTS_ENV, NODE_MODULES_ENV
 from pingpong.harness.settings.cell import CellSettings, pairs_per_process
 from pingpong.harness.settings.manifest import Implementation, resolve_command
+from pingpong.harness.system import profilers
 
 STDERR_TAIL_LINES = 20  # the lines of a process's stderr an attempt keeps when something went wrong
 ROOM_PROBE_TIMEOUT_S = 3.0  # the handshake that shows a long-lived server still answers, before each attempt
@@ -114,6 +115,9 @@ def process_environment(settings: CellSettings, **extra: str) -> dict[str, str]:
         environment[NODE_EXTRA_CA_CERTS_ENV] = settings.tls_ca
     if settings.node_modules:
         environment[NODE_MODULES_ENV] = settings.node_modules
+    if settings.profile_dir:  # a Node.js side's inspector can then be opened on a free port (system/profilers.py)
+        environment["NODE_OPTIONS"] = " ".join(filter(None, (environment.get("NODE_OPTIONS"),
+                                                            profilers.NODE_PROFILING_OPTIONS)))
     return environment
 
 

@@ -13,7 +13,8 @@ JSON mapping (every field is a plain JSON value; absent figures are null):
   "involuntary_switches", "user_ticks", "system_ticks", "threads": int}|null (system/scheduling.py),
   "cpu_steal_s": {cpu: s}|null, "spread": {...}|null, "wall_s": float|null, "server_peak_rss_bytes": int|null,
   "tcp_counters": {name: delta}|null, "sockets": {"server"?: ..., "client": ...}|null, "syscalls": {...}|null,
-  "sampling_s": float|null, "start_wall_ns", "end_wall_ns": int|null, "connection_counters": {name: delta}|null};
+  "sampling_s": float|null, "start_wall_ns", "end_wall_ns": int|null, "connection_counters": {name: delta}|null,
+  "profiles": {"server"?, "client"?: system/profilers.Capture's fields}|null};
   the Attempt fields they become are documented in docs/results-format.md.
 """
 
@@ -64,6 +65,7 @@ class WindowSamples:
     tcp_counters: dict[str, int] | None = None  # deltas of the kernel's TCP counters
     sockets: dict[str, Any] | None = None  # per side: TCP_NODELAY of each connection as the kernel has it
     syscalls: dict[str, Any] | None = None  # per side: strace -c counts (diagnose only)
+    profiles: dict[str, Any] | None = None  # per side: the profiler's capture (diagnose --profile only)
     sampling_s: float | None = None  # CPU time the sampling took inside the window
     start_wall_ns: int | None = None  # the window's edges on the sampling host's wall clock
     end_wall_ns: int | None = None
@@ -176,7 +178,8 @@ def attempt_from(turn: Turn, outcome: Outcome, server_exit_code: int | None = No
         server_scheduling=window.server_scheduling, client_scheduling=window.client_scheduling,
         cpu_steal_s=window.cpu_steal_s, window_wall_s=window.wall_s, window_spread=window.spread,
         server_peak_rss_bytes=window.server_peak_rss_bytes, tcp_counters=window.tcp_counters,
-        sockets=window.sockets, syscalls=window.syscalls, signal_sampling_s=window.sampling_s,
+        sockets=window.sockets, syscalls=window.syscalls, profiles=window.profiles,
+        signal_sampling_s=window.sampling_s,
         server_exit_code=server_exit_code, client_exit_code=outcome.client.exit_code,
         server_stderr_tail=outcome.server.stderr_tail, client_stderr_tail=outcome.client.stderr_tail,
         client_report=outcome.client.report, server_info=outcome.server.info,

@@ -125,7 +125,7 @@ def _measure_client(started: LocalServer, client: Implementation, settings: Cell
     """Run the attempt's client (started here, or waiting at its start gate), judge it. spawn_next, if given, runs
     once its window has closed (and been sampled): it starts the next attempt's client ahead of its turn."""
     if waiting is not None:
-        return _measure_waiting_client(started, waiting, client_cpus, running, spawn_next)
+        return _measure_waiting_client(started, waiting, client_cpus, running, spawn_next, client.runtime)
     if client.outside:
         return measure_outside(started, client, settings, repeat, project_root, client_cpus, running, spawn_next)
     server_facts = started.facts()
@@ -167,7 +167,8 @@ def _measure_client(started: LocalServer, client: Implementation, settings: Cell
             barrier.close_read_ends()
     window = WindowWatcher(read_fd, started.pid, [c.pid for c in clients], started.port, settings,
                            started.work_dir, on_ready=barrier.arrived if barrier else None,
-                           window_processes=window_processes(settings, shares))
+                           window_processes=window_processes(settings, shares),
+                           runtimes=(started.runtime, client.runtime))
     if barrier:
         try:
             problem = _wait_at_barrier(barrier, started, clients, settings, server_facts)
@@ -183,7 +184,7 @@ def _measure_client(started: LocalServer, client: Implementation, settings: Cell
 
 def _measure_waiting_client(started: LocalServer, waiting: WaitingClient, client_cpus: set[int] | None,
                             running: list[processes.ManagedProcess],
-                            spawn_next: Callable[[], None] | None) -> Outcome:
+                            spawn_next: Callable[[], None] | None, client_runtime: str) -> Outcome:
     """The attempt of a client started ahead of its turn: once it has loaded, it moves to the client's CPUs and
     gets its go; from there on it is measured as any other."""
     settings, process = waiting.settings, waiting.process
@@ -207,7 +208,7 @@ def _measure_waiting_client(started: LocalServer, waiting: WaitingClient, client
                        ClientFacts(process.pid, process.popen.returncode, process.stderr_tail(STDERR_TAIL_LINES)),
                        server_facts)
     window = WindowWatcher(events_fd, started.pid, [process.pid], started.port, settings, started.work_dir,
-                           window_processes=1)
+                           window_processes=1, runtimes=(started.runtime, client_runtime))
     return _await_clients(started, [process], settings, window, server_facts, None, spawn_next)
 
 

@@ -16,7 +16,7 @@ from pingpong.contract import READY_EVENT, WINDOW_END_EVENT, WINDOW_START_EVENT
 from pingpong.harness.measure.boundary import HeldSample, WindowSamples
 from pingpong.harness.measure.start_barrier import window_spread
 from pingpong.harness.settings.cell import CellSettings
-from pingpong.harness.system import cpu, kernel_signals, listeners, scheduling
+from pingpong.harness.system import cpu, kernel_signals, listeners, profilers, scheduling
 from pingpong.harness.system.syscall_trace import SyscallTracer
 
 
@@ -58,8 +58,12 @@ class WindowWatcher:
     def __init__(self, read_fd: int, server_pid: int | None, client_pids: list[int], port: int,
                  settings: CellSettings,
                  work_dir: Path, on_ready: Callable[[], None] | None = None,
-                 window_processes: int | None = None, count_connections: bool = False) -> None:
+                 window_processes: int | None = None, count_connections: bool = False,
+                 runtimes: tuple[str, str] | None = None) -> None:
         self.server_pid = server_pid
+        # (server, client): the runtimes whose profilers settings.profile_dir asks for (system/profilers.py)
+        self.runtimes = runtimes
+        self.profiles: dict[str, Any] | None = None
         # a client measured from outside (measure/outside.py): its connections' kernel counters at the edges
         self.count_connections = count_connections
         self.connection_counters: dict[str, Any] | None = None
@@ -114,7 +118,8 @@ class WindowWatcher:
             server_scheduling=self.server_scheduling, client_scheduling=self.client_scheduling,
             cpu_steal_s=self.cpu_steal_s, spread=self.spread, wall_s=self.wall_s,
             server_peak_rss_bytes=self.server_peak_rss_bytes, tcp_counters=self.tcp_counters, sockets=self.sockets,
-            syscalls=self.syscalls, sampling_s=self.sampling_s, start_wall_ns=self.start_wall_ns,
+            syscalls=self.syscalls, profiles=self.profiles, sampling_s=self.sampling_s,
+            start_wall_ns=self.start_wall_ns,
             end_wall_ns=self.end_wall_ns, connection_counters=self.connection_counters)
 
     @property
@@ -170,6 +175,7 @@ class WindowWatcher:
         scheduled_from = None
         starts = ends = 0
         tracers: dict[str, SyscallTracer] = {}
+        profiling: dict[str, Any] = {}
         try:
             for event in iter(self._events.get, None):
                 if event == WINDOW_START_EVENT:
@@ -199,6 +205,8 @@ class WindowWatcher:
                                    for side, pid in (("server", self.server_pid),
                                                      ("client", self.client_pids[0]))}
                         traced_from = time.monotonic()  # both tracers attached (or gave up)
+                    if self.settings.profile_dir and self.runtimes:
+                        profiling = self._start_profilers()
                 elif event == WINDOW_END_EVENT:
                     ends += 1
                     if ends >= self.window_processes and self.wall_s is not None:
@@ -231,6 +239,9 @@ class WindowWatcher:
                     if tracers:
                         self._stop_tracers(tracers, time.monotonic() - traced_from)
                     tracers = {}
+                    if profiling:
+                        self.profiles = self._stop_profilers(profiling)
+                    profiling = {}
                     if self.server_pid is not None:
                         self.server_peak_rss_bytes = cpu.peak_rss_bytes(self.server_pid)
                     if ends >= self.window_processes:
@@ -238,6 +249,8 @@ class WindowWatcher:
         finally:
             if tracers:
                 self._stop_tracers(tracers, None)
+            if profiling:
+                self._stop_profilers(profiling)
             self.ended.set()
 
     def _read_scheduling(self, server_tree: list[int], client_pids: list[int]) -> tuple[
@@ -269,6 +282,39 @@ class WindowWatcher:
         return kernel_signals.counters_delta(before, after) | {
             "wall_s": ended - began, "edges_wall_ns": [began_ns, ended_ns], "connections_at_start": len(before),
             "connections_at_end": len(after)}
+
+    def _start_profilers(self) -> dict[str, Any]:
+        """A profiler on each side (the server's root process, the first client process), started at once."""
+        folder = Path(self.settings.profile_dir)
+        sides = [("server", self.runtimes[0], self.server_pid), ("client", self.runtimes[1], self.client_pids[0])]
+        started: dict[str, Any] = {}
+
+        def start(side: str, runtime: str, pid: int | None) -> None:
+            if pid is None:
+                started[side] = profilers.Capture(side, runtime, error="the server runs on another host")
+                return
+            started[side] = profilers.start_profiler(side, runtime, pid, folder / side, {self.port})
+
+        threads = [threading.Thread(target=start, args=side, daemon=True) for side in sides]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        return started
+
+    def _stop_profilers(self, profiling: dict[str, Any]) -> dict[str, Any]:
+        """Each side's capture (stopped at once, so both end with the window) as its JSON mapping."""
+        captures: dict[str, Any] = {}
+
+        def stop(side: str) -> None:
+            captures[side] = profilers.stop_profiler(profiling[side]).to_dict()
+
+        threads = [threading.Thread(target=stop, args=(side,), daemon=True) for side in profiling]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        return captures
 
     def _stop_tracers(self, tracers: dict[str, SyscallTracer], traced_wall_s: float | None) -> None:
         """Detach strace; traced_wall_s is how long both were attached, to turn counts into per-roundtrip figures."""

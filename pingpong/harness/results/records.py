@@ -65,6 +65,8 @@ class Attempt:
     tcp_counters: dict[str, int] | None = None  # deltas of /proc/net/snmp and /proc/net/netstat over the window
     sockets: dict[str, Any] | None = None  # per side: TCP_NODELAY of each connection as the kernel has it
     syscalls: dict[str, Any] | None = None  # per side: strace -c counts over the window (diagnose only)
+    # per side: the CPU profile taken over the window (diagnose --profile only): system/profilers.Capture's fields
+    profiles: dict[str, Any] | None = None
     signal_sampling_s: float | None = None  # orchestrator CPU time spent sampling inside the window (at its start)
     server_exit_code: int | None = None
     client_exit_code: int | None = None

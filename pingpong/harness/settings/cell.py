@@ -45,6 +45,8 @@ class CellSettings:
     client_compression: str | None = None  # overrides compression for the client only
     force_nodelay: bool = False  # set TCP_NODELAY on both sides' sockets from outside when the window starts
     trace_syscalls: bool = False  # attach strace -c -f to both sides for the window (slows the cell down)
+    # diagnose --profile: profile both sides for the window (system/profilers.py) into this folder (slows the cell)
+    profile_dir: str | None = None
     # Old releases on demand (--python-packages, --node-packages): where the other versions are installed.
     python_executable: str | None = None  # replaces "{python}" in every command
     node_modules: str | None = None  # JavaScript implementations load their packages from here
