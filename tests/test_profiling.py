@@ -21,8 +21,25 @@ from pingpong.harness.system import profilers
 from tests.conftest import ROOT
 from tests.test_html_report import BROWSER, Elements, chromium, needs_browser
 
-needs_py_spy = pytest.mark.skipif(profilers.py_spy_path() is None, reason="py-spy is not installed "
-                                                                          "(pip install -r requirements.txt)")
+def py_spy_cannot_attach() -> str | None:
+    """Why py-spy cannot sample a process here (not installed, or ptrace refused), or None when it can."""
+    if profilers.py_spy_path() is None:
+        return "py-spy is not installed (pip install -r requirements.txt)"
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; print('ready', flush=True); time.sleep(60)"],
+                               stdout=subprocess.PIPE, text=True)
+    try:
+        sleeper.stdout.readline()  # its interpreter is up
+        dumped = subprocess.run([profilers.py_spy_path(), "dump", "--pid", str(sleeper.pid)], capture_output=True,
+                                text=True, timeout=30)
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+        sleeper.stdout.close()
+    return None if dumped.returncode == 0 else f"py-spy cannot attach here: {dumped.stderr.strip()[-200:]}"
+
+
+CANNOT_ATTACH = py_spy_cannot_attach()
+needs_py_spy = pytest.mark.skipif(CANNOT_ATTACH is not None, reason=CANNOT_ATTACH or "")
 BURNING = "spend_service_time (tests/implementations/slow_server.py)"  # 2 ms of CPU per message it relays
 KNOWN_US_PER_ROUNDTRIP = 2 * 2000  # two messages a roundtrip
 DIAGNOSE = [sys.executable, "run_bench.py", "diagnose", "slow-relay", "websockets", "--manifest", "manifest.toml",
