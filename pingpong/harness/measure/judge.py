@@ -193,6 +193,8 @@ def judge_outside(window: WindowSamples, server_exit_code: int | None, client: C
                        client, server)
     if "error" in counters:
         return Outcome("error", f"program measured from outside: {counters['error']}", client, server)
+    if counters["connections"] > 2:  # a third one opened after the first two: the same fault as before the window
+        return outside_not_started("too-many", counters["connections"], 0.0, client, server)
     if counters["connections"] != 2:
         return Outcome("client-failed", f"program measured from outside: {counters['connections']} of its 2 "
                                         f"connections stayed open through the window", client, server)

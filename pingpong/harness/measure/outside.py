@@ -59,6 +59,10 @@ def measure_outside(started: LocalServer, client: Implementation, settings: Cell
         return judge.outside_not_started(problem, connected, settings.ready_timeout_s, facts(), server_facts)
     if _ended_within(process, settings.warmup_s):
         return judge.outside_ended("during its warmup", facts(), server_facts)
+    connected, problem = count_connections(process, started.port)  # one more may have opened after the first two
+    if problem is not None or connected != CONNECTIONS:
+        return judge.outside_not_started(problem or ("too-many" if connected > CONNECTIONS else "too-few"), connected,
+                                         settings.ready_timeout_s, facts(), server_facts)
     read_fd, write_fd = os.pipe()
     window = WindowWatcher(read_fd, started.pid, [process.pid], started.port, settings, started.work_dir,
                            window_processes=1, count_connections=True)
@@ -87,6 +91,15 @@ def _ended_within(process: processes.ManagedProcess, seconds: float) -> bool:
     return True
 
 
+def count_connections(process: processes.ManagedProcess, port: int) -> tuple[int, str | None]:
+    """How many connections to the server's port the program's process tree holds now (or why it is not known)."""
+    tree = listeners.process_trees([process.pid]).get(process.pid, [process.pid])
+    try:
+        return len(kernel_signals.connection_counters(tree, port)), None
+    except (OSError, ValueError) as exc:
+        return 0, f"its sockets could not be read: {exc}"
+
+
 def await_connections(process: processes.ManagedProcess, port: int, limit_s: float) -> tuple[int, str | None]:
     """Wait until the program's process tree holds CONNECTIONS connections to the server's port: how many it
     held, and None, or what went wrong instead ("exited", "too-few", "too-many", or a socket that could not be
@@ -96,11 +109,9 @@ def await_connections(process: processes.ManagedProcess, port: int, limit_s: flo
     while True:
         if process.popen.poll() is not None:
             return connected, "exited"
-        tree = listeners.process_trees([process.pid]).get(process.pid, [process.pid])
-        try:
-            connected = len(kernel_signals.connection_counters(tree, port))
-        except (OSError, ValueError) as exc:
-            return connected, f"its sockets could not be read: {exc}"
+        connected, problem = count_connections(process, port)
+        if problem is not None:
+            return connected, problem
         if connected > CONNECTIONS:
             return connected, "too-many"
         if connected == CONNECTIONS:
