@@ -157,3 +157,40 @@ def test_a_side_no_profiler_attaches_to_says_why_in_one_line(tmp_path):
                                                  {"cell": "bun × x", "healthy": "bun × y"}, tmp_path)
     assert comparison["sides"]["server"] == {"note": profilers.missing_profiler("bun")}
     assert comparison["sides"]["client"] == {"note": "no profile was taken"}
+
+
+@needs_py_spy
+def test_run_profile_profiles_the_named_cell_beside_its_rows_fastest_client(tmp_path):
+    """run --profile: after the rounds, the named cell and its row's fastest other client are profiled; the record,
+    the Markdown, the terminal and the HTML page list them, and a page of flame graphs is written beside them."""
+    completed = subprocess.run(
+        [sys.executable, "run_bench.py", "--manifest", "manifest.toml", "--manifest", "tests/manifest.toml",
+         "--servers", "slow-relay", "--clients", "websockets,node-ws", "--repeat", "1", "--duration", "0.3",
+         "--warmup", "0.2", "--profile", "slow-relay:websockets", "--profile-rounds", "1", "--results-dir",
+         str(tmp_path), "--format", "terminal"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    run = json.loads((tmp_path / "latest.json").read_text())
+    profiled = run["profiles"]["slow-relay × websockets"]
+    assert profiled["pairs"] == {"cell": "slow-relay × websockets", "healthy": "slow-relay × node-ws"}
+    assert profiled["sides"]["server"]["cell"]["top_self"][0]["function"] == BURNING
+    assert profiled["sides"]["client"]["healthy"]["profiler"] == "v8 cpu profiler (inspector)"
+    assert "Profile of slow-relay × websockets, server side" in completed.stdout
+    assert "## Profiles of the cells named by --profile" in (tmp_path / "latest.md").read_text()
+    page = tmp_path / profiled["page"]
+    assert page.exists() and page.read_text().count("<svg") == 4
+    assert f'href="{profiled["page"]}"' in (tmp_path / "latest.html").read_text()
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--profile", "slow-relay"], "--profile takes SERVER:CLIENT pairs"),
+    (["--profile", "slow-relay:bun"], "client bun is not among this run's clients"),
+    (["--profile", "slow-relay:websockets", "--profile-rounds", "0"], "--profile-rounds must be at least 1"),
+    (["--profile", "slow-relay:websockets", "--payload-size", "4,64"], "not of a run over a list of settings"),
+])
+def test_run_profile_refuses_what_it_cannot_do_in_one_line(argv, message, tmp_path):
+    completed = subprocess.run(
+        [sys.executable, "run_bench.py", "--manifest", "manifest.toml", "--manifest", "tests/manifest.toml",
+         "--servers", "slow-relay", "--clients", "websockets", "--results-dir", str(tmp_path), *argv],
+        cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert completed.returncode == 2 and completed.stderr.strip().count("\n") == 0, completed.stderr
+    assert message in completed.stderr

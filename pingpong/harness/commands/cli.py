@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
 import tempfile
@@ -10,7 +11,7 @@ from pathlib import Path
 
 from pingpong import SUITE_VERSION
 from pingpong.harness.cluster import commands as cluster_commands
-from pingpong.harness.commands import abuse, compare, diagnose, report
+from pingpong.harness.commands import abuse, compare, diagnose, report, run_profiles
 from pingpong.harness.commands import run as matrix
 from pingpong.harness.results.files import DEFAULT_RESULTS_DIR, prepare_results_dir
 from pingpong.harness.settings.catalog import (DEFAULT_MANIFEST, PROJECT_ROOT, load_manifests, nothing_runnable,
@@ -95,6 +96,7 @@ def measure_matrix(options: argparse.Namespace, resolved: ResolvedOptions, comma
     problem = nothing_runnable(servers, clients, [configuration.settings_at(point) for point in configuration.points])
     if problem:  # before any file is written: latest.json stays the last real run (diagnose's baseline)
         raise UsageError(problem)
+    profiled = profiled_cells(options, configuration, servers, clients)
     prepare_results_dir(configuration.results_dir)
     configuration = with_package_environments(configuration)
     if options.cluster:
@@ -102,7 +104,28 @@ def measure_matrix(options: argparse.Namespace, resolved: ResolvedOptions, comma
     with tempfile.TemporaryDirectory(prefix="pingpong-tls-") as tls_folder:
         if configuration.tls:
             configuration = with_tls_files(configuration, Path(tls_folder))
-        return matrix.run_points(configuration)
+        profiling = None
+        if profiled:
+            profiling = functools.partial(run_profiles.profile_cells, cells=profiled, implementations=implementations,
+                                          settings=configuration.settings_at(configuration.points[0]),
+                                          rounds=options.profile_rounds)
+        return matrix.run_points(configuration, profiling=profiling)
+
+
+def profiled_cells(options: argparse.Namespace, configuration, servers: list[Implementation],
+                   clients: list[Implementation]) -> list[tuple[Implementation, Implementation]]:
+    """--profile's cells, checked before anything is measured (a one-line UsageError), or none."""
+    if not options.profile:
+        return []
+    if options.cluster:
+        raise UsageError("--profile with --cluster: not supported yet (the profilers attach to processes on this "
+                         "machine; run diagnose --profile on a host)")
+    if len(configuration.points) != 1:
+        raise UsageError("--profile profiles cells of one matrix, not of a run over a list of settings")
+    if options.profile_rounds < 1:
+        raise UsageError("--profile-rounds must be at least 1")
+    return run_profiles.parse_profile_cells(options.profile, servers, clients,
+                                            configuration.settings_at(configuration.points[0]))
 
 
 def own_program(options: argparse.Namespace) -> Implementation:
@@ -200,6 +223,12 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     add_measuring_options(parser, duration=DEFAULT_MATRIX_DURATION_S, warmup=DEFAULT_MATRIX_WARMUP_S, repeat=None)
     add_round_options(parser)
     add_package_options(parser)
+    profiling = parser.add_argument_group("profiles of both sides (docs/diagnosing.md)")
+    profiling.add_argument("--profile", metavar="SERVER:CLIENT[,...]",
+                           help="after the rounds, profile these cells and their row's fastest other client in "
+                                "rounds of their own (py-spy, V8's profiler): top functions, differences, flame graphs")
+    profiling.add_argument("--profile-rounds", type=int, default=3, metavar="N",
+                           help="rounds of profiled attempts per --profile cell (default 3)")
     cluster = parser.add_argument_group("across machines (docs/cluster.md)")
     cluster.add_argument("--cluster", metavar="tls://HOST:PORT",
                          help="place servers and clients on the workers of this Dask scheduler (resources server=1 "

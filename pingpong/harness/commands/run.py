@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, Callable
 
 from pingpong.harness.analysis.summary import summarize_run
 from pingpong.harness.commands.report import show
@@ -13,7 +13,7 @@ from pingpong.harness.measure.engine import measure_rounds
 from pingpong.harness.measure.local import LocalMeasurer
 from pingpong.harness.measure.measurer import Measurer
 from pingpong.harness.report import sweep
-from pingpong.harness.report.exporters import draw_figures
+from pingpong.harness.report.exporters import draw_figures, save
 from pingpong.harness.results.files import SAVED_FORMATS, ResultPaths, resume, save_record
 from pingpong.harness.results.records import Cell, RunResult, write_atomically
 from pingpong.harness.settings.catalog import PROJECT_ROOT, availability_record, skip_reason
@@ -26,10 +26,13 @@ EXIT_OK, EXIT_CELL_FAILED, EXIT_INTERRUPTED = 0, 1, 130
 
 
 def run_points(configuration: RunConfiguration, measurer: Measurer | None = None,
-               topology: dict[str, Any] | None = None) -> int:
+               topology: dict[str, Any] | None = None, profiling: Callable[[RunResult, ResultPaths], None] | None = None
+               ) -> int:
     """Measure every point of the run (one point: the matrix; several: a dimension) in the same rounds.
 
-    topology: --cluster's hosts, the link between them and the raw-TCP floor across it, recorded in each run."""
+    topology: --cluster's hosts, the link between them and the raw-TCP floor across it, recorded in each run.
+    profiling: run --profile's step (commands/run_profiles.py), after the rounds of a one-point run that was not
+    interrupted; the run is saved again with what it adds."""
     points = configuration.points
     if configuration.resume and len(points) > 1:
         raise UsageError("--resume continues one matrix, not a run over a list of settings")
@@ -45,6 +48,9 @@ def run_points(configuration: RunConfiguration, measurer: Measurer | None = None
     for run, path in zip(runs, paths):
         save_record(run, path)
     measure_rounds(configuration, runs, paths, measurer or LocalMeasurer())
+    if profiling is not None and len(points) == 1 and not runs[0].interrupted:
+        profiling(runs[0], paths[0])
+        save(runs[0], paths[0])
     if len(points) == 1:
         summaries = summarize_run(runs[0])
         show(runs[0], summaries, configuration.output_format, str(paths[0].json))

@@ -65,7 +65,8 @@ def measure_outside(started: LocalServer, client: Implementation, settings: Cell
                                          settings.ready_timeout_s, facts(), server_facts)
     read_fd, write_fd = os.pipe()
     window = WindowWatcher(read_fd, started.pid, [process.pid], started.port, settings, started.work_dir,
-                           window_processes=1, count_connections=True)
+                           window_processes=1, count_connections=True,
+                           runtimes=(started.runtime, client.runtime))
     try:
         os.write(write_fd, f"{WINDOW_START_EVENT}\n".encode())
         ended = _ended_within(process, settings.duration_s)

@@ -26,6 +26,7 @@ from pingpong.harness.report.formatting import (Headline, axes, axis_loops, fast
                                                 workload_title)
 from pingpong.harness.report.scales import MIN_SPAN, log_range, position, viridis_hex
 from pingpong.harness.report.terminal import MARKS, machine_line, marks, settings_line
+from pingpong.harness.report import profile_report
 from pingpong.harness.results.records import RunResult
 
 STYLE = """
@@ -148,6 +149,7 @@ def render_html(run: RunResult, summaries: Summaries) -> str:
         *cost_matrix(run, costs),
         *plain_beside_drivers(run, summaries),
         *time_budget_section(summaries),
+        *profile_report.run_html_section(run.profiles),
         *flagged(summaries),
         *not_measured(summaries),
         "<h2>Cell details</h2>",

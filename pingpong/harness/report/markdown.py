@@ -13,6 +13,7 @@ from pingpong.harness.report.formatting import (NODELAY_TEXT, axes, axis_loops, 
                                                 interval_legend, latency_name, matrix_cell_text, percentiles, rate_unit,
                                                 relative_to_fastest, rounds_text, short_extensions, time_budgets,
                                                 topology_line, usual_label, with_loop, workload_title)
+from pingpong.harness.report import profile_report
 from pingpong.harness.results.records import RunResult
 
 COST_PARTS = (
@@ -84,6 +85,7 @@ def render_markdown(run: RunResult, summaries: Summaries) -> str:
     lines += flagged_section(summaries)
     lines += per_cell_section(run, summaries, unit)
     lines += time_budget_section(summaries)
+    lines += profile_report.run_markdown_lines(run.profiles)
     lines += problems_section(summaries)
     return "\n".join(lines) + "\n"
 

@@ -19,11 +19,12 @@ def _interval(bounds: list[float] | None) -> str:
     return "–" if not bounds else f"{bounds[0]:,.1f} to {bounds[1]:,.1f}"
 
 
-def markdown_lines(comparison: dict[str, Any]) -> list[str]:
+def markdown_lines(comparison: dict[str, Any], heading: str = "## Profiles of both sides") -> list[str]:
     """'## Profiles of both sides': per side, the top functions of the cell and of the healthy pair by self and
     total µs per roundtrip, then the functions that differ most, with their interval."""
     pairs = comparison["pairs"]
-    lines = ["", "## Profiles of both sides", "",
+    level = "#" * (heading.split(" ", 1)[0].count("#") + 1)
+    lines = ["", heading, "",
              f"The cell ({pairs['cell']}) and a healthy pair ({pairs['healthy']}) in {comparison['rounds']} rounds of "
              f"their own, both sides sampled for each window (~{comparison['window_s'] or 0:g} s; the profilers slow "
              "the pair, so these attempts' rates are not the cell's). µs per roundtrip: sampled CPU time over the "
@@ -31,7 +32,7 @@ def markdown_lines(comparison: dict[str, Any]) -> list[str]:
              "speedscope JSON and folded stacks beside this diagnosis, flame graphs in its HTML page."]
     for side in SIDES:
         figures = comparison["sides"].get(side) or {}
-        lines += ["", f"### {side.capitalize()} side", ""]
+        lines += ["", f"{level} {side.capitalize()} side", ""]
         if "note" in figures or not figures:
             lines.append(f"Not profiled: {figures.get('note', 'no profile')}")
             continue
@@ -57,6 +58,56 @@ def markdown_lines(comparison: dict[str, Any]) -> list[str]:
                          f"{row['self_difference_us']:+,.1f} [{_interval(row['self_interval'])}] | "
                          f"{row['total_difference_us']:+,.1f} [{_interval(row['total_interval'])}] |")
     return lines
+
+
+def run_markdown_lines(profiles: dict[str, Any] | None) -> list[str]:
+    """A run's profiled cells (run --profile): each one's comparison, or why it was not profiled; [] for none."""
+    if not profiles:
+        return []
+    lines = ["", "## Profiles of the cells named by --profile"]
+    for cell, comparison in profiles.items():
+        if "note" in comparison:
+            lines += ["", f"### {cell}", "", f"Not profiled: {comparison['note']}"]
+            continue
+        lines += markdown_lines(comparison, heading=f"### {cell}")
+        lines += [""] + [f"- {sentence}" for sentence in comparison.get("verdict", [])]
+        lines += ["", f"Flame graphs: {comparison['page']}."]
+    return lines
+
+
+def run_terminal_notes(profiles: dict[str, Any] | None) -> list[str]:
+    """One line per profiled side: its top functions by self time, and the verdict's sentences."""
+    notes = []
+    for cell, comparison in (profiles or {}).items():
+        if "note" in comparison:
+            notes.append(f"Profile of {cell}: not profiled: {comparison['note']}")
+            continue
+        for side in SIDES:
+            figures = comparison["sides"].get(side) or {}
+            if "note" in figures or not figures:
+                notes.append(f"Profile of {cell}, {side} side: not profiled: {figures.get('note', 'no profile')}")
+                continue
+            top = ", ".join(f"{row['function']} {row['self_us_per_roundtrip']:,.1f}"
+                            for row in figures["cell"]["top_self"][:4])
+            notes.append(f"Profile of {cell}, {side} side, µs per roundtrip by self time: {top}")
+        notes += [f"  {sentence}" for sentence in comparison.get("verdict", [])]
+        notes.append(f"  flame graphs: {comparison['page']}")
+    return notes
+
+
+def run_html_section(profiles: dict[str, Any] | None) -> list[str]:
+    """The run page's list of profiled cells, each with its verdict and a link to its page of flame graphs."""
+    if not profiles:
+        return []
+    items = []
+    for cell, comparison in profiles.items():
+        if "note" in comparison:
+            items.append(f"<li>{html.escape(cell)}: not profiled: {html.escape(comparison['note'])}</li>")
+            continue
+        sentences = "".join(f"<li>{html.escape(sentence)}</li>" for sentence in comparison.get("verdict", []))
+        items.append(f'<li><a href="{html.escape(comparison["page"], quote=True)}">{html.escape(cell)}</a> '
+                     f"(flame graphs, top functions and differences)<ul>{sentences}</ul></li>")
+    return ["<h2>Profiles of the cells named by --profile</h2>", "<ul>", *items, "</ul>"]
 
 
 def html_page(title: str, markdown: str, comparison: dict[str, Any]) -> str:

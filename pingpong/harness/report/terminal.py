@@ -20,6 +20,7 @@ from pingpong.harness.report.formatting import (Headline, axes, axis_loops, fast
                                                 short_rate, time_budget_text, time_budgets, topology_line,
                                                 usual_label, with_loop, workload_title)
 from pingpong.harness.report.workloads import cell_figures
+from pingpong.harness.report import profile_report
 from pingpong.harness.results.records import RunResult
 
 WIDTH = 120  # the widest a report gets, on a wider terminal too; a narrower one gets its own width
@@ -131,6 +132,7 @@ def terminal_report(run: RunResult, summaries: Summaries, source: str | None = N
         notes.append(f"… and {more} more pair(s) in the ranking; every pair is in the .md, .csv and .html files.")
     notes += flag_notes(summaries)
     notes += flagged_time_budgets(summaries)
+    notes += profile_report.run_terminal_notes(run.profiles)
     failed = [f"{s} × {c}" for (s, c), summary in summaries.items() if summary.status in ("failed", "partial")]
     if failed:
         notes.append(f"Failed or partly failed ({len(failed)}): {', '.join(failed)}.")

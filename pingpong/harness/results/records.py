@@ -146,6 +146,9 @@ class RunResult:
     # --cluster: the scheduler, the hosts with their roles, the links between them and the raw-TCP floor across
     # the link (cluster.measurer's Cluster.topology() and measure_floor); None on one machine
     topology: dict[str, Any] | None = None
+    # run --profile: per profiled cell ("server × client"), its profiles set against a healthy pair's
+    # (commands/run_profiles.py), or {"note": why not}; None without --profile
+    profiles: dict[str, Any] | None = None
     format_version: int = FORMAT_VERSION
     suite: str = SUITE
 
