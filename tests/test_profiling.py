@@ -144,19 +144,36 @@ def test_ctrl_c_while_profiling_leaves_no_process_behind(tmp_path):
 
 
 def test_a_side_no_profiler_attaches_to_says_why_in_one_line(tmp_path):
-    """Bun and the compiled programs get a one-line reason in place of a profile; the other side is still read."""
-    for runtime in ("bun", "native"):
-        reason = profilers.missing_profiler(runtime)
-        assert reason and "\n" not in reason
-    capture = profilers.start_profiler("server", "bun", 1, tmp_path / "server", set())
-    assert isinstance(capture, profilers.Capture) and capture.error == profilers.missing_profiler("bun")
+    """The compiled programs get a one-line reason in place of a profile; the other side is still read."""
+    reason = profilers.missing_profiler("native")
+    assert reason and "\n" not in reason
+    assert profilers.missing_profiler("bun") is None and profilers.missing_profiler("node") is None
+    capture = profilers.start_profiler("server", "native", 1, tmp_path / "server", set())
+    assert isinstance(capture, profilers.Capture) and capture.error == reason
     attempt = Attempt(repeat=1, status="ok", reason=None, started_at="t", roundtrips=100, roundtrips_per_s=1000.0,
                       profiles={"server": capture.to_dict()})
-    assert diagnose_profiles.side_profile(attempt, "server") == profilers.missing_profiler("bun")
+    assert diagnose_profiles.side_profile(attempt, "server") == reason
     comparison = diagnose_profiles.compare_sides({"cell": [attempt], "healthy": [attempt]},
-                                                 {"cell": "bun × x", "healthy": "bun × y"}, tmp_path)
-    assert comparison["sides"]["server"] == {"note": profilers.missing_profiler("bun")}
+                                                 {"cell": "go × x", "healthy": "go × y"}, tmp_path)
+    assert comparison["sides"]["server"] == {"note": reason}
     assert comparison["sides"]["client"] == {"note": "no profile was taken"}
+
+
+def test_a_bun_side_runs_its_own_profiler_kept_to_the_window(tmp_path):
+    """Nothing attaches to a running Bun: a profiled Bun side starts with bun --cpu-prof, and only the samples
+    inside the window are kept."""
+    completed = subprocess.run(
+        [sys.executable, "run_bench.py", "diagnose", "bun", "bun", "--profile", "--against", "bun", "node-ws",
+         "--repeat", "1", "--profile-rounds", "1", "--no-strace", "--switches", "nodelay-forced", "--results-dir",
+         str(tmp_path), "--format", "json"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    sides = json.loads(completed.stdout)["profiles"]["sides"]
+    for side in ("server", "client"):
+        cell = sides[side]["cell"]
+        assert cell["profiler"].startswith("bun --cpu-prof"), cell["profiler"]
+        assert cell["top_self"] and cell["sampled_cpu_us_per_roundtrip"] > 0
+    assert any(row["function"] == "message (bun_server.js)" for row in sides["server"]["cell"]["top_self"])
+    assert sides["client"]["healthy"]["profiler"] == "v8 cpu profiler (inspector)"
 
 
 @needs_py_spy

@@ -198,10 +198,12 @@ def parse_collapsed(text: str, interval_s: float, *, side: str, roundtrips: int,
 
 def parse_cpuprofile(data: Mapping[str, Any], *, side: str, roundtrips: int, wall_s: float | None = None,
                      interval_s: float | None = None, runtime: str = "node",
-                     profiler: str = V8_CPU_PROFILER) -> Profile:
+                     profiler: str = V8_CPU_PROFILER, window_us: tuple[float, float] | None = None) -> Profile:
     """A profile from V8's .cpuprofile JSON (already loaded); sample i lasts timeDeltas[i+1] µs (see the top).
 
-    wall_s defaults to endTime − startTime; interval_s to the median positive gap between samples.
+    wall_s defaults to endTime − startTime; interval_s to the median positive gap between samples. window_us, on
+    the profile's own clock (startTime's), keeps only the samples taken inside it: a profile of a process's whole
+    life (bun --cpu-prof) cut to the measured window.
     """
     nodes = {node["id"]: node for node in data["nodes"]}
     parent_of = {child: node_id for node_id, node in nodes.items() for child in node.get("children", ())}
@@ -226,7 +228,11 @@ def parse_cpuprofile(data: Mapping[str, Any], *, side: str, roundtrips: int, wal
         return stack_of_node[node_id]
 
     microseconds: dict[Stack, float] = defaultdict(float)
-    for node_id, duration_us in zip(samples, durations_us):
+    taken_us = start_us
+    for node_id, delta_us, duration_us in zip(samples, deltas_us, durations_us):
+        taken_us += delta_us
+        if window_us is not None and not window_us[0] <= taken_us < window_us[1]:
+            continue
         stack = stack_of(node_id)
         if stack is not None:
             microseconds[stack] += duration_us
@@ -359,12 +365,19 @@ def to_collapsed(profile: Profile) -> str:
 
 def read_profile_file(path: Path, *, side: str, roundtrips: int, wall_s: float | None = None,
                       interval_s: float | None = None, runtime: str | None = None,
-                      profiler: str | None = None) -> Profile:
-    """A .cpuprofile (V8) or any other file as py-spy's collapsed stacks, which need interval_s and wall_s."""
+                      profiler: str | None = None, window_us: tuple[float, float] | None = None) -> Profile:
+    """A .cpuprofile (V8, Bun), or a folder holding one (bun --cpu-prof names its file itself), or any other file
+    as py-spy's collapsed stacks, which need interval_s and wall_s. window_us: see parse_cpuprofile."""
+    if Path(path).is_dir():
+        found = sorted(Path(path).glob("*.cpuprofile"))
+        if len(found) != 1:
+            raise ValueError(f"{path} holds {len(found)} .cpuprofile files; one was expected (did the process exit?)")
+        path = found[0]
     text = Path(path).read_text(encoding="utf-8")
     if Path(path).suffix == ".cpuprofile":
         return parse_cpuprofile(json.loads(text), side=side, roundtrips=roundtrips, wall_s=wall_s,
-                                interval_s=interval_s, runtime=runtime or "node", profiler=profiler or V8_CPU_PROFILER)
+                                interval_s=interval_s, runtime=runtime or "node", profiler=profiler or V8_CPU_PROFILER,
+                                window_us=window_us)
     if interval_s is None or wall_s is None:
         raise ValueError(f"{path}: collapsed stacks carry neither their interval nor their window; give both")
     return parse_collapsed(text, interval_s, side=side, roundtrips=roundtrips, wall_s=wall_s,

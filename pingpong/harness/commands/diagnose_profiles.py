@@ -95,9 +95,14 @@ def side_profile(attempt: Attempt, side: str) -> profiles.Profile | str:
     roundtrips = round(attempt.roundtrips_per_s * capture["sampled_s"])
     if roundtrips < 1:
         return "no roundtrip completed while the profiler sampled"
-    return profiles.read_profile_file(Path(capture["path"]), side=side, roundtrips=roundtrips,
-                                      wall_s=capture["sampled_s"], interval_s=capture["interval_s"],
-                                      runtime=capture["runtime"], profiler=capture["profiler"])
+    window = capture.get("window_wall_us")
+    try:
+        return profiles.read_profile_file(Path(capture["path"]), side=side, roundtrips=roundtrips,
+                                          wall_s=capture["sampled_s"], interval_s=capture["interval_s"],
+                                          runtime=capture["runtime"], profiler=capture["profiler"],
+                                          window_us=tuple(window) if window else None)
+    except (OSError, ValueError) as exc:
+        return f"its profile could not be read: {exc}"
 
 
 def _cost_rows(costs: list[profiles.MedianCost], by: str, sampled_us: float) -> list[dict[str, Any]]:

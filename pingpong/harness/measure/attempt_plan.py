@@ -130,9 +130,20 @@ def server_scheme(server: Implementation, settings: CellSettings) -> str:
     return "tcp" if server.protocol == "raw-tcp" else "wss" if settings.tls_ca else "ws"
 
 
+def profiled_command(argv: list[str], implementation: Implementation, side: str,
+                     settings: CellSettings) -> list[str]:
+    """A Bun side of a profiled attempt runs its own CPU profiler from the start (system/profilers.py: Bun's cannot
+    be attached later); every other command is left as it is."""
+    if not settings.profile_dir or implementation.runtime != "bun":
+        return argv
+    return [argv[0], *profilers.bun_profiling_arguments(profilers.bun_profile_folder(Path(settings.profile_dir), side)),
+            *argv[1:]]
+
+
 def server_command(server: Implementation, settings: CellSettings, project_root: Path, host: str,
                    port: int) -> list[str]:
-    argv = resolve_command(server, project_root, settings.python_executable) + [
+    argv = profiled_command(resolve_command(server, project_root, settings.python_executable), server, "server",
+                            settings) + [
         "--host", host, "--port", str(port),
         "--loop", loop_for(server, settings.loop), "--compression", settings.compression]
     if settings.tls_cert:
@@ -142,7 +153,8 @@ def server_command(server: Implementation, settings: CellSettings, project_root:
 
 def client_command(client: Implementation, settings: CellSettings, url: str, pairs: int,
                    project_root: Path, share: ClientShare | None = None) -> list[str]:
-    argv = resolve_command(client, project_root, settings.python_executable) + [
+    argv = profiled_command(resolve_command(client, project_root, settings.python_executable), client, "client",
+                            settings) + [
         "--url", url,
         "--duration", str(settings.duration_s), "--warmup", str(settings.warmup_s),
         "--loop", loop_for(client, settings.loop),

@@ -18,8 +18,8 @@ from typing import Callable
 
 from pingpong.contract import WINDOW_END_EVENT, WINDOW_START_EVENT
 from pingpong.harness.measure import judge
-from pingpong.harness.measure.attempt_plan import (STDERR_TAIL_LINES, process_environment, process_name, room_path,
-                                                   with_jit_warmup)
+from pingpong.harness.measure.attempt_plan import (STDERR_TAIL_LINES, process_environment, process_name,
+                                                   profiled_command, room_path, with_jit_warmup)
 from pingpong.harness.measure.boundary import ClientFacts, Outcome
 from pingpong.harness.measure.server import LocalServer
 from pingpong.harness.measure.window import WindowWatcher
@@ -34,7 +34,8 @@ CONNECTION_POLL_S = 0.01  # how often the kernel's list of its connections is re
 def outside_command(client: Implementation, settings: CellSettings, url: str, project_root: Path) -> list[str]:
     """The program's own command, with the room's URL where it says {url}: no contract flag is added."""
     return [part.replace(URL_PLACEHOLDER, url)
-            for part in resolve_command(client, project_root, settings.python_executable)]
+            for part in profiled_command(resolve_command(client, project_root, settings.python_executable), client,
+                                         "client", settings)]
 
 
 def measure_outside(started: LocalServer, client: Implementation, settings: CellSettings, repeat: int,

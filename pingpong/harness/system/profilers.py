@@ -9,7 +9,10 @@
   --inspect-port=0 (nothing listens until asked); SIGUSR1 opens its inspector on a free loopback port, found among
   the process's listening sockets; the profiler is started over the inspector's WebSocket when the window opens,
   and stopped when it closes, which returns the `.cpuprofile`. The inspector stays on the loopback address.
-- Bun, and the compiled programs: no profiler attaches here; the capture says why.
+- Bun: nothing attaches to a running Bun, so a Bun side of a profiled attempt is started with its own profiler on
+  (`bun --cpu-prof`, written when it exits); the window's edges, on the wall clock that Bun's timestamps use, keep
+  the samples of the window only.
+- The compiled programs: no profiler attaches here; the capture says why.
 
 A capture is where the profile was written, its format, the sampling interval, and how long the profiler sampled
 (from the moment it said it was sampling to the moment it stopped): the roundtrips in it are the attempt's rate
@@ -51,10 +54,8 @@ def missing_profiler(runtime: str) -> str | None:
     """Why a side of this runtime cannot be profiled here, in one line; None when it can."""
     if runtime == "python":
         return None if py_spy_path() else "py-spy is not installed (pip install -r requirements.txt)"
-    if runtime == "node":
+    if runtime in ("node", "bun"):
         return None
-    if runtime == "bun":
-        return "Bun offers no CPU profiler that attaches to a running process (its inspector speaks WebKit's protocol)"
     return f"no profiler attaches to a {runtime} program here (perf would: not used by this suite)"
 
 
@@ -70,6 +71,7 @@ class Capture:
     interval_s: float | None = None
     sampled_s: float | None = None  # how long the profiler sampled
     error: str | None = None
+    window_wall_us: list[float] | None = None  # a whole-life profile (Bun): the window's edges, wall-clock µs
 
     def to_dict(self) -> dict[str, Any]:
         return {key: value for key, value in self.__dict__.items()}
@@ -186,11 +188,38 @@ class V8InspectorProfiler:
                        sampled_s=stopped - self.started)
 
 
+def bun_profile_folder(profile_dir: Path, side: str) -> Path:
+    """Where a Bun side of a profiled attempt writes its .cpuprofile when it exits."""
+    return profile_dir / f"bun-{side}"
+
+
+def bun_profiling_arguments(folder: Path) -> list[str]:
+    """Bun's own profiler (`bun --cpu-prof`): on from the start, written on exit, at V8_SAMPLING_INTERVAL_US."""
+    return ["--cpu-prof", f"--cpu-prof-dir={folder}", f"--cpu-prof-interval={V8_SAMPLING_INTERVAL_US}"]
+
+
+class BunWindow:
+    """A Bun side profiles its whole life (bun --cpu-prof: nothing attaches to a running Bun); this marks the
+    window's edges on the wall clock, in µs like the profile's timestamps, to keep the samples inside it."""
+
+    def __init__(self, side: str, folder: Path) -> None:
+        self.side, self.folder = side, folder
+        self.started_us = time.time_ns() / 1000
+
+    def stop(self) -> Capture:
+        ended_us = time.time_ns() / 1000
+        return Capture(self.side, "bun", profiler="bun --cpu-prof (JavaScriptCore), kept to the window",
+                       format="cpuprofile-whole-life", path=str(self.folder), interval_s=V8_SAMPLING_INTERVAL_US / 1e6,
+                       sampled_s=(ended_us - self.started_us) / 1e6, window_wall_us=[self.started_us, ended_us])
+
+
 def start_profiler(side: str, runtime: str, pid: int, output_stem: Path, other_ports: set[int]):
     """A started profiler of this side (stop() gives its Capture), or the Capture saying why there is none."""
     missing = missing_profiler(runtime)
     if missing:
         return Capture(side, runtime, error=missing)
+    if runtime == "bun":
+        return BunWindow(side, bun_profile_folder(output_stem.parent, side))
     if runtime == "python":
         return PySpyProfiler(side, pid, output_stem.with_suffix(".collapsed.txt"))
     return V8InspectorProfiler(side, pid, output_stem.with_suffix(".cpuprofile"), other_ports)
