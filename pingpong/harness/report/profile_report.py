@@ -87,9 +87,12 @@ def run_terminal_notes(profiles: dict[str, Any] | None) -> list[str]:
             if "note" in figures or not figures:
                 notes.append(f"Profile of {cell}, {side} side: not profiled: {figures.get('note', 'no profile')}")
                 continue
-            top = ", ".join(f"{row['function']} {row['self_us_per_roundtrip']:,.1f}"
-                            for row in figures["cell"]["top_self"][:4])
-            notes.append(f"Profile of {cell}, {side} side, µs per roundtrip by self time: {top}")
+            by_self = ", ".join(f"{row['function']} {row['self_us_per_roundtrip']:,.1f}"
+                                for row in figures["cell"]["top_self"][:4])
+            by_total = ", ".join(f"{row['function']} {row['total_us_per_roundtrip']:,.1f}"
+                                 for row in figures["cell"]["top_total"][:4])
+            notes.append(f"Profile of {cell}, {side} side, µs per roundtrip by self time: {by_self}; by total time "
+                         f"(below the outer frames): {by_total}")
         notes += [f"  {sentence}" for sentence in comparison.get("verdict", [])]
         notes.append(f"  flame graphs: {comparison['page']}")
     return notes
