@@ -142,6 +142,12 @@ def test_measure_refuses_a_command_it_cannot_run_in_one_line(argv, message):
     assert completed.stderr.strip().count("\n") == 0 and message in completed.stderr
 
 
+def test_a_program_that_closes_a_connection_during_its_warmup_is_told_so():
+    outcome = judge.outside_not_started("closed-one", 1, 20.0, ClientFacts(), ServerFacts())
+    assert outcome.status == "client-failed"
+    assert outcome.reason == "program measured from outside closed a connection during its warmup (1 of its 2 open)"
+
+
 def test_the_judge_refuses_messages_that_may_span_segments():
     """Above 16 KiB per segment a message may be written in parts, so the outside count is refused, not guessed."""
     counters = {"data_segs_in": 200, "data_segs_out": 200, "bytes_received": 200 * 20_000, "bytes_acked": 0,

@@ -217,13 +217,16 @@ def judge_outside(window: WindowSamples, server_exit_code: int | None, client: C
 def outside_not_started(problem: str, connected: int, limit_s: float, client: ClientFacts,
                         server: ServerFacts) -> Outcome:
     """A program measured from outside that did not hold its two connections: it exited first, opened fewer
-    within the limit, or more."""
+    within the limit, closed one during its warmup, or opened more."""
     if problem == "exited":
         return outside_ended(f"before opening its 2 connections ({connected} open)", client, server)
     if problem == "too-few":
         what = "no connection" if not connected else f"{connected} of its 2 connections"
         return Outcome("client-failed", f"program measured from outside opened {what} to the server within "
                                         f"{limit_s:g} s", client, server)
+    if problem == "closed-one":
+        return Outcome("client-failed", f"program measured from outside closed a connection during its warmup "
+                                        f"({connected} of its 2 open)", client, server)
     if problem == "too-many":
         return Outcome("client-failed", f"program measured from outside opened {connected} connections; it must "
                                         "open exactly 2 (one pair in one room)", client, server)

@@ -62,8 +62,8 @@ def measure_outside(started: LocalServer, client: Implementation, settings: Cell
         return judge.outside_ended("during its warmup", facts(), server_facts)
     connected, problem = count_connections(process, started.port)  # one more may have opened after the first two
     if problem is not None or connected != CONNECTIONS:
-        return judge.outside_not_started(problem or ("too-many" if connected > CONNECTIONS else "too-few"), connected,
-                                         settings.ready_timeout_s, facts(), server_facts)
+        return judge.outside_not_started(problem or ("too-many" if connected > CONNECTIONS else "closed-one"),
+                                         connected, settings.ready_timeout_s, facts(), server_facts)
     read_fd, write_fd = os.pipe()
     window = WindowWatcher(read_fd, started.pid, [process.pid], started.port, settings, started.work_dir,
                            window_processes=1, count_connections=True,
