@@ -21,6 +21,7 @@ times that time (analysis/profiles.py turns samples into µs per roundtrip).
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -30,7 +31,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -74,7 +75,7 @@ class Capture:
     window_wall_us: list[float] | None = None  # a whole-life profile (Bun): the window's edges, wall-clock µs
 
     def to_dict(self) -> dict[str, Any]:
-        return {key: value for key, value in self.__dict__.items()}
+        return asdict(self)
 
 
 class PySpyProfiler:
@@ -229,6 +230,7 @@ def stop_profiler(profiler) -> Capture:
     return profiler if isinstance(profiler, Capture) else profiler.stop()
 
 
+@functools.lru_cache(maxsize=1)
 def py_spy_version() -> str:
     try:
         said = subprocess.run([py_spy_path() or "py-spy", "--version"], capture_output=True, text=True, timeout=10)
