@@ -53,12 +53,12 @@ def test_an_explicit_option_beats_quick():
     """--quick fills in only what was not given: --duration 4 --quick measures 4 s, with --quick's warmup."""
     options = options_for("--quick", "--duration", "4", "--repeat", "2")
     assert (options.duration_s, options.warmup_s, options.rounds.min_rounds) == (4.0, 0.2, 2)
-    assert not options.rounds.adaptive and options.rounds.max_rounds == 2
+    assert options.rounds.precision is None and options.rounds.max_rounds == 2
     quick = options_for("--quick")
     assert (quick.duration_s, quick.rounds.min_rounds, quick.rounds.max_rounds) == (0.5, 1, 1)
     default = options_for()
     assert (default.duration_s, default.warmup_s) == (DEFAULT_MATRIX_DURATION_S, DEFAULT_MATRIX_WARMUP_S)
-    assert default.rounds.adaptive and default.rounds.precision == 0.03
+    assert default.rounds.max_rounds > default.rounds.min_rounds and default.rounds.precision == 0.03
 
 
 def test_the_options_resolve_once_into_a_frozen_record_and_leave_the_namespace_alone():

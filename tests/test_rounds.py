@@ -1,4 +1,4 @@
-"""The round engine's logic without sockets: order, one server per round, rounds until precise, the budget.
+"""The round engine's logic without sockets: order, one server per round, rounds alike within the budget.
 
 The measurements are a fake (rates drawn from a seeded generator, a fake clock); everything else is the engine.
 """
@@ -11,7 +11,7 @@ import pytest
 
 from pingpong.harness.measure import engine, rounds
 from pingpong.harness.measure.boundary import Outcome, failed
-from pingpong.harness.measure.rounds import Unit, estimated_round_s, next_step, plan_extra_rounds, predicted_precision
+from pingpong.harness.measure.rounds import Unit, estimated_round_s
 from pingpong.harness.results.files import ResultPaths
 from pingpong.harness.results.records import Attempt, Cell, RunResult
 from pingpong.harness.settings import round_policy
@@ -146,26 +146,47 @@ def test_one_server_process_per_server_and_round_serves_every_client_in_shuffled
     assert {a.server_exit_code for cell in run.cells for a in cell.attempts} == {0}
 
 
-def test_only_imprecise_cells_get_more_rounds_until_precise_or_max_rounds(tmp_path):
+def test_every_cell_gets_the_same_rounds_whatever_its_values_up_to_max_rounds(tmp_path):
+    """A cell precise after the minimum and a cell at 20% noise get the same rounds: values decide none."""
     policy = RoundPolicy(min_rounds=6, max_rounds=12, precision=0.03, budget_s=None, seed=1)
     run, measurer, _, _ = run_engine(tmp_path, policy, {"c1": 0.001, "c2": 0.001, "c3": 0.2})
-    rounds_of = {(cell.server, cell.client): len(cell.attempts) for cell in run.cells}
-    assert rounds_of[("s1", "c1")] == rounds_of[("s2", "c2")] == 6  # precise after the minimum
-    assert rounds_of[("s1", "c3")] == rounds_of[("s2", "c3")] == 12  # 20% noise: never within ±3%
-    later = [(s, c) for r, s, c in measurer.order if r > 6]
-    assert set(later) == {("s1", "c3"), ("s2", "c3")}
+    assert {len(cell.attempts) for cell in run.cells} == {12}
+    every_cell = {(s, c) for s in ("s1", "s2") for c in ("c1", "c2", "c3")}
+    assert {(s, c) for r, s, c in measurer.order if r == 12} == every_cell
     assert run.rounds_outcome.stopped_by == "max-rounds"
+    assert run.configuration["rounds"]["rule"] == "alike-within-budget"
 
 
 def test_the_budget_stops_extra_rounds_but_never_the_minimum(tmp_path):
+    """6 cells x 1 s + 2 starts x 0.5 s = 7 s a round: after 6 rounds (42 s), 45 s holds no 7th; 56 s holds two more."""
     policy = RoundPolicy(min_rounds=6, max_rounds=50, precision=0.03, budget_s=45.0, seed=1)
     run, measurer, clock, _ = run_engine(tmp_path, policy, {"c1": 0.2, "c2": 0.2, "c3": 0.2})
-    assert all(len(cell.attempts) >= 6 for cell in run.cells)  # 6 rounds x 6 cells = 36 s + 6 starts
+    assert {len(cell.attempts) for cell in run.cells} == {6}
     assert clock.now <= 45.0 + 1e-9
     assert run.rounds_outcome.stopped_by == "budget"
+    roomy = RoundPolicy(min_rounds=6, max_rounds=50, precision=0.03, budget_s=56.0, seed=1)
+    run, _, clock, _ = run_engine(tmp_path / "roomy", roomy, {"c1": 0.001, "c2": 0.2, "c3": 0.2})
+    assert {len(cell.attempts) for cell in run.cells} == {8} and clock.now <= 56.0
     tight = RoundPolicy(min_rounds=6, max_rounds=50, precision=0.03, budget_s=5.0, seed=1)
     run, _, clock, _ = run_engine(tmp_path / "tight", tight, {"c1": 0.2})
     assert all(len(cell.attempts) == 6 for cell in run.cells) and clock.now > 5.0
+
+
+def test_a_round_that_no_longer_fits_is_not_started_for_some_cells_only(tmp_path):
+    """Round 7 runs slow (1.5 s per attempt): the 6 s left cannot hold round 8 for all six cells, so no cell gets it
+    (a part of a round would give the cells different counts, chosen by the order of the plan)."""
+    policy = RoundPolicy(min_rounds=6, max_rounds=20, precision=0.03, budget_s=56.0, seed=1)
+    run, measurer, clock, _ = run_engine(tmp_path, policy, {"c1": 0.2, "c2": 0.2, "c3": 0.2},
+                                         attempt_s_in_round={7: 1.5, 8: 1.5})
+    assert {len(cell.attempts) for cell in run.cells} == {7}
+    assert clock.now <= 56.0 and run.rounds_outcome.stopped_by == "budget"
+
+
+def test_a_cell_that_failed_every_attempt_gets_only_the_minimum(tmp_path):
+    policy = RoundPolicy(min_rounds=3, max_rounds=5, precision=0.03, budget_s=None, seed=3)
+    run, _, _, _ = run_engine(tmp_path, policy, {}, not_ready={"s1"})
+    assert {len(cell.attempts) for cell in run.cells if cell.server == "s1"} == {3}
+    assert {len(cell.attempts) for cell in run.cells if cell.server == "s2"} == {5}
 
 
 def test_a_server_that_is_never_ready_is_given_up_after_two_starts(tmp_path):
@@ -216,60 +237,6 @@ def test_precision_is_a_percentage():
             round_policy.parse_precision(text)
 
 
-def test_extra_rounds_go_in_blocks_that_reach_the_next_order_statistic(tmp_path):
-    """Round 7 keeps the range as the interval, so a cell short of ±3% at 6 is taken to 8 (the slowest set aside)
-    or not at all; from 8, to 9 (the fastest too), then 11, 12, 14, ..."""
-    policy = RoundPolicy(min_rounds=6, max_rounds=20, precision=0.03, budget_s=None, seed=1)
-    run, measurer, _, _ = run_engine(tmp_path, policy, {"c1": 0.001, "c2": 0.001, "c3": 0.02})
-    rounds_of = {(cell.server, cell.client): len(cell.attempts) for cell in run.cells}
-    assert all(rounds in (6, 8, 9, 11, 12, 14, 15, 17, 18, 20) for rounds in rounds_of.values()), rounds_of
-    assert rounds_of[("s1", "c1")] == 6 and max(rounds_of.values()) > 6
-
-
-def test_a_budget_too_small_for_a_whole_block_buys_no_extra_round(tmp_path):
-    """After 6 rounds of 6 cells (36 s + 12 server starts of 0.5 s = 42 s), 2.5 s more cannot take even one noisy
-    cell through rounds 7 and 8 (2 s of attempts + 2 starts of 0.5 s): no 7th round starts. 10 s can."""
-    policy = RoundPolicy(min_rounds=6, max_rounds=20, precision=0.03, budget_s=44.5, seed=1)
-    run, measurer, clock, _ = run_engine(tmp_path, policy, {"c1": 0.2, "c2": 0.2, "c3": 0.2})
-    assert {len(cell.attempts) for cell in run.cells} == {6}
-    assert run.rounds_outcome.stopped_by == "budget"
-    roomy = RoundPolicy(min_rounds=6, max_rounds=20, precision=0.03, budget_s=52.0, seed=1)
-    run, _, clock, _ = run_engine(tmp_path / "roomy", roomy, {"c1": 0.2, "c2": 0.2, "c3": 0.2})
-    counts = sorted(len(cell.attempts) for cell in run.cells)
-    # 10 s: four cells, two of each server, through rounds 7 and 8 (8 s of attempts + 4 starts)
-    assert set(counts) == {6, 8} and clock.now <= 52.0, (counts, clock.now)
-
-
-def test_a_block_whose_last_round_no_longer_fits_finishes_it_for_the_units_that_do(tmp_path):
-    """After 6 rounds (42 s), 14 s take all six noisy cells through rounds 7 and 8 (6 s of attempts + 2 starts, twice).
-    Round 7 runs slow (1.5 s per attempt, 10 s): the 4 s left cannot hold round 8 for all six, so it measures as many
-    as fit (two), nearest the precision first, rather than none; no round ends after the budget."""
-    policy = RoundPolicy(min_rounds=6, max_rounds=20, precision=0.03, budget_s=56.0, seed=1)
-    run, measurer, clock, _ = run_engine(tmp_path, policy, {"c1": 0.2, "c2": 0.2, "c3": 0.2},
-                                         attempt_s_in_round={7: 1.5, 8: 1.5})
-    assert sorted(len(cell.attempts) for cell in run.cells) == [7, 7, 7, 7, 8, 8]
-    assert clock.now <= 56.0 and run.rounds_outcome.stopped_by == "budget"
-    assert len([order for order in measurer.order if order[0] == 8]) == 2
-
-
-def test_units_that_fit_take_the_most_wanted_first_and_share_server_starts():
-    units = [Unit(0, "a", "x"), Unit(0, "b", "x"), Unit(0, "a", "y")]
-    attempt_s = {unit: 1.0 for unit in units}
-    fit = rounds.units_that_fit(units, attempt_s, 0.5, lambda unit: (), False, 1.0, remaining_s=2.9)
-    assert fit == [units[0], units[2]]  # with b's cell and its own start, 3 s
-    assert rounds.units_that_fit(units, attempt_s, 0.5, lambda unit: (), False, 1.0, remaining_s=1.0) == []
-
-
-def test_next_step_and_the_predicted_interval():
-    assert [next_step(n) for n in (6, 7, 8, 9, 10, 11, 12)] == [8, 8, 9, 11, 11, 12, 14]
-    # at 9 rounds the interval is the 2nd smallest to the 2nd largest: one far value no longer sets it
-    assert predicted_precision([100, 101, 99, 100, 130, 100], 9) == pytest.approx(0.01)
-    assert predicted_precision([100, 130], 9) is None
-    # at 8 rounds a rate's interval is the 2nd smallest to the largest: it sets aside one slow round, not a fast one
-    assert predicted_precision([100, 101, 99, 100, 70, 100], 8) == pytest.approx(0.01)
-    assert predicted_precision([100, 101, 99, 100, 130, 100], 8) == pytest.approx(0.30)
-
-
 def test_a_round_estimate_charges_each_server_process_its_own_start():
     """Two cells of sanic share one process (0.75 s to start, its first client's longer warmup included), bun's
     cell starts another (0.02 s); with a fresh server per attempt each cell pays its server's start."""
@@ -279,16 +246,3 @@ def test_a_round_estimate_charges_each_server_process_its_own_start():
     assert estimated_round_s(units, attempts, starts, lambda unit: (), False, 1.0) == pytest.approx(3.77)
     assert estimated_round_s(units, attempts, starts, lambda unit: (), True, 1.0) == pytest.approx(4.52)
     assert estimated_round_s(units, attempts, 0.5, lambda unit: (), False, 1.0) == pytest.approx(4.0)
-
-
-def test_the_plan_takes_the_units_nearest_the_precision_first_within_the_budget():
-    units = [Unit(0, "s", c) for c in ("near", "far", "hopeless")]
-    wanting = {units[0]: [100, 101, 99, 100, 60, 100], units[1]: [100, 90, 110, 100, 105, 95],
-               units[2]: [100, 300, 50, 100, 10, 500]}
-    policy = RoundPolicy(min_rounds=6, max_rounds=20, precision=0.03, budget_s=100, seed=1)
-    attempt_s = {unit: 1.0 for unit in units}
-    plan = plan_extra_rounds(wanting, attempt_s, 0.5, lambda unit: (), policy, 1.0, remaining_s=4.0)
-    assert plan == {units[0]: 8}  # 2 rounds of one unit: 2 s + 2 starts = 3 s; two would need 5 s
-    assert plan_extra_rounds(wanting, attempt_s, 0.5, lambda unit: (), policy, 1.0, None) == {u: 8 for u in units}
-    capped = RoundPolicy(min_rounds=6, max_rounds=7, precision=0.03, budget_s=None, seed=1)
-    assert plan_extra_rounds(wanting, attempt_s, 0.5, lambda unit: (), capped, 1.0, None) == {}

@@ -1,10 +1,9 @@
-"""The measuring engine: rounds over every unit (cell x point), one server process per server group and round,
-more rounds for the units that are not yet precise, within a budget. rounds.py decides the order; this module runs
-it, records every attempt in its point's RunResult and saves as it goes."""
+"""The measuring engine: rounds over every unit (cell x point), one server process per server group and round;
+the minimum, then more rounds of every unit while a whole round fits in the budget. rounds.py decides the order;
+this module runs it, records every attempt in its point's RunResult and saves as it goes."""
 
 from __future__ import annotations
 
-import math
 import statistics
 import sys
 import tempfile
@@ -14,12 +13,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
-from pingpong.harness.analysis.stats import RATE_DISTURBED_SIDE, summarize
 from pingpong.harness.measure.attempt_plan import JIT_RUNTIMES
 from pingpong.harness.measure.measurer import Measurer, ServerHandle
 from pingpong.harness.measure.progress import Progress, plan_line
-from pingpong.harness.measure.rounds import (SERVER_DIMENSIONS, Unit, estimated_round_s, plan_extra_rounds,
-                                             predicted_precision, round_plan, units_that_fit, units_wanting_more)
+from pingpong.harness.measure.rounds import SERVER_DIMENSIONS, Unit, estimated_round_s, round_plan
 from pingpong.harness.report.exporters import save
 from pingpong.harness.report.formatting import rate_unit
 from pingpong.harness.results.files import ResultPaths, save_record
@@ -86,7 +83,6 @@ def measure_rounds(configuration: RunConfiguration, runs: list[RunResult], paths
     progress.unit = rate_unit(runs[0])
     state = EngineState(cells, by_name, settings_of, measurer, progress, timings, policy, clock)
     stopped_by = None
-    targets: dict[Unit, int] = {}  # beyond min_rounds: the round count each unit given more rounds is taken to
     try:
         round_number = 1
         while round_number <= policy.max_rounds:
@@ -94,49 +90,29 @@ def measure_rounds(configuration: RunConfiguration, runs: list[RunResult], paths
             if round_number <= policy.min_rounds:
                 due = [unit for unit in units if not has_round(cells[unit], round_number)]
             else:
-                # units taken to a step of their interval keep their rounds until they reach it (planned, paid for)
-                due = [unit for unit, target in targets.items() if rounds_done(cells[unit]) < target]
+                # beyond the minimum: one more round of every unit that has measured at all, if the whole round
+                # fits in the budget. The decision looks at times only, never at the values: every cell of the run
+                # ends with the same number of rounds, fixed before any of its values is judged, so the interval
+                # of its median covers as stated (rounds.py; tests/test_round_rule_coverage.py simulates it)
+                due = units_measuring(cells, units)
                 remaining = None if policy.budget_s is None else policy.budget_s - (clock() - began)
-                due_attempt_s = {u: timings.attempt_s.get(u, window_s + FIRST_ATTEMPT_ESTIMATE_S) for u in due}
-                if due and remaining is not None and estimated_round_s(
-                        due, due_attempt_s, timings.group_start_estimate, server_key, policy.fresh_server,
-                        window_s + FIRST_ATTEMPT_ESTIMATE_S) > remaining:
-                    # the plan's estimate was short, and a round starts only if its estimate fits the budget: this
-                    # round measures the units that still fit in it, nearest the precision first; the others stop
-                    due = units_that_fit(
-                        sorted(due, key=lambda unit: (nearest_first(cells[unit], targets[unit]), unit)),
-                        due_attempt_s, timings.group_start_estimate, server_key, policy.fresh_server,
-                        window_s + FIRST_ATTEMPT_ESTIMATE_S, remaining)
-                    targets = {unit: targets[unit] for unit in due}
-                    if not due:
-                        stopped_by = "budget"
-                        break
                 if not due:
-                    wanting = units_wanting_more({unit: reached_precision(cells[unit]) for unit in units},
-                                                 {unit: rounds_done(cells[unit]) for unit in units}, policy)
-                    if not wanting:
-                        stopped_by = "precise"
-                        break
-                    planned = plan_extra_rounds(
-                        {unit: cells[unit].rates() for unit in wanting},
-                        {u: timings.attempt_s.get(u, window_s + FIRST_ATTEMPT_ESTIMATE_S) for u in wanting},
-                        timings.group_start_estimate, server_key, policy, window_s + FIRST_ATTEMPT_ESTIMATE_S,
-                        remaining)
-                    if not planned:
-                        stopped_by = "budget"
-                        break
-                    # planned counts good values; a unit with failed attempts has had more rounds than values
-                    targets = {unit: rounds_done(cells[unit]) + count - len(cells[unit].rates())
-                               for unit, count in planned.items()}
-                    due = list(targets)
-                    progress.extend(sum(target - rounds_done(cells[unit]) for unit, target in targets.items()))
+                    stopped_by = "rounds"
+                    break
+                if remaining is not None and estimated_round_s(
+                        due, {u: timings.attempt_s.get(u, window_s + FIRST_ATTEMPT_ESTIMATE_S) for u in due},
+                        timings.group_start_estimate, server_key, policy.fresh_server,
+                        window_s + FIRST_ATTEMPT_ESTIMATE_S) > remaining:
+                    stopped_by = "budget"
+                    break
+                progress.extend(len(due))
             if due:
                 state.measure_round(round_number, round_plan(due, server_key, policy.seed, round_number))
                 for run, path in zip(runs, paths):
                     save_record(run, path)
             round_number += 1
         else:
-            stopped_by = "max-rounds" if policy.adaptive else "rounds"
+            stopped_by = "max-rounds" if policy.max_rounds > policy.min_rounds else "rounds"
     except KeyboardInterrupt:
         clear_stop_requests()
         for run in runs:
@@ -154,14 +130,6 @@ def measure_rounds(configuration: RunConfiguration, runs: list[RunResult], paths
             save(run, path)
 
 
-def nearest_first(cell: Cell, target: int) -> float:
-    """How wide the cell's interval is predicted to be once it has reached its target round count (rounds.py's
-    predicted_precision): the smaller, the sooner it gets a round that does not fit for every unit."""
-    values = cell.rates()
-    predicted = predicted_precision(values, len(values) + max(0, target - rounds_done(cell)))
-    return math.inf if predicted is None else predicted
-
-
 def has_round(cell: Cell, round_number: int) -> bool:
     return any(attempt.repeat == round_number for attempt in cell.attempts)
 
@@ -170,10 +138,10 @@ def rounds_done(cell: Cell) -> int:
     return len({attempt.repeat for attempt in cell.attempts})
 
 
-def reached_precision(cell: Cell) -> float | None:
-    """The relative half-width of the cell's median interval; None without an interval (fewer than 2 good)."""
-    rates = cell.rates()
-    return summarize(rates, RATE_DISTURBED_SIDE).precision if len(rates) >= 2 else None
+def units_measuring(cells: dict[Unit, Cell], units: list[Unit]) -> list[Unit]:
+    """The units that get rounds beyond the minimum: those with at least one good attempt (a unit that has failed
+    every attempt gets no more than the minimum). A choice by outcome, never by value."""
+    return [unit for unit in units if cells[unit].rates()]
 
 
 @dataclass

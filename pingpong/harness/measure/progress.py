@@ -19,10 +19,9 @@ def plan_line(runs: list[RunResult], units: int, minimum_attempts: int, policy: 
                                                              else "")
             + f", {policy.min_rounds} round(s) over them -> {minimum_attempts} attempt(s) of {warmup_s:g} s warmup + "
             f"{duration_s:g} s; about {seconds // 60}m{seconds % 60:02d}s")
-    if policy.adaptive:
+    if policy.max_rounds > policy.min_rounds:
         budget = f"{policy.budget_s:g} s in all" if policy.budget_s is not None else "no budget"
-        text += (f"; then more rounds for cells wider than ±{policy.precision:.1%} (up to {policy.max_rounds}, "
-                 f"within {budget})")
+        text += f"; then more rounds of every cell alike while a whole round fits (up to {policy.max_rounds}, {budget})"
     return text + f"; {'a fresh server per attempt' if policy.fresh_server else 'one server process per round'}, " \
                   f"order seed {policy.seed}"
 

@@ -28,7 +28,7 @@ DEFAULT_MATRIX_WARMUP_S = 0.2
 DEFAULT_JIT_WARMUP_S = 0.5
 DEFAULT_MIN_ROUNDS = 6  # the smallest n whose min-max interval of the median covers >= 95% (1 - 2 * 0.5**6)
 DEFAULT_MAX_ROUNDS = 20
-DEFAULT_PRECISION = 0.03  # a cell gets more rounds while its median's 95% interval is wider than +-3%
+DEFAULT_PRECISION = 0.03  # the run says how many cells' median intervals are within +-3%, and what the rest would take
 DEFAULT_BUDGET_S = 290.0  # rounds beyond the minimum stop when the next one would end after this (the run: ~5 s more)
 DEFAULT_REPEAT = 3  # diagnose's repeats of each variant (its intervals say what 3 values can cover)
 DEFAULT_READY_TIMEOUT_S = 15.0
@@ -50,8 +50,8 @@ def add_measuring_options(parser: argparse.ArgumentParser, duration: float = DEF
                            help="Node.js sides (V8 compiles while running): a Node.js client warms up at least S "
                                 "seconds, the first client of a Node.js server process S longer (default %(default)g)")
     measuring.add_argument("--repeat", "--rounds", type=int, dest="repeat", metavar="N",
-                           help=f"exactly N rounds, no rounds until precise (default: {repeat} for diagnose; the "
-                                "matrix runs rounds until precise, see --precision)")
+                           help=f"exactly N rounds (default: {repeat} for diagnose; the matrix runs --min-rounds, then "
+                                "more rounds of every cell while a round fits in --budget)")
     measuring.add_argument("--quick", action="store_true",
                            help=f"smoke run: --duration {QUICK['duration']:g} --warmup {QUICK['warmup']:g} "
                                 f"--repeat {QUICK['repeat']} (an explicit --duration, --warmup or --repeat wins)")
@@ -109,10 +109,10 @@ def add_measuring_options(parser: argparse.ArgumentParser, duration: float = DEF
 
 def add_round_options(parser: argparse.ArgumentParser) -> None:
     """How many rounds the matrix runs, and in what order (run only; see rounds.py)."""
-    rounds = parser.add_argument_group("rounds until precise")
+    rounds = parser.add_argument_group("rounds: the minimum, then every cell alike while a round fits the budget")
     rounds.add_argument("--precision", default=f"{DEFAULT_PRECISION:.0%}", metavar="PCT",
-                        help="after --min-rounds, only cells whose median's 95%% interval is wider than +-PCT get "
-                             "more rounds (default %(default)s)")
+                        help="the report counts the cells whose median's interval is within +-PCT and says how many "
+                             "rounds the others would take; it decides no round (default %(default)s)")
     rounds.add_argument("--budget", default=f"{DEFAULT_BUDGET_S:g}s", metavar="DURATION",
                         help="no round beyond the minimum starts if it would end after this much of the run, "
                              "e.g. 90s, 10m, 1h (default %(default)s)")
@@ -167,7 +167,7 @@ class RunConfiguration:
 
     @property
     def repeat(self) -> int:
-        """The rounds every cell gets (more when rounds run until precise)."""
+        """The rounds every cell gets (more while a round of every cell fits in the budget)."""
         return self.rounds.min_rounds
 
     @property
@@ -208,7 +208,7 @@ class ResolvedOptions:
     duration_s: float
     warmup_s: float
     jit_warmup_s: float
-    rounds: RoundPolicy  # run: exactly --repeat rounds, or rounds until precise; diagnose: its --repeat, seed 0
+    rounds: RoundPolicy  # run: exactly --repeat rounds, or as many as the budget takes; diagnose: its --repeat, seed 0
     loops: tuple[str, ...]
     compressions: tuple[str, ...]
     mallocs: tuple[str, ...]
@@ -237,7 +237,7 @@ class ResolvedOptions:
 def resolve_options(options: argparse.Namespace) -> ResolvedOptions:
     """The options of `run` (options.command "run", or "measure": a run of one program) or `diagnose`, checked: --duration, --warmup and --repeat
     explicit, else --quick's, else the command's defaults; every list parsed; all problems in one UsageError. A
-    --repeat left None means rounds until precise (run only: diagnose has no round options)."""
+    --repeat left None means rounds within the budget (run only: diagnose has no round options)."""
     fallback = QUICK if options.quick else options.measuring_defaults
     duration_s = fallback["duration"] if options.duration is None else options.duration
     warmup_s = fallback["warmup"] if options.warmup is None else options.warmup
@@ -321,7 +321,7 @@ def _number_list(option: str, text: str, problems: list[str]) -> list[float]:
 
 def _round_policy(options: argparse.Namespace, repeat: int | None, problems: list[str]) -> RoundPolicy:
     """--precision, --budget, --min-rounds, --max-rounds, --seed, --fresh-server, --no-spawn-ahead (run only) as the
-    run's RoundPolicy: exactly --repeat rounds when given, else rounds until precise."""
+    run's RoundPolicy: exactly --repeat rounds when given, else the minimum and more within the budget."""
     try:
         precision = parse_precision(options.precision)
     except ValueError:

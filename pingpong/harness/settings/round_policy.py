@@ -6,13 +6,23 @@ import math
 from dataclasses import dataclass
 
 
+# How rounds beyond the minimum are given, as recorded in configuration["rounds"]["rule"]: every cell alike, while a
+# whole round fits in the budget (measure/rounds.py). Files without "rule" come from the rule before it, which gave
+# more rounds to the cells whose interval was wider than the precision and stopped each once it was not
+# ("until-precise"; its intervals covered less than they said: docs/methodology.md).
+ROUND_RULE = "alike-within-budget"
+OLD_ROUND_RULE = "until-precise"
+
+
 @dataclass(frozen=True)
 class RoundPolicy:
     """How many rounds each unit gets and in what order; recorded in the results as configuration["rounds"]."""
 
     min_rounds: int
     max_rounds: int
-    precision: float | None  # wanted half-width of the median's interval relative to it; None: exactly min_rounds
+    # the half-width of the median's interval, relative to it, that the run reports its cells against (it says how
+    # many reached it and what the others would take); it decides no round. None: exactly min_rounds (--repeat)
+    precision: float | None
     budget_s: float | None  # no round beyond min_rounds starts unless its estimate ends within this; None: no limit
     seed: int
     fresh_server: bool = False
@@ -21,12 +31,9 @@ class RoundPolicy:
     # waits at its start gate; it connects only at its turn (server.spawn_ahead)
     spawn_ahead: bool = True
 
-    @property
-    def adaptive(self) -> bool:
-        return self.precision is not None and self.max_rounds > self.min_rounds
-
     def recorded(self) -> dict:
-        return {"min_rounds": self.min_rounds, "max_rounds": self.max_rounds, "precision": self.precision,
+        return {"rule": ROUND_RULE, "min_rounds": self.min_rounds, "max_rounds": self.max_rounds,
+                "precision": self.precision,
                 "budget_s": self.budget_s, "seed": self.seed, "fresh_server": self.fresh_server,
                 "spawn_ahead": self.spawn_ahead,
                 **({"fresh_server_reason": self.fresh_server_reason} if self.fresh_server_reason else {})}
