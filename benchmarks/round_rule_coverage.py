@@ -12,7 +12,9 @@ Self-contained on purpose (it imports only pingpong.*): run with PYTHONPATH set 
 simulates that checkout's engine, e.g. the rule before the current one:
     git worktree add /tmp/old-engine bbe0306 && PYTHONPATH=/tmp/old-engine python benchmarks/round_rule_coverage.py
 Prints one JSON object on stdout (per distribution: cells, stated and observed coverage, for all and for the
-declared cells, and how many rounds the cells got); a table on stderr.
+declared cells, and how many rounds the cells got; then, without the engine, the coverage among the cells whose
+interval came out within ±3%: normals of four spreads, the two-mode cell, and a cell declared on a pilot of 4
+rounds whose interval comes from the other 6); a table on stderr.
 Usage: python -m benchmarks.round_rule_coverage [--runs 300] [--seed 1]
 """
 
@@ -221,10 +223,43 @@ def simulate(distribution: Distribution, runs: int, seed: int = 1, **run_options
             "rounds": dict(sorted(rounds.items()))}
 
 
+def narrow_coverage(distribution: Distribution, rounds: int, samples: int, seed: int, pilot: int = 0) -> dict:
+    """Without the engine: of `samples` cells of `rounds` values, the share whose interval holds the true median,
+    overall and among those within ±PRECISION. pilot > 0: a cell is declared on its first `pilot` values' interval
+    and its interval reported from the others (values no decision looked at)."""
+    generator = random.Random(seed)
+    true_median = distribution.median()
+    every, declared = Coverage(), Coverage()
+    reported_narrow = 0
+    for _ in range(samples):
+        values = [distribution.draw(generator) for _ in range(rounds)]
+        reported = summarize(values[pilot:], RATE_DISTURBED_SIDE)
+        judged = summarize(values[:pilot], RATE_DISTURBED_SIDE) if pilot else reported
+        covered = reported.interval_low <= true_median <= reported.interval_high
+        every.add(reported.interval_coverage, covered)
+        if judged.precision <= PRECISION:
+            declared.add(reported.interval_coverage, covered)
+            reported_narrow += reported.precision <= PRECISION
+    return {"distribution": distribution.name, "modes": distribution.modes, "rounds": rounds, "pilot": pilot,
+            "all": every.recorded(), "declared": declared.recorded(),
+            "declared_and_reported_within": round(reported_narrow / declared.cells, 4) if declared.cells else None}
+
+
+def conditional_figures(samples: int, seed: int) -> list[dict]:
+    """Coverage among the cells that come out within ±3%, by the spread of a normal, for a cell with two modes, and
+    for a cell declared on a pilot of 4 rounds and reported on the other 6."""
+    normals = [Distribution(f"normal ± {spread:.1%}", ((1.0, 1.0, spread),)) for spread in (0.01, 0.015, 0.02, 0.03)]
+    figures = [narrow_coverage(distribution, 9, samples, seed) for distribution in normals + [BIMODAL]]
+    figures.append(narrow_coverage(BIMODAL, 10, samples, seed, pilot=4))
+    return figures
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=300, help="simulated runs per distribution (32 cells each)")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--samples", type=int, default=100_000,
+                        help="cells drawn for the figures without the engine (coverage among the narrow ones)")
     arguments = parser.parse_args()
     found = {"engine": str(Path(engine.__file__).resolve()), "cells_per_run": SERVERS * CLIENTS,
              "budget_s": BUDGET_S, "precision": PRECISION, "distributions": []}
@@ -236,6 +271,11 @@ def main() -> int:
             print(f"{distribution.name:9} {subset:8} cells {figures['cells']:6}  stated {figures['stated']}  "
                   f"observed {figures['observed']}", file=sys.stderr)
         print(f"{distribution.name:9} rounds per cell: {result['rounds']}", file=sys.stderr)
+    found["among_narrow"] = conditional_figures(arguments.samples, arguments.seed)
+    for figures in found["among_narrow"]:
+        print(f"{figures['distribution']:14} {figures['rounds']} rounds pilot {figures['pilot']}: all "
+              f"{figures['all']['observed']} (says {figures['all']['stated']}); within ±3% {figures['declared']}",
+              file=sys.stderr)
     print(json.dumps(found))
     return 0
 
