@@ -25,6 +25,11 @@ CONFIDENCE = 0.95  # the coverage an interval is chosen for; it is the range, la
 ORDER_STATISTIC = "order-statistic"  # [k-th smallest, k-th largest] covering at least CONFIDENCE
 RANGE = "range"  # [min, max] when even that covers less than CONFIDENCE: its coverage is stated
 QUOTIENT = "quotient"  # an unpaired ratio: one median's interval over the other's; coverage at least the product
+REMAINDER = "remainder"  # a difference less others (stats.remainder); coverage at least 1 − their misses
+# a ratio of two sets of runs: the Mann–Whitney interval of the factor between them, from the pairwise ratios; its
+# coverage holds when one side's values are the other's times one factor (the location-shift model, on logs)
+TWO_SAMPLE = "two-sample"
+CORRECTED = "drift-corrected"  # a ratio divided by a drift's interval; coverage at least 1 − both misses (Bonferroni)
 # The side a figure's disturbed values fall on: the host's slow stretches lower rates and raise times.
 LOW, HIGH = "low", "high"
 RATE_DISTURBED_SIDE = LOW  # roundtrips per second: a disturbed round is a slow one
@@ -123,6 +128,13 @@ def interval_label(kind: str | None, coverage: float | None, n: int, confidence:
         return f"range of {n} (covers the median {percent(coverage)})"
     if kind == QUOTIENT:
         return f"quotient of the two medians' intervals (covers at least {percent(coverage)})"
+    if kind == REMAINDER:
+        return f"one interval less the others (covers at least {percent(coverage)})"
+    if kind == TWO_SAMPLE:
+        return (f"two-sample interval of the run medians, {n}+ runs a side (covers {percent(coverage)} when the "
+                "runs differ by one factor)")
+    if kind == CORRECTED:
+        return f"divided by the drift's interval (covers at least {percent(coverage)})"
     return f"no interval ({n} value{'s' if n != 1 else ''})"
 
 
@@ -182,8 +194,9 @@ class Ratio:
     low: float | None
     high: float | None
     coverage: float | None  # for QUOTIENT a lower bound: the interval covers at least this often
-    kind: str | None  # ORDER_STATISTIC, RANGE (both over per-round ratios) or QUOTIENT (unpaired)
-    n: int  # paired: the rounds both sides have; unpaired: the smaller side's count
+    kind: str | None  # ORDER_STATISTIC, RANGE (both over per-round ratios), QUOTIENT (unpaired), TWO_SAMPLE (runs)
+    # or CORRECTED (divided by a drift)
+    n: int  # paired: the rounds both sides have; unpaired and two-sample: the smaller side's count
 
     def excludes_one(self) -> bool:
         """True when the interval lies wholly above or below 1: a difference larger than the noise."""
@@ -196,7 +209,7 @@ class Ratio:
         """The coverage alone: '75%', or 'at least 56%' for an unpaired ratio; '' without an interval."""
         if self.coverage is None:
             return ""
-        return ("≥" if self.kind == QUOTIENT else "") + percent(self.coverage)
+        return ("≥" if self.kind in (QUOTIENT, CORRECTED) else "") + percent(self.coverage)
 
 
 def median_with_interval(values: list[float], confidence: float = CONFIDENCE) -> Ratio:
@@ -224,6 +237,61 @@ def paired_ratio(numerator: dict[int, float], denominator: dict[int, float],
     return median_with_interval([numerator[r] / denominator[r] for r in rounds], confidence)
 
 
+@dataclass(frozen=True)
+class Difference:
+    """A difference a − b in the figures' own unit (µs), with its interval: how it was made (kind), how often such an
+    interval covers the truth, from n values. Below 0 when b is the larger; low, high, coverage and kind are None
+    when there are too few values for an interval."""
+
+    value: float
+    low: float | None
+    high: float | None
+    coverage: float | None  # for REMAINDER a lower bound: the interval covers at least this often
+    kind: str | None  # ORDER_STATISTIC or RANGE (over per-round differences), or REMAINDER (one less others)
+    n: int  # the rounds both sides have; for REMAINDER the fewest of its terms'
+
+    def excludes_zero(self) -> bool:
+        """True when the interval lies wholly above or below 0: a difference larger than the noise."""
+        return self.low is not None and self.high is not None and (self.low > 0 or self.high < 0)
+
+    def label(self) -> str:
+        return interval_label(self.kind, self.coverage, self.n)
+
+    def coverage_text(self) -> str:
+        """The coverage alone: '75%', or '≥90.6%' for a remainder; '' without an interval."""
+        if self.coverage is None:
+            return ""
+        return ("≥" if self.kind == REMAINDER else "") + percent(self.coverage)
+
+
+def paired_difference(minuend: dict[int, float], subtrahend: dict[int, float],
+                      confidence: float = CONFIDENCE) -> Difference:
+    """The median of per-round differences minuend[r] − subtrahend[r] over the rounds both have, with the
+    order-statistic interval of that median (or the differences' range with its real coverage: too few rounds)."""
+    rounds = sorted(minuend.keys() & subtrahend.keys())
+    if not rounds:
+        raise ValueError("paired_difference needs at least one round that both sides have")
+    median = median_with_interval([minuend[r] - subtrahend[r] for r in rounds], confidence)
+    return Difference(median.value, median.low, median.high, median.coverage, median.kind, median.n)
+
+
+def remainder(whole: Difference, parts: list[Difference]) -> Difference:
+    """whole − the sum of parts, so that the parts and the remainder add up to whole exactly.
+
+    Its interval is whole's interval less the parts' intervals, [whole.low − Σ high, whole.high − Σ low]: when every
+    one of them covers its true median, this one covers the true remainder, so it covers at least 1 − the sum of
+    their misses (Bonferroni, whatever ties them). No interval when a term has none.
+    """
+    value = whole.value - sum(part.value for part in parts)
+    terms = [whole, *parts]
+    n = min(term.n for term in terms)
+    if any(term.low is None for term in terms):
+        return Difference(value, None, None, None, None, n)
+    coverage = max(0.0, 1 - sum(1 - term.coverage for term in terms))
+    return Difference(value, whole.low - sum(part.high for part in parts),
+                      whole.high - sum(part.low for part in parts), coverage, REMAINDER, n)
+
+
 def ratio_of_medians(numerator: list[float], denominator: list[float], confidence: float = CONFIDENCE) -> Ratio:
     """median(numerator) / median(denominator) for two independent samples (two runs: nothing to pair).
 
@@ -239,3 +307,71 @@ def ratio_of_medians(numerator: list[float], denominator: list[float], confidenc
     if top is None or bottom is None:
         return Ratio(value, None, None, None, None, n)
     return Ratio(value, top.low / bottom.high, top.high / bottom.low, top.coverage * bottom.coverage, QUOTIENT, n)
+
+
+@lru_cache(maxsize=None)
+def rank_sum_counts(m: int, n: int) -> tuple[int, ...]:
+    """How many of the C(m+n, m) orderings of two samples of m and n values give each Mann–Whitney U (0…m·n)."""
+    # counts[i][j][u]: orderings of i values of one sample and j of the other with U = u; built one value at a time
+    previous = [[1] + [0] * (m * n) for _ in range(n + 1)]  # i = 0: U is 0 whatever j
+    for i in range(1, m + 1):
+        current = [[0] * (m * n + 1) for _ in range(n + 1)]
+        current[0][0] = 1
+        for j in range(1, n + 1):
+            for u in range(m * n + 1):
+                # the largest value is from the first sample (it beats all j others) or from the second
+                current[j][u] = (previous[j][u - j] if u >= j else 0) + current[j - 1][u]
+        previous = current
+    return tuple(previous[n])
+
+
+def shift_interval_rank(m: int, n: int, confidence: float = CONFIDENCE) -> tuple[int, float]:
+    """(k, coverage) of the Mann–Whitney interval [d(k), d(m·n−k+1)] of the m·n sorted pairwise differences.
+
+    k is the largest rank whose coverage 1 − 2·P(U ≤ k−1) reaches confidence; when even k = 1 (every pairwise
+    difference) falls short, k is 1 with its own coverage 1 − 2 / C(m+n, m): 90% for 3 runs a side, 66.7% for 2.
+    """
+    counts, total = rank_sum_counts(m, n), math.comb(m + n, m)
+    best = 1
+    for k in range(1, m * n // 2 + 1):
+        if 1 - 2 * sum(counts[:k]) / total >= confidence:
+            best = k
+        else:
+            break
+    return best, 1 - 2 * sum(counts[:best]) / total
+
+
+def ratio_of_runs(numerator: list[float], denominator: list[float], confidence: float = CONFIDENCE) -> Ratio:
+    """median(numerator) / median(denominator) for two sets of independent runs (one value per run), with the
+    distribution-free two-sample interval of the factor between them: the Mann–Whitney interval on logs, i.e.
+    order statistics of the pairwise ratios numerator[j] / denominator[i].
+
+    Its coverage holds when one side's runs are the other's times one factor (the same spread on a log scale), the
+    usual location-shift model; with k = 1 the interval is every pairwise ratio's range, [min / max, max / min],
+    which is also the quotient of the two sides' ranges. No interval with fewer than 2 runs on a side.
+    """
+    if not numerator or not denominator:
+        raise ValueError("ratio_of_runs needs values on both sides")
+    value = statistics.median(numerator) / statistics.median(denominator)
+    m, n = len(numerator), len(denominator)
+    if m < 2 or n < 2:
+        return Ratio(value, None, None, None, None, min(m, n))
+    k, coverage = shift_interval_rank(m, n, confidence)
+    pairwise = sorted(top / bottom for top in numerator for bottom in denominator)
+    return Ratio(value, pairwise[k - 1], pairwise[m * n - k], coverage, TWO_SAMPLE, min(m, n))
+
+
+def divided_by_drift(ratio: Ratio, drift: Ratio) -> Ratio:
+    """A cell's ratio divided by the drift between its runs: [low / drift's high, high / drift's low].
+
+    Both intervals hold at once with probability at least 1 − (1 − c) − (1 − d) whatever ties them (Bonferroni), so
+    that is the coverage stated; a drift without an interval divides by its value and keeps the cell's coverage.
+    """
+    if ratio.low is None:
+        return Ratio(ratio.value / drift.value, None, None, None, None, ratio.n)
+    if drift.low is None:
+        return Ratio(ratio.value / drift.value, ratio.low / drift.value, ratio.high / drift.value, ratio.coverage,
+                     ratio.kind, ratio.n)
+    coverage = max(0.0, ratio.coverage + drift.coverage - 1)
+    return Ratio(ratio.value / drift.value, ratio.low / drift.high, ratio.high / drift.low, coverage, CORRECTED,
+                 ratio.n)

@@ -1,4 +1,5 @@
-"""`run_bench.py report RESULTS.json`: any saved run shown again, in any of the formats a run saves or prints."""
+"""`run_bench.py report RESULTS.json`: any saved run shown again, in any of the formats a run saves or prints;
+`report A.json B.json C.json`: runs of the same settings combined, with intervals across runs."""
 
 from __future__ import annotations
 
@@ -8,25 +9,57 @@ import shutil
 import sys
 from pathlib import Path
 
-from pingpong.harness.analysis.summary import Summaries, summarize_run
+from pingpong.harness.analysis.replication import combine, first_setting_difference, to_json_dict
+from pingpong.harness.analysis.summary import Summaries, summarize_run, workload_kind
 from pingpong.harness.report import terminal
 from pingpong.harness.report.exporters import FORMATS, rendered
+from pingpong.harness.report.formatting import rate_unit
+from pingpong.harness.report.replication import render_replication
 from pingpong.harness.results.records import RunResult, load
 from pingpong.harness.settings.usage import UsageError
 
 DESCRIPTION = ("Show a saved run again (a results/*.json file, the reference runs included): as the terminal "
-               "tables, Markdown, CSV (one row per cell), JSON, or the self-contained HTML page.")
+               "tables, Markdown, CSV (one row per cell), JSON, or the self-contained HTML page. Several files of "
+               "the same settings combine: per cell the median of the runs' medians, with an interval across runs.")
+COMBINED_FORMATS = ("terminal", "md", "json")  # what several runs combined can be shown as
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("results", type=Path, metavar="RESULTS.json", help="a results file a run saved")
+    parser.add_argument("results", type=Path, nargs="+", metavar="RESULTS.json",
+                        help="a results file a run saved; several of the same settings combine across runs")
     parser.add_argument("--format", choices=FORMATS, default="terminal",
-                        help="terminal (default: tables that fit 120 columns), md, csv, json or html")
+                        help="terminal (default: tables that fit 120 columns), md, csv, json or html; several "
+                             "files: terminal, md or json")
 
 
 def run(options: argparse.Namespace) -> int:
-    result = read(options.results)
-    show(result, summaries=summarize_run(result), output_format=options.format, source=str(options.results))
+    if len(options.results) > 1:
+        return show_combined(options.results, options.format)
+    result = read(options.results[0])
+    show(result, summaries=summarize_run(result), output_format=options.format, source=str(options.results[0]))
+    return 0
+
+
+def show_combined(paths: list[Path], output_format: str) -> int:
+    """Runs of the same settings combined across runs (analysis/replication.py), or a one-line UsageError."""
+    if output_format not in COMBINED_FORMATS:
+        raise UsageError(f"several runs combined show as {', '.join(COMBINED_FORMATS)}, not {output_format}")
+    runs = [read(path) for path in paths]
+    names = [str(path) for path in paths]
+    kinds = [workload_kind(run.configuration) for run in runs]
+    for name, kind, run in zip(names[1:], kinds[1:], runs[1:]):
+        if kind != kinds[0]:
+            raise UsageError(f"{names[0]} measured {rate_unit(runs[0])} ({kinds[0]}), {name} {rate_unit(run)} "
+                             f"({kind}): combine runs of the same workload")
+    difference = first_setting_difference(runs, names)
+    if difference:
+        raise UsageError(difference)
+    replication = combine(runs, names)
+    if output_format == "json":
+        sys.stdout.write(json.dumps(to_json_dict(replication), indent=1) + "\n")
+    else:
+        sys.stdout.write(render_replication(replication, rate_unit(runs[0])))
+    sys.stdout.flush()
     return 0
 
 
