@@ -2,7 +2,10 @@
 
 import csv
 import io
+import re
 from array import array
+
+import pytest
 
 from pingpong.harness.analysis.costs import websocket_costs
 from pingpong.harness.analysis.summary import summarize_run
@@ -48,7 +51,7 @@ def test_markdown_matrix_marks_each_kind_of_cell():
     run = sample_run()
     markdown = render_markdown(run, summarize_run(run))
     # the fixture negotiates deflate for 4-byte messages: marked ᶻ, and flagged ⚑ with its reason below
-    assert row(markdown, "steady").startswith("| steady (uvloop) | 1,000 ±1.0% · p99 200 µs ᶻ ⚑ |")
+    assert row(markdown, "steady").startswith("| steady (uvloop) | 1,000 CV 1.0% · p99 200 µs ᶻ ⚑ |")
     assert "| server \\ client | c (asyncio) |" in markdown  # each row and column names the loop it ran on
     assert "- **steady × c**: permessage-deflate negotiated for 4-byte messages" in markdown
     assert "(noisy)" in row(markdown, "noisy") and "(noisy)" not in row(markdown, "steady")
@@ -93,9 +96,10 @@ def test_the_fastest_pair_is_a_websocket_pair_and_the_floors_are_named_apart():
     assert "(raw-TCP floors, without WebSocket: floor × c 9,000)" in markdown
 
 
-def test_ratios_within_a_run_are_paired_by_round():
-    """Round 2 is slow for every cell: the per-round ratios cancel it, so the end-to-end WebSocket cost is exactly 3
-    in every round, and the tables name their intervals with the coverage they have (the range of 3 rounds: 75%)."""
+def test_costs_within_a_run_are_paired_by_round():
+    """Round 2 is slow for every cell: the end-to-end WebSocket cost is the median of the per-round differences of
+    roundtrip time (1000 − 333, 2000 − 667, 909 − 303 µs), and the tables name their intervals with the coverage
+    they have (the range of 3 rounds: 75%)."""
     run = RunResult(started_at="2026-11-21T00:00:00+00:00", command_line=[], configuration=CONFIG,
                     environment={}, implementations={
                         "server": {"ws": {"protocol": "websocket", "runtime": "node"},
@@ -106,13 +110,15 @@ def test_ratios_within_a_run_are_paired_by_round():
                            Cell("raw-tcp-node", "raw-tcp-node", attempts=[ok(1, 3000), ok(2, 1500), ok(3, 3300)])])
     summaries = summarize_run(run)
     split = websocket_costs(run)[("ws", "c")]
-    ratio = split.end_to_end
+    difference = split.end_to_end
     assert split.end_to_end_floor == ("raw-tcp-node", "raw-tcp-node")
-    assert ratio.value == ratio.low == ratio.high == 3.0
-    assert (ratio.kind, ratio.coverage, ratio.n) == ("range", 0.75, 3)
+    assert difference.value == pytest.approx(1e6 / 1000 - 1e6 / 3000)
+    assert (difference.low, difference.high) == (pytest.approx(1e6 / 1100 - 1e6 / 3300),
+                                                 pytest.approx(1e6 / 500 - 1e6 / 1500))
+    assert (difference.kind, difference.coverage, difference.n) == ("range", 0.75, 3)
     markdown = render_markdown(run, summaries)
-    assert "the median of the per-round ratios (each round measures every cell once)" in markdown
-    assert "brackets: range of 3 (covers the median 75%)" in markdown and "| 3.00× [3.00–3.00] |" in markdown
+    assert "the median of the per-round differences (each round measures every cell once)" in markdown
+    assert "brackets: range of 3 (covers the median 75%)" in markdown and "| +667 µs [+606, +1333] |" in markdown
 
 
 def test_a_name_that_ran_on_two_loops_shows_both():
@@ -126,3 +132,37 @@ def test_a_name_that_ran_on_two_loops_shows_both():
     servers, clients = axis_loops(summarize_run(run))
     assert servers == {"s": "asyncio/uvloop"} and clients == {"c": "asyncio", "d": "asyncio"}
     assert with_loop("s", servers) == "s (asyncio/uvloop)" and with_loop("x", servers) == "x"
+
+
+def test_plus_minus_means_an_interval_half_width_and_never_a_cv():
+    """'CV 34.0%' names the noisy cell's coefficient of variation; every '±' in the Markdown, the HTML and the
+    terminal is a cell's interval half-width over its median (its precision), never a CV."""
+    from pingpong.harness.report.html import render_html
+    from pingpong.harness.report.terminal import render_plain, terminal_report
+
+    run = sample_run()
+    summaries = summarize_run(run)
+    noisy = summaries[("noisy", "c")].roundtrips_per_s
+    assert f"{noisy.cv:.1%}" != f"{noisy.precision:.1%}"  # the two spreads differ here, so a mix-up shows
+    markdown = render_markdown(run, summaries)
+    assert f"CV {noisy.cv:.1%}" in row(markdown, "noisy")
+    half_widths = {f"{s.roundtrips_per_s.precision:.1%}" for s in summaries.values()
+                   if s.measured and s.roundtrips_per_s.precision is not None}
+    for text in (markdown, render_html(run, summaries), render_plain(terminal_report(run, summaries))):
+        shown = re.findall(r"±(\d+(?:\.\d+)?%)", text)
+        assert set(shown) <= half_widths
+    assert f"±{noisy.precision:.1%}" in markdown and f"±{noisy.cv:.1%}" not in markdown
+
+
+def test_the_reference_cell_of_a_ranking_has_no_interval_of_its_own():
+    """The fastest pair is 1.00× by construction: '1.00× (reference)', no bracket, in the Markdown and the HTML."""
+    from pingpong.harness.report.html import render_html
+
+    run = sample_run()
+    summaries = summarize_run(run)
+    markdown = render_markdown(run, summaries)
+    relative = markdown.split("Every cell relative to it")[1].split("\n\n")[1]
+    assert "| steady | 1.00× (reference) |" in relative and "[1.00–1.00]" not in markdown
+    assert "| noisy | 1.00× [" in relative  # the others keep their intervals
+    page = render_html(run, summaries)
+    assert "relative to the fastest pair</td><td>1.00× (reference)</td>" in page

@@ -35,7 +35,8 @@ def test_the_default_matrix_fits_120_columns_and_its_columns_line_up():
 
 def test_the_ranking_starts_with_the_fastest_websocket_pair_and_the_floors_are_apart():
     text = reference_text()
-    assert "1  bun      bun           20.8k  1.00×  1.00–1.00" in text  # itself, round by round
+    assert "1  bun      bun           20.8k  1.00×  (reference)" in text  # no interval of its own
+    assert "1.00–1.00" not in text
     assert "the median of per-round ratios; interval:\nrange of 3 (covers the median 75%)" in text
     assert "Raw-TCP floors (the same relay without WebSocket, for scale): raw-tcp-python × raw-tcp-python 7.7k" in text
 
@@ -62,8 +63,8 @@ def test_the_plan_names_cells_rounds_and_time():
     assert plan_line([run], 2, 6, fixed, warmup_s=1, duration_s=5, attempt_estimate_s=8) == (
         "plan: 2 cell(s) to measure (1 skipped, reasons in the files), 3 round(s) over them -> 6 attempt(s) of "
         "1 s warmup + 5 s; about 0m48s; one server process per round, order seed 7")
-    adaptive = RoundPolicy(min_rounds=6, max_rounds=20, precision=0.03, budget_s=270, seed=7, fresh_server=True)
-    assert plan_line([run, run], 4, 24, adaptive, warmup_s=0.2, duration_s=0.5, attempt_estimate_s=1) == (
+    budgeted = RoundPolicy(min_rounds=6, max_rounds=20, precision=0.03, budget_s=270, seed=7, fresh_server=True)
+    assert plan_line([run, run], 4, 24, budgeted, warmup_s=0.2, duration_s=0.5, attempt_estimate_s=1) == (
         "plan: 4 cell(s) at 2 points to measure (2 skipped, reasons in the files), 6 round(s) over them -> 24 "
-        "attempt(s) of 0.2 s warmup + 0.5 s; about 0m24s; then more rounds for cells wider than ±3.0% (up to 20, "
-        "within 270 s in all); a fresh server per attempt, order seed 7")
+        "attempt(s) of 0.2 s warmup + 0.5 s; about 0m24s; then more rounds of every cell alike while a whole round "
+        "fits (up to 20, 270 s in all); a fresh server per attempt, order seed 7")

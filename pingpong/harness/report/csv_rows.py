@@ -1,13 +1,15 @@
 """A run as CSV: one row per cell with every derived figure (a pure function of the record and its summaries).
 
 The columns are CSV_COLUMNS; a run with time budgets (each side's scheduling read at the window's edges) adds
-TIME_BUDGET_COLUMNS after the page faults, so files saved before those readings export as they always did."""
+TIME_BUDGET_COLUMNS after the page faults, and a run with raw-TCP floors adds COST_COLUMNS at the end (the WebSocket
+cost, analysis/costs.py), so files saved before those readings export as they always did."""
 
 from __future__ import annotations
 
 import csv
 import io
 
+from pingpong.harness.analysis.costs import CostSplit, websocket_costs
 from pingpong.harness.analysis.summary import SIDES, CellSummary, Summaries
 from pingpong.harness.report.formatting import percentiles, time_budgets
 from pingpong.harness.results.records import RunResult
@@ -27,14 +29,31 @@ TIME_BUDGET_PARTS = (("user_us_per_roundtrip", "user_us"), ("system_us_per_round
                      ("voluntary_switches_per_roundtrip", "voluntary_switches"),
                      ("involuntary_switches_per_roundtrip", "involuntary_switches"))
 TIME_BUDGET_COLUMNS = [f"{side}_{suffix}" for side in SIDES for suffix, _ in TIME_BUDGET_PARTS]
+# the WebSocket cost, µs per roundtrip beyond the floors (server + client + other = end_to_end), each with its
+# interval and the interval's coverage (for other a lower bound): websocket_cost_<part>_us, _low_us, _high_us, _coverage
+COST_FIGURES = ("server", "client", "other", "end_to_end")
+COST_COLUMNS = [f"websocket_cost_{part}_{suffix}" for part in COST_FIGURES
+                for suffix in ("us", "low_us", "high_us", "coverage")]
 
 
-def csv_columns(with_time_budgets: bool) -> list[str]:
-    """CSV_COLUMNS, with TIME_BUDGET_COLUMNS after the page faults when the run has time budgets."""
-    if not with_time_budgets:
-        return CSV_COLUMNS
-    after = CSV_COLUMNS.index("client_minor_faults_per_roundtrip") + 1
-    return CSV_COLUMNS[:after] + TIME_BUDGET_COLUMNS + CSV_COLUMNS[after:]
+def csv_columns(with_time_budgets: bool, with_costs: bool = False) -> list[str]:
+    """CSV_COLUMNS, with TIME_BUDGET_COLUMNS after the page faults when the run has time budgets, and COST_COLUMNS
+    at the end when it has WebSocket costs."""
+    columns = CSV_COLUMNS
+    if with_time_budgets:
+        after = CSV_COLUMNS.index("client_minor_faults_per_roundtrip") + 1
+        columns = CSV_COLUMNS[:after] + TIME_BUDGET_COLUMNS + CSV_COLUMNS[after:]
+    return columns + (COST_COLUMNS if with_costs else [])
+
+
+def cost_figures(split: CostSplit | None) -> dict[str, float | None]:
+    """The cell's COST_COLUMNS (empty for a cell without a cost, or a figure without its floor)."""
+    figures: dict[str, float | None] = {}
+    for part in COST_FIGURES:
+        figure = getattr(split, part) if split is not None else None
+        for suffix, field in (("us", "value"), ("low_us", "low"), ("high_us", "high"), ("coverage", "coverage")):
+            figures[f"websocket_cost_{part}_{suffix}"] = None if figure is None else getattr(figure, field)
+    return figures
 
 
 def time_budget_figures(summary: CellSummary) -> dict[str, float | None]:
@@ -50,7 +69,8 @@ def time_budget_figures(summary: CellSummary) -> dict[str, float | None]:
 def render_csv(run: RunResult, summaries: Summaries) -> str:
     output = io.StringIO()
     with_time_budgets = bool(time_budgets(summaries))
-    writer = csv.DictWriter(output, fieldnames=csv_columns(with_time_budgets), lineterminator="\n")
+    costs = websocket_costs(run)
+    writer = csv.DictWriter(output, fieldnames=csv_columns(with_time_budgets, bool(costs)), lineterminator="\n")
     writer.writeheader()
     for (server, client), summary in summaries.items():
         rates = summary.roundtrips_per_s
@@ -79,5 +99,6 @@ def render_csv(run: RunResult, summaries: Summaries) -> str:
             "flags": "; ".join(summary.flags or ()) or None,
             "reason": summary.reason or "; ".join(summary.failures) or None,
             **(time_budget_figures(summary) if with_time_budgets else {}),
+            **(cost_figures(costs.get((server, client))) if costs else {}),
         })
     return output.getvalue()

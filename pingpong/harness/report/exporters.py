@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import asdict
 from functools import partial
 from pathlib import Path
 from typing import Callable
 
+from pingpong.harness.analysis.precision import precision_reach
 from pingpong.harness.analysis.summary import Summaries, summarize_run
 from pingpong.harness.report import terminal
 from pingpong.harness.report.csv_rows import render_csv
@@ -19,8 +21,14 @@ from pingpong.harness.results.records import RunResult, write_atomically
 
 
 def json_text(result: RunResult, summaries: Summaries) -> str:
-    """The results file itself: the record with its summaries (results/records.py's JSON mapping), indented."""
-    return json.dumps(result.to_dict(summaries), indent=1)
+    """The results file itself: the record with its summaries (results/records.py's JSON mapping), indented, and
+    the run's cells against its precision target (analysis/precision.py), derived like the summaries."""
+    data = result.to_dict(summaries)
+    reach = precision_reach(result)
+    if reach is not None:
+        data["precision_reach"] = asdict(reach) | {"share": round(reach.share, 4), "goal_met": reach.goal_met,
+                                                   "sentence": reach.sentence()}
+    return json.dumps(data, indent=1)
 
 
 def terminal_text(result: RunResult, summaries: Summaries, source: str | None = None) -> str:

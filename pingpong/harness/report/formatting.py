@@ -1,16 +1,18 @@
-"""The formatting every report shares: a run's axes and headline figure, rates, durations, ratios and their
-intervals, the workload's unit and title, a sweep point's label. Pure functions; no exporter is imported here, so
-every exporter (markdown, csv_rows, terminal, html, plots, sweep, workloads) can import this module."""
+"""The formatting every report shares: a run's axes and headline figure, rates, durations, ratios and differences
+with their intervals, the two spreads' names (CV, ±), the WebSocket cost's wording, the workload's unit and title,
+a sweep point's label. Pure functions; no exporter is imported here, so every exporter (markdown, csv_rows,
+terminal, html, plots, sweep, workloads) can import this module."""
 
 from __future__ import annotations
 
 from collections import Counter
 from typing import Any, Iterable
 
-from pingpong.harness.analysis.stats import Ratio, paired_ratio
+from pingpong.harness.analysis.stats import Difference, Ratio, paired_ratio, percent
 from pingpong.harness.analysis.summary import SIDES, CellSummary, Summaries, workload_kind
 from pingpong.harness.analysis.time_budget import TimeBudget
 from pingpong.harness.results.records import RunResult
+from pingpong.harness.settings.round_policy import OLD_ROUND_RULE
 
 
 def axes(run: RunResult) -> tuple[list[str], list[str]]:
@@ -62,7 +64,7 @@ def format_duration_ns(value: float | None) -> str:
 
 
 def matrix_cell_text(summary: CellSummary) -> str:
-    """'3,712 ±1.2% · p99 410 µs', with '(noisy)' past the noise threshold and failures spelled out."""
+    """'3,712 CV 1.2% · p99 410 µs', with '(noisy)' past the noise threshold and failures spelled out."""
     status = summary.status
     if status == "skipped":
         return "—"
@@ -72,7 +74,7 @@ def matrix_cell_text(summary: CellSummary) -> str:
     rates = summary.roundtrips_per_s
     text = format_rate(rates.median)
     if rates.cv is not None:
-        text += f" ±{rates.cv * 100:.1f}%"
+        text += f" {cv_text(rates.cv)}"
     if summary.latency is not None and summary.latency.count:
         text += f" · p99 {format_duration_ns(summary.latency.p99_ns)}"
     if summary.noisy:
@@ -117,20 +119,22 @@ def relative_to_fastest(run: RunResult, summaries: Summaries) -> dict[tuple[str,
             for cell in run.cells if cell.rates_by_round().keys() & reference.keys()}
 
 
-def usual_label(ratios: Iterable[Ratio]) -> str | None:
+def usual_label(ratios: Iterable[Ratio | Difference]) -> str | None:
     """The label most of these ratios' intervals have (a table states it once); None when none has an interval."""
     labels = Counter(ratio.label() for ratio in ratios if ratio.low is not None)
     return labels.most_common(1)[0][0] if labels else None
 
 
-def interval_legend(ratios: Iterable[Ratio]) -> str:
-    """What a table's brackets are, with their coverage; brackets that differ (fewer values) carry their own."""
+def interval_legend(ratios: Iterable[Ratio | Difference]) -> str:
+    """What a table's brackets are, with their coverage; brackets that differ (from another number of values)
+    carry their own."""
     ratios = list(ratios)
     usual = usual_label(ratios)
     if usual is None:
         return "no intervals (one value each)"
     others = sum(ratio.low is not None and ratio.label() != usual for ratio in ratios)
-    return f"brackets: {usual}" + (f"; {others} bracket(s) from fewer values give their own coverage" if others else "")
+    return f"brackets: {usual}" + (f"; {others} bracket(s) from another number of values give their own coverage"
+                                   if others else "")
 
 
 def format_ratio(ratio: Ratio, usual: str | None = None) -> str:
@@ -141,19 +145,81 @@ def format_ratio(ratio: Ratio, usual: str | None = None) -> str:
     return f"{ratio.value:.2f}× [{ratio.low:.2f}–{ratio.high:.2f}{own}]"
 
 
+REFERENCE_TEXT = "(reference)"  # the cell others are divided by: its ratio to itself is 1 by construction
+
+
+def format_ratio_to_reference(ratio: Ratio, usual: str | None = None, reference: bool = False) -> str:
+    """format_ratio, but the reference cell itself reads '1.00× (reference)': no interval of its own."""
+    return f"{ratio.value:.2f}× {REFERENCE_TEXT}" if reference else format_ratio(ratio, usual)
+
+
+# The two spreads the reports show, named apart everywhere: "CV" is always the rounds' coefficient of variation
+# (standard deviation / mean); "±" is always an interval's larger half-width over its median (a cell's precision).
+CV_MEANING = "CV = the rounds' coefficient of variation (standard deviation / mean)"
+HALF_WIDTH_MEANING = "±x% = the larger half-width of the median's interval, over the median"
+
+
+def cv_text(cv: float | None) -> str:
+    """'CV 4.1%': the coefficient of variation, never written with '±'; '–' when there is none."""
+    return "–" if cv is None else f"CV {cv * 100:.1f}%"
+
+
+def half_width_text(precision: float | None, coverage: float | None = None) -> str:
+    """'±2.8%', or '±2.8% (96.9%)' with the interval's coverage: the one thing '±' means; '–' when there is none."""
+    if precision is None:
+        return "–"
+    return f"±{precision:.1%}" + (f" ({percent(coverage)})" if coverage is not None else "")
+
+
+def format_us(value: float) -> str:
+    """A difference in µs with its sign, to 0.1 µs below 10: '+30', '-8.2', '+0.4', '0'."""
+    text = f"{value:+.1f}" if abs(value) < 9.95 else f"{value:+.0f}"
+    return "0" if text in ("-0.0", "+0.0") else text
+
+
+def format_difference(difference: Difference, usual: str | None = None) -> str:
+    """'+30 µs [+27, +33]'; the bracket names its coverage when its label is not the table's usual one."""
+    if difference.low is None:
+        return f"{format_us(difference.value)} µs"
+    own = f", {difference.coverage_text()}" if difference.label() != usual else ""
+    return f"{format_us(difference.value)} µs [{format_us(difference.low)}, {format_us(difference.high)}{own}]"
+
+
+# The WebSocket cost (analysis/costs.py), µs per roundtrip beyond the floors: (CostSplit field, name, meaning), in
+# the order they add up: server part + client part + other = end to end.
+COST_PARTS = (
+    ("server", "server part", "the WebSocket server's CPU µs per roundtrip less the server's in its two runtimes' "
+                              "raw-TCP floors paired"),
+    ("client", "client part", "the WebSocket client's CPU µs per roundtrip less the client's in the same floor pair"),
+    ("other", "other", "end to end less both parts: the roundtrip's time outside either side's CPU (wake-ups, the "
+                       "kernel's path between them) beyond the floors', less the CPU both sides spend at once on "
+                       "their two CPUs (work off the roundtrip's path); below 0 when that overlap grew more"),
+    ("end_to_end", "end to end", "the cell's roundtrip time (1e6 / its rate) less that of the same floor pair"),
+)
+NEGATIVE_COST_TEXT = ("A figure below 0 is shown as such: for a part, the floor spent more CPU per roundtrip than the "
+                      "WebSocket side in this run (for end to end, the floors' roundtrip was the longer); when its "
+                      "interval holds 0 it cannot be told from no cost.")
+
+
 def rounds_text(run: RunResult) -> str:
-    """How many rounds the run measured and how: '6–20 rounds until ±3% within 270 s (stopped: precise), one
-    server process per round, order seed 7' (what stopped them: the run's rounds_outcome); older files, without a
-    rounds record: '3 repeats'."""
+    """How many rounds the run measured and how: '6–20 rounds, every cell alike while a round fits in 290 s
+    (stopped: budget; measured against ±3%), one server process per round, order seed 7' (what stopped them: the
+    run's rounds_outcome); files of the older rule say 'until ±3%'; older files, without a rounds record: '3
+    repeats'."""
     rounds = run.configuration.get("rounds")
     repeat = run.configuration.get("repeat")
     if not rounds:
         return f"{repeat} repeat{'s' if repeat != 1 else ''}"
-    if rounds.get("precision") is not None:
-        budget = f" within {rounds['budget_s']:g} s" if rounds.get("budget_s") is not None else ""
-        stopped_by = run.rounds_outcome.stopped_by if run.rounds_outcome else None
+    stopped_by = run.rounds_outcome.stopped_by if run.rounds_outcome else None
+    budget = f" within {rounds['budget_s']:g} s" if rounds.get("budget_s") is not None else ""
+    if rounds.get("precision") is not None and rounds.get("rule", OLD_ROUND_RULE) == OLD_ROUND_RULE:
         text = (f"{rounds['min_rounds']}–{rounds['max_rounds']} rounds until ±{rounds['precision']:.1%}{budget}"
-                + (f" (stopped: {stopped_by})" if stopped_by else ""))
+                + (f" (stopped: {stopped_by})" if stopped_by else "") + " (the older rule: its intervals cover "
+                "less than they say)")
+    elif rounds["max_rounds"] > rounds["min_rounds"]:
+        target = f"; measured against ±{rounds['precision']:.1%}" if rounds.get("precision") is not None else ""
+        text = (f"{rounds['min_rounds']}–{rounds['max_rounds']} rounds, every cell alike while a round fits{budget}"
+                + (f" (stopped: {stopped_by}{target})" if stopped_by else f" ({target[2:]})" if target else ""))
     else:
         text = f"{rounds['min_rounds']} round{'s' if rounds['min_rounds'] != 1 else ''}"
     return (text + (", a fresh server per attempt" if rounds.get("fresh_server") else

@@ -16,11 +16,13 @@ from typing import Any
 
 from pingpong.harness.analysis.costs import CostSplit, websocket_costs
 from pingpong.harness.analysis.plain_twins import plain_twins
-from pingpong.harness.analysis.stats import Ratio
+from pingpong.harness.analysis.stats import Difference, Ratio
 from pingpong.harness.analysis.summary import SIDES, CellSummary, Summaries
 from pingpong.harness.analysis.time_budget import TimeBudget
-from pingpong.harness.report.formatting import (Headline, axes, axis_loops, fastest_cell, faults_text,
-                                                format_duration_ns, format_optional, format_rate, format_ratio,
+from pingpong.harness.report.formatting import (COST_PARTS, CV_MEANING, HALF_WIDTH_MEANING, NEGATIVE_COST_TEXT,
+                                                Headline, axes, axis_loops, cv_text, fastest_cell, faults_text,
+                                                format_difference, format_duration_ns, format_optional, format_rate,
+                                                format_ratio, format_ratio_to_reference, half_width_text,
                                                 interval_legend, is_floor, percentiles, rate_unit, relative_to_fastest,
                                                 rounds_text, short_extensions, time_budget_text, time_budgets,
                                                 workload_title)
@@ -137,6 +139,7 @@ def render_html(run: RunResult, summaries: Summaries) -> str:
     unit = rate_unit(run)
     ratios = relative_to_fastest(run, summaries)
     costs = websocket_costs(run)
+    fastest = fastest_cell(run, summaries)
     title = f"{workload_title(run.configuration)}, {run.started_at}"
     parts = [
         "<!DOCTYPE html>", '<html lang="en">', "<head>", '<meta charset="utf-8">',
@@ -154,8 +157,8 @@ def render_html(run: RunResult, summaries: Summaries) -> str:
         *not_measured(summaries),
         "<h2>Cell details</h2>",
         '<p class="note">Click a row of the table (or a heat-map cell) to open its details here.</p>',
-        *(cell_details(run, key, summary, ratios.get(key), costs.get(key)) for key, summary in summaries.items()
-          if summary.status != "skipped"),
+        *(cell_details(run, key, summary, ratios.get(key), costs.get(key), key == fastest)
+          for key, summary in summaries.items() if summary.status != "skipped"),
         *environment(run),
         f"<script>{SCRIPT.replace('RATE_COLUMN', str(RATE_COLUMN))}</script>",
         "</body>", "</html>",
@@ -222,7 +225,8 @@ def cell_table(run: RunResult, summaries: Summaries) -> list[str]:
              "rate over the fastest WebSocket pair's"
              + (f" ({e(fastest[0])} × {e(fastest[1])})" if fastest else "") + ", the median of the per-round "
              f"ratios (each round measures every cell once); its interval is in the details "
-             f"({e(interval_legend(ratios.values()))}). Raw-TCP floors (no WebSocket) are marked as such.</p>",
+             f"({e(interval_legend(ratios.values()))}). {e(CV_MEANING)}; in the details, "
+             f"{e(HALF_WIDTH_MEANING)}. Raw-TCP floors (no WebSocket) are marked as such.</p>",
              '<div class="scroll"><table id="cells">',
              "<thead><tr>" + "".join(f"<th>{e(c)}</th>" for c in COLUMNS) + "</tr></thead>",
              "<tbody>"]
@@ -251,30 +255,31 @@ def cell_table(run: RunResult, summaries: Summaries) -> list[str]:
     return lines + ["</tbody></table></div>"]
 
 
-COST_LABELS = (("server", "server part"), ("client", "client part"), ("end_to_end", "end to end"))
-
-
-def cost_text(ratio) -> str:
-    if ratio is None:
+def interval_text(figure: Ratio | Difference | None) -> str:
+    """A ratio or a difference with its bracket and the bracket's full label: '+30 µs [+27, +33], range of 3 ...'."""
+    if figure is None:
         return "–"
-    return format_ratio(ratio, ratio.label()) + (f", {ratio.label()}" if ratio.low is not None else "")
+    shown = format_difference(figure, figure.label()) if isinstance(figure, Difference) else format_ratio(
+        figure, figure.label())
+    return shown + (f", {figure.label()}" if figure.low is not None else "")
 
 
 def cost_matrix(run: RunResult, costs: dict[tuple[str, str], CostSplit]) -> list[str]:
-    """Each WebSocket cell's cost against the floors, split by side, with the end-to-end figure under it."""
+    """Each WebSocket cell's cost against the floors in µs per roundtrip, its parts in the order they add up."""
     servers, clients = axes(run)
     rows = [server for server in servers if any((server, client) in costs for client in clients)]
     columns = [client for client in clients if any((server, client) in costs for server in servers)]
     if not rows:
         return []
     lines = ["<h2>WebSocket cost</h2>",
-             '<p class="note">Against the raw-TCP floors (the same relay and ping-pong without WebSocket) of the '
-             "cell's own runtimes. Server part: the server's CPU time per roundtrip over its runtime's floor "
-             "server's, that floor facing the C floor client. Client part: the client's CPU time per roundtrip over "
-             "its runtime's floor client's, facing the C floor server. End to end: the rate of the two runtimes' "
-             "floors paired, over the cell's rate. Each figure is the median of the per-round ratios (every round "
-             "measures every cell once), its bracket an order-statistic interval with the coverage it has; – where "
-             "the floor cell was not measured.</p>",
+             '<p class="note">µs per roundtrip beyond the raw-TCP floors (the same relay and ping-pong without '
+             "WebSocket) of the cell's own runtimes, in the order they add up: server part + client part + other = "
+             "end to end. " + " ".join(f"{e(name[0].upper() + name[1:])}: {e(meaning)}." for _, name, meaning
+                                       in COST_PARTS)
+             + " Server part, client part and end to end are each the median of the per-round differences (every "
+             "round measures every cell once), the bracket an order-statistic interval with the coverage it has; "
+             "other's bracket is the end-to-end bracket less both parts', and covers at least 1 − their three "
+             f"misses. {e(NEGATIVE_COST_TEXT)} – where the floor cell was not measured.</p>",
              '<div class="scroll"><table id="costs">',
              "<thead><tr><th>server \\ client</th>" + "".join(f"<th>{e(c)}</th>" for c in columns) + "</tr></thead>",
              "<tbody>"]
@@ -285,10 +290,15 @@ def cost_matrix(run: RunResult, costs: dict[tuple[str, str], CostSplit]) -> list
             if split is None:
                 cells.append('<td class="empty">—</td>')
                 continue
-            cells.append("<td>" + "<br>".join(f"{e(label)} {e(cost_text(getattr(split, part)))}"
-                                              for part, label in COST_LABELS) + "</td>")
+            cells.append("<td>" + "<br>".join(f"{e(name)} {e(short_difference(getattr(split, part)))}"
+                                              for part, name, _ in COST_PARTS) + "</td>")
         lines.append(f'<tr><th class="name">{e(server)}</th>{"".join(cells)}</tr>')
     return lines + ["</tbody></table></div>"]
+
+
+def short_difference(figure: Difference | None) -> str:
+    """'+30 µs [+27, +33, 96.9%]': a cost in the matrix, its coverage always named ('–' without its floor)."""
+    return "–" if figure is None else format_difference(figure)
 
 
 def plain_beside_drivers(run: RunResult, summaries: Summaries) -> list[str]:
@@ -309,7 +319,7 @@ def plain_beside_drivers(run: RunResult, summaries: Summaries) -> list[str]:
         cpu_us = "/".join("–" if v is None else f"{v:.0f}" for v in (twin.plain_cpu_us_per_roundtrip,
                                                                       twin.driver_cpu_us_per_roundtrip))
         lines.append(f'<tr><th class="name">{e(twin.server)}</th><td>{e(twin.plain)} / {e(twin.driver)}</td>'
-                     f"<td>{e(cost_text(twin.ratio))}</td><td>{e(faults)}</td><td>{e(cpu_us)}</td>"
+                     f"<td>{e(interval_text(twin.ratio))}</td><td>{e(faults)}</td><td>{e(cpu_us)}</td>"
                      f"<td>{e(twin.cause)}</td></tr>")
     return lines + ["</tbody></table></div>"]
 
@@ -388,7 +398,8 @@ def not_measured(summaries: Summaries) -> list[str]:
 
 
 def cell_details(run: RunResult, key: tuple[str, str], summary: CellSummary, ratio: Ratio | None = None,
-                 cost: CostSplit | None = None) -> str:
+                 cost: CostSplit | None = None, reference: bool = False) -> str:
+    """A cell's details; reference: it is the fastest pair, the one the others' ratios are to."""
     server, client = key
     lines = [f'<section class="details" id="{anchor("cell", server, client)}">',
              f"<h3>{e(server)} server × {e(client)} client: {e(summary.status)}</h3>"]
@@ -399,16 +410,16 @@ def cell_details(run: RunResult, key: tuple[str, str], summary: CellSummary, rat
         lines.append("<p>Failed attempts: " + "; ".join(e(failure) for failure in summary.failures) + "</p>")
     if summary.measured:
         rates = summary.roundtrips_per_s
-        interval = (f"{format_rate(rates.interval_low)}–{format_rate(rates.interval_high)}, ±"
-                    f"{rates.precision * 100:.1f}%" if rates.interval_low is not None and rates.precision is not None
-                    else "–")
+        interval = (f"{format_rate(rates.interval_low)}–{format_rate(rates.interval_high)}, "
+                    f"{half_width_text(rates.precision)}" if rates.interval_low is not None
+                    and rates.precision is not None else "–")
         lines.append(pairs_table("Rate", [
             (f"median {rate_unit(run)}", format_rate(rates.median)),
             ("min–max", f"{format_rate(rates.minimum)}–{format_rate(rates.maximum)}"), ("n", rates.n),
-            ("CV", "–" if rates.cv is None else f"{rates.cv * 100:.1f}%"),
+            ("CV", cv_text(rates.cv).removeprefix("CV ")),
             (f"median's interval: {rates.interval_label()}", interval),
-            ("relative to the fastest pair", "–" if ratio is None else format_ratio(ratio, ratio.label())
-             + (f", {ratio.label()}" if ratio.low is not None else "")),
+            ("relative to the fastest pair", format_ratio_to_reference(ratio, reference=True) if reference
+             and ratio is not None else interval_text(ratio)),
             ("expected by the matrix", format_optional(summary.expected_roundtrips_per_s, "{:,.0f}"))]))
         lines.append(pairs_table("Latency", list(zip(("p50", "p90", "p99", "p99.9", "max"),
                                                      map(format_duration_ns, percentiles(summary.latency))))))
@@ -426,10 +437,11 @@ def cell_details(run: RunResult, key: tuple[str, str], summary: CellSummary, rat
             lines.append(pairs_table("Where a roundtrip's time goes", [(side, time_budget_text(budget))
                                                                       for side, budget in budgets]))
         if cost is not None:
-            lines.append(pairs_table("WebSocket cost (against the floors)", [
-                (f"{label} (against {' × '.join(floor)})" if floor else label, cost_text(getattr(cost, part)))
-                for (part, label), floor in zip(COST_LABELS, (cost.server_floor, cost.client_floor,
-                                                              cost.end_to_end_floor))]))
+            floors = {"server": cost.server_floor, "client": cost.client_floor, "end_to_end": cost.end_to_end_floor}
+            lines.append(pairs_table("WebSocket cost, µs per roundtrip beyond the floors (server part + client part "
+                                     "+ other = end to end)", [
+                (f"{name} (against {' × '.join(floors[part])})" if floors.get(part) else name,
+                 interval_text(getattr(cost, part))) for part, name, _ in COST_PARTS]))
         nodelay = {True: "on", False: "OFF", None: "?"}
         lines.append(pairs_table("Signals", [
             ("TCP segments/message", format_optional(summary.segments_per_message, "{:.2f}")),

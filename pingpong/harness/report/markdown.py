@@ -5,50 +5,46 @@ from __future__ import annotations
 
 from pingpong.harness.analysis.costs import websocket_costs
 from pingpong.harness.analysis.plain_twins import plain_twins
-from pingpong.harness.analysis.stats import NOISY_CV, percent
+from pingpong.harness.analysis.precision import precision_reach
+from pingpong.harness.analysis.stats import NOISY_CV
 from pingpong.harness.analysis.summary import Summaries, workload_kind
 from pingpong.harness.report import workloads as workload_report
-from pingpong.harness.report.formatting import (NODELAY_TEXT, axes, axis_loops, fastest_cell, faults_text, floors,
-                                                format_duration_ns, format_optional, format_rate, format_ratio,
-                                                interval_legend, latency_name, matrix_cell_text, percentiles, rate_unit,
-                                                relative_to_fastest, rounds_text, short_extensions, time_budgets,
-                                                topology_line, usual_label, with_loop, workload_title)
+from pingpong.harness.report.formatting import (COST_PARTS, CV_MEANING, HALF_WIDTH_MEANING, NEGATIVE_COST_TEXT,
+                                                NODELAY_TEXT, axes, axis_loops, cv_text, fastest_cell, faults_text,
+                                                floors, format_difference, format_duration_ns, format_optional,
+                                                format_rate, format_ratio, format_ratio_to_reference, half_width_text,
+                                                interval_legend, latency_name, matrix_cell_text, percentiles,
+                                                rate_unit, relative_to_fastest, rounds_text, short_extensions,
+                                                time_budgets, topology_line, usual_label, with_loop, workload_title)
 from pingpong.harness.report import profile_report
 from pingpong.harness.results.records import RunResult
 
-COST_PARTS = (
-    ("server", "Server part: the WebSocket server's CPU time per roundtrip over its runtime's raw-TCP floor server's, "
-               "the floor facing the C floor client"),
-    ("client", "Client part: the WebSocket client's CPU time per roundtrip over its runtime's raw-TCP floor client's, "
-               "the floor facing the C floor server"),
-    ("end_to_end", "End to end: the rate of the same two runtimes' raw-TCP floors paired, over the cell's rate (how "
-                   "many times slower the pair is than its runtimes without WebSocket)"),
-)
-
-
 def cost_section(run: RunResult, servers: list[str], clients: list[str]) -> list[str]:
-    """'WebSocket cost': the server part, the client part and the end-to-end figure, one matrix each."""
+    """'WebSocket cost': per WebSocket cell, µs per roundtrip beyond the floors, in columns that add up: server part
+    + client part + other = end to end."""
     costs = websocket_costs(run)
-    every = [getattr(split, part) for split in costs.values() for part, _ in COST_PARTS
-             if getattr(split, part) is not None]
-    usual = usual_label(every)
-    lines = []
-    for part, caption in COST_PARTS:
-        ratios = {key: getattr(split, part) for key, split in costs.items() if getattr(split, part) is not None}
-        rows = [server for server in servers if any((server, client) in ratios for client in clients)]
-        columns = [client for client in clients if any((server, client) in ratios for server in servers)]
-        if not rows:
-            continue
-        lines += ["", f"{caption}:", "", "| server \\ client | " + " | ".join(columns) + " |",
-                  "|---|" + "---:|" * len(columns)]
-        for server in rows:
-            lines.append(f"| {server} | " + " | ".join(format_ratio(ratios[(server, client)], usual)
-                                                       if (server, client) in ratios else "—"
-                                                       for client in columns) + " |")
-    if lines:
-        lines[:0] = ["", "WebSocket cost, against the raw-TCP floors of the same runtimes: the median of the "
-                     f"per-round ratios (each round measures every cell once); {interval_legend(every)}; — where a "
-                     "floor cell was not measured:"]
+    if not costs:
+        return []
+    measured = [part for split in costs.values() for name, part in split.parts() if name != "other" and part]
+    usual = usual_label(measured)
+    lines = ["", "WebSocket cost per roundtrip, in µs beyond the raw-TCP floors of the cell's own runtimes: server "
+             "part + client part + other = end to end. Server part, client part and end to end are each the median "
+             "of the per-round differences (each round measures every cell once); "
+             f"{interval_legend(measured)}. Other is end to end less both parts; its bracket is the end-to-end "
+             "bracket less both parts' brackets, which holds the remainder at least as often as all three hold "
+             f"theirs at once (its coverage is given). {NEGATIVE_COST_TEXT} — where a floor cell was not "
+             "measured.", ""]
+    lines += [f"- {name[0].upper() + name[1:]}: {meaning}." for _, name, meaning in COST_PARTS]
+    lines += ["", "| server | client | " + " | ".join(name for _, name, _ in COST_PARTS) + " |",
+              "|---|---|" + "---:|" * len(COST_PARTS)]
+    for server in servers:
+        for client in clients:
+            split = costs.get((server, client))
+            if split is None:
+                continue
+            figures = [getattr(split, part) for part, _, _ in COST_PARTS]
+            lines.append(f"| {server} | {client} | " + " | ".join(
+                "—" if figure is None else format_difference(figure, usual) for figure in figures) + " |")
     return lines
 
 
@@ -115,10 +111,11 @@ def matrix_section(run: RunResult, summaries: Summaries, servers: list[str], cli
                                           if pairs != 1 else "")
         + ("TLS (wss://); " if config.get("tls") else "")
         + ("server and client pinned to separate CPUs" if config.get("pinned") else "not pinned") + ".",
+        *([f"Precision: {reach.sentence()}."] if (reach := precision_reach(run)) else []),
         "",
-        f"Each cell: median {unit} over the repeats, ± coefficient of variation, p99 "
+        f"Each cell: median {unit} over the repeats, its CV, p99 "
         + latency_name(config) + " latency "
-        f"(all repeats merged). (noisy) = CV ≥ {NOISY_CV:.0%}; ᶻ = permessage-deflate negotiated; "
+        f"(all repeats merged). {CV_MEANING}; (noisy) = CV ≥ {NOISY_CV:.0%}; ᶻ = permessage-deflate negotiated; "
         "⚑ = flagged as odd (reasons below); — = not measured (see below). Each server and client is named with "
         "the event loop it reported running on.",
         "",
@@ -149,8 +146,8 @@ def relative_section(run: RunResult, summaries: Summaries, servers: list[str], c
                   f"measures every cell once); {interval_legend(ratios.values())}:", "",
                   "| server \\ client | " + " | ".join(clients) + " |", "|---|" + "---:|" * len(clients)]
         for server in servers:
-            row = [format_ratio(ratios[(server, client)], usual) if (server, client) in ratios else "—"
-                   for client in clients]
+            row = [format_ratio_to_reference(ratios[(server, client)], usual, (server, client) == fastest)
+                   if (server, client) in ratios else "—" for client in clients]
             lines.append(f"| {server} | " + " | ".join(row) + " |")
     return lines
 
@@ -165,8 +162,9 @@ def per_cell_section(run: RunResult, summaries: Summaries, unit: str) -> list[st
     lines = ["", "## Per cell", "",
               "CPU is user+system time of each side's process tree over the measured window; utilization is that "
               "CPU time over wall time (1.0 = one core busy). The bottleneck is the side at ≥ 80% of a core; "
-              "'neither' means the pair waits rather than computes.", "",
-              f"| server | client | {unit} median [min–max] | n | precision | CV | p50 | p90 | p99 | p99.9 | max "
+              f"'neither' means the pair waits rather than computes. {HALF_WIDTH_MEANING} (in brackets, how often "
+              f"such an interval holds the true median); {CV_MEANING}.", "",
+              f"| server | client | {unit} median [min–max] | n | ± (coverage) | CV | p50 | p90 | p99 | p99.9 | max "
               f"| server µs/{per} | client µs/{per} | server util | client util | bottleneck | server peak RSS "
               "| loops (server/client) | compression | TCP_NODELAY (server/client) | TCP segments/message "
               "| delayed ACKs/rt |" + (" page faults/rt (server/client) |" if faults else ""),
@@ -180,8 +178,8 @@ def per_cell_section(run: RunResult, summaries: Summaries, unit: str) -> list[st
             server, client,
             f"{format_rate(rates.median)} [{format_rate(rates.minimum)}–{format_rate(rates.maximum)}]",
             str(rates.n),
-            "–" if rates.precision is None else f"±{rates.precision:.1%} ({percent(rates.interval_coverage)})",
-            "–" if rates.cv is None else f"{rates.cv * 100:.1f}%",
+            half_width_text(rates.precision, rates.interval_coverage),
+            cv_text(rates.cv).removeprefix("CV "),
             *(format_duration_ns(value) for value in percentiles(summary.latency)),
             format_optional(summary.server_cpu.us_per_roundtrip, "{:.1f}"),
             format_optional(summary.client_cpu.us_per_roundtrip, "{:.1f}"),

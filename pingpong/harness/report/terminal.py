@@ -11,14 +11,15 @@ import textwrap
 from dataclasses import dataclass
 
 from pingpong.harness.analysis.anomalies import flag_cause
-from pingpong.harness.analysis.costs import websocket_costs
+from pingpong.harness.analysis.costs import CostSplit, websocket_costs
 from pingpong.harness.analysis.plain_twins import plain_twins
+from pingpong.harness.analysis.precision import precision_reach
 from pingpong.harness.analysis.stats import NOISY_CV
 from pingpong.harness.analysis.summary import CellSummary, Summaries
-from pingpong.harness.report.formatting import (Headline, axes, axis_loops, fastest_cell, floors, format_duration_ns,
-                                                format_rate, is_floor, rate_unit, relative_to_fastest, rounds_text,
-                                                short_rate, time_budget_text, time_budgets, topology_line,
-                                                usual_label, with_loop, workload_title)
+from pingpong.harness.report.formatting import (REFERENCE_TEXT, Headline, axes, axis_loops, fastest_cell, floors,
+                                                format_duration_ns, format_rate, is_floor, rate_unit,
+                                                relative_to_fastest, rounds_text, short_rate, time_budget_text,
+                                                time_budgets, topology_line, usual_label, with_loop, workload_title)
 from pingpong.harness.report.workloads import cell_figures
 from pingpong.harness.report import profile_report
 from pingpong.harness.results.records import RunResult
@@ -93,8 +94,10 @@ def terminal_report(run: RunResult, summaries: Summaries, source: str | None = N
     unit = rate_unit(run)
     websocket_servers = [s for s in servers if not is_floor(run, s)]
     websocket_clients = [c for c in clients if _client_is_websocket(run, c)]
+    reach = precision_reach(run)
     heading = [*wrap(f"{workload_title(config)}: {headline.label}, server (rows) × client (columns)", width),
-               *wrap(settings_line(run), width), *wrap(machine_line(run), width)]
+               *wrap(settings_line(run), width), *wrap(machine_line(run), width),
+               *(wrap(f"Precision: {reach.sentence()}.", width) if reach else [])]
     tables = []
     if websocket_servers and websocket_clients:
         server_loops, client_loops = axis_loops(summaries)
@@ -212,8 +215,9 @@ def ranking_table(run: RunResult, summaries: Summaries) -> tuple[Table | None, i
     for place, (rate, (server, client)) in enumerate(ranked[:RANKED], 1):
         summary = summaries[(server, client)]
         ratio = ratios.get((server, client))
-        interval = "–" if ratio is None or ratio.low is None else f"{ratio.low:.2f}–{ratio.high:.2f}" + (
-            f" ({ratio.coverage_text()})" if ratio.label() != usual else "")
+        interval = (REFERENCE_TEXT if (server, client) == fastest else "–" if ratio is None or ratio.low is None
+                    else f"{ratio.low:.2f}–{ratio.high:.2f}" + (f" ({ratio.coverage_text()})"
+                                                               if ratio.label() != usual else ""))
         p99 = summary.latency.p99_ns if summary.latency is not None and summary.latency.count else None
         rows.append((str(place), server, client, format_short(rate), f"{ratio.value:.2f}×" if ratio else "–",
                      interval, format_duration_ns(p99), marks(summary) or ""))
@@ -226,8 +230,26 @@ def ranking_table(run: RunResult, summaries: Summaries) -> tuple[Table | None, i
                  key_columns=3), max(0, len(ranked) - RANKED)
 
 
+def cost_sum_text(split: CostSplit) -> str:
+    """A cell's WebSocket cost as the sum it is, in whole µs per roundtrip: 'server+client+other=end to end', e.g.
+    '138+71-52=157'; 'n/a' for a figure without its floor. Other is printed as the rounded end to end less the
+    rounded parts, so that the printed sum holds (within 1.5 µs of other's own value)."""
+    whole = {name: None if figure is None else round(figure.value) for name, figure in split.parts()}
+    if None not in whole.values():
+        whole["other"] = whole["end_to_end"] - whole["server"] - whole["client"]
+
+    def term(name: str, signed: bool) -> str:
+        value = whole[name]
+        if value is None:
+            return "+n/a" if signed else "n/a"
+        return f"{value:+d}" if signed else f"{value:d}"
+
+    return term("server", False) + term("client", True) + term("other", True) + "=" + term("end_to_end", False)
+
+
 def cost_table(run: RunResult, summaries: Summaries, servers: list[str], clients: list[str]) -> Table | None:
-    """The WebSocket cost of each cell split by side: 'server part/client part', '–' for a part without its floor."""
+    """The WebSocket cost of each cell in µs per roundtrip beyond the floors, as the sum it is:
+    'server part+client part+other=end to end'."""
     costs = websocket_costs(run)
     rows = [server for server in servers if any((server, client) in costs for client in clients)]
     columns = [client for client in clients if any((server, client) in costs for server in servers)]
@@ -239,11 +261,13 @@ def cost_table(run: RunResult, summaries: Summaries, servers: list[str], clients
         if summary is None or not summary.measured:
             return unmeasured_text(summary)
         split = costs.get((server, client))
-        parts = (split.server, split.client) if split is not None else (None, None)
-        return "/".join("–" if part is None else f"{part.value:.2f}" for part in parts)
+        return "n/a" if split is None else cost_sum_text(split)
 
-    return Table(title="WebSocket cost, server part/client part: each side's CPU time per roundtrip over its "
-                       "runtime's raw-TCP floor's (×); intervals and the end-to-end figure in the files",
+    return Table(title="WebSocket cost, µs per roundtrip beyond the raw-TCP floors of the same runtimes: server part "
+                       "(its CPU less its floor's) + client part (likewise) + other (the rest: time neither side's CPU "
+                       "accounts for, net of their overlap and of the floors' own differences) = end to end (the "
+                       "roundtrip's time less the floors'). Below 0: the floor took more; n/a: no floor measured. "
+                       "Intervals in the files",
                  header=("server \\ client", *columns),
                  rows=tuple((server, *(text(server, client) for client in columns)) for server in rows),
                  right_aligned=(False, *(True,) * len(columns)))
