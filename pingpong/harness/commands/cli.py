@@ -11,7 +11,7 @@ from pathlib import Path
 
 from pingpong import SUITE_VERSION
 from pingpong.harness.cluster import commands as cluster_commands
-from pingpong.harness.commands import abuse, compare, diagnose, report, run_profiles
+from pingpong.harness.commands import abuse, compare, compare_alternate, diagnose, report, run_profiles
 from pingpong.harness.commands import run as matrix
 from pingpong.harness.results.files import DEFAULT_RESULTS_DIR, prepare_results_dir
 from pingpong.harness.settings.catalog import (DEFAULT_MANIFEST, PROJECT_ROOT, load_manifests, nothing_runnable,
@@ -49,12 +49,15 @@ def main(argv: list[str] | None = None) -> int:
 
 def run(argv: list[str] | None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    argv, run_options = compare_alternate.split_run_options(argv)  # compare --alternate A B ... -- RUN OPTIONS
     explicit = argv[:1] and (argv[0] in COMMANDS or argv[0] in ("-h", "--help", "--version"))
     options = build_parser().parse_args(argv if explicit else ["run", *argv])
     command_line = [sys.executable, "run_bench.py", *argv]
     if options.command == "diagnose":
         return diagnose.run(options, command_line)
     if options.command == "compare":
+        if compare_alternate.asked(options, run_options):
+            return compare_alternate.run(options, run_options)
         return compare.run(options)
     if options.command == "abuse":
         return abuse.run(options)

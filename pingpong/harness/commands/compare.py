@@ -338,11 +338,12 @@ def to_json(comparison: Comparison, verdict: Gate | None = None) -> str:
 
 DESCRIPTION = ("Per-cell ratio of run B over run A (or of several runs of B over several of A, with intervals across "
                "runs), with its uncertainty and the drift measured on the raw-TCP floors; with --fail-above, a "
-               "regression gate (exit code 1).")
+               "regression gate (exit code 1). With --alternate A B --runs N -- RUN OPTIONS it makes the runs "
+               "itself, alternating A and B run by run (two checkouts, or two package sets).")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("runs", type=Path, nargs="+", metavar="A.json",
+    parser.add_argument("runs", type=Path, nargs="*", metavar="A.json",
                         help="A.json B.json: two runs; or A's runs, with B's after --against")
     parser.add_argument("--against", type=Path, nargs="+", metavar="B.json",
                         help="B's runs: compare several runs a side, with intervals across runs")
@@ -350,6 +351,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--fail-above", type=float, metavar="PCT",
                         help="exit 1 when a cell is slower than in A by more than PCT percent beyond its noise: its "
                              "ratio's interval, corrected for the floors' drift, lies below 1 - PCT/100")
+    alternating = parser.add_argument_group("run the two sides here, alternating A, B, A, B (docs/options.md)")
+    alternating.add_argument("--alternate", nargs=2, metavar=("A", "B"),
+                             help="each a checkout of this suite (a folder with run_bench.py) or a package set "
+                                  "python:PKG==VER[,...] or node:PKG@VER[,...]; the run's options go after --")
+    alternating.add_argument("--runs", dest="alternate_runs", type=int, metavar="N",
+                             help="runs a side with --alternate (at least 2)")
+    alternating.add_argument("--keep", type=Path, metavar="DIR",
+                             help="keep the runs' results in DIR (new or empty): DIR/A-1, DIR/B-1, ... and "
+                                  "alternation.json (default: a temporary folder, removed after the comparison)")
 
 
 def read_run(path: Path) -> RunResult:
@@ -371,9 +381,13 @@ def sides_of(options: argparse.Namespace) -> tuple[list[Path], list[Path]]:
     return [options.runs[0]], [options.runs[1]]
 
 
+def check_fail_above(fail_above_pct: float | None) -> None:
+    if fail_above_pct is not None and not (math.isfinite(fail_above_pct) and fail_above_pct >= 0):
+        raise UsageError(f"--fail-above takes a percentage of 0 or more, not {fail_above_pct:g}")
+
+
 def run(options: argparse.Namespace) -> int:
-    if options.fail_above is not None and not (math.isfinite(options.fail_above) and options.fail_above >= 0):
-        raise UsageError(f"--fail-above takes a percentage of 0 or more, not {options.fail_above:g}")
+    check_fail_above(options.fail_above)
     a_paths, b_paths = sides_of(options)
     a_runs, b_runs = [read_run(path) for path in a_paths], [read_run(path) for path in b_paths]
     everything = list(zip(a_paths + b_paths, a_runs + b_runs))
