@@ -9,16 +9,20 @@ const { parseArgs } = require('util');
 const REPORT_FORMAT_VERSION = 1;
 const COMPRESSION_CHOICES = ['default', 'off', 'on'];
 const INFO_FILE_ENV = 'PINGPONG_INFO_FILE';
+const WORKER_STATS_DIR_ENV = 'PINGPONG_WORKER_STATS_DIR';
+const BROKER_CHANNEL_PREFIX = 'pingpong:room:';
 const DEFAULTS = { host: '127.0.0.1', loop: 'auto', compression: 'default' };
 
 /**
  * Parse --host --port --loop --compression (and --tls-cert --tls-key); exit 2 with one message on bad input.
- * `supported` narrows what this server offers: its compression modes, and tls: false for a server without TLS.
+ * `supported` narrows what this server offers: its compression modes, and tls: false for a server without TLS;
+ * workers: true for a server that runs --workers N processes joined by --broker (the others refuse both).
  */
 function parseServerArgs(program, loops, supported = {}) {
-  const { compression = COMPRESSION_CHOICES, tls = true } = supported;
+  const { compression = COMPRESSION_CHOICES, tls = true, workers = false } = supported;
   const usage = `usage: ${program} --host H --port P [--loop ${loops.join('|')}] `
-    + `[--compression ${compression.join('|')}]${tls ? ' [--tls-cert FILE --tls-key FILE]' : ''}`;
+    + `[--compression ${compression.join('|')}]${tls ? ' [--tls-cert FILE --tls-key FILE]' : ''}`
+    + `${workers ? ' [--workers N --broker URL]' : ''}`;
   let values;
   try {
     ({ values } = parseArgs({
@@ -29,6 +33,8 @@ function parseServerArgs(program, loops, supported = {}) {
         compression: { type: 'string', default: DEFAULTS.compression },
         'tls-cert': { type: 'string' },
         'tls-key': { type: 'string' },
+        workers: { type: 'string', default: '1' },
+        broker: { type: 'string' },
       },
     }));
   } catch (error) {
@@ -47,6 +53,13 @@ function parseServerArgs(program, loops, supported = {}) {
     problems.push('this server has no TLS: no --tls-cert or --tls-key');
   }
   if (Boolean(values['tls-cert']) !== Boolean(values['tls-key'])) problems.push('--tls-cert and --tls-key go together');
+  const workerCount = Number(values.workers);
+  if (!workers && (workerCount !== 1 || values.broker)) {
+    problems.push('this server runs one process: no --workers or --broker');
+  }
+  if (!Number.isInteger(workerCount) || workerCount < 1 || (workerCount > 1 && !values.broker)) {
+    problems.push('--workers must be at least 1, and more than 1 needs --broker');
+  }
   if (problems.length) {
     process.stderr.write(`${problems.join('; ')}\n${usage}\n`);
     process.exit(2);
@@ -54,6 +67,7 @@ function parseServerArgs(program, loops, supported = {}) {
   return {
     host: values.host, port, loop: values.loop, compression: values.compression,
     tlsCert: values['tls-cert'] || null, tlsKey: values['tls-key'] || null,
+    workers: workerCount, broker: values.broker || null,
   };
 }
 
@@ -69,4 +83,5 @@ function writeServerInfo(info) {
 
 module.exports = {
   parseServerArgs, writeServerInfo, REPORT_FORMAT_VERSION, COMPRESSION_CHOICES, INFO_FILE_ENV, DEFAULTS,
+  WORKER_STATS_DIR_ENV, BROKER_CHANNEL_PREFIX,
 };

@@ -19,7 +19,9 @@ BROADCAST_ROLES = ("sender", "receivers")
 # broadcast = --workload broadcast (a server: relays to many members of a room); idle-connections = a client holds
 # --idle-connections N (a server: holds them); open-loop = a client sends at --rate R (a server: keeps up or queues).
 # start-gate: the client honours START_FD_ENV, so the orchestrator may start it ahead of its turn.
-FEATURES = ("pairs", "handshake", "tls", "broadcast", "idle-connections", "open-loop", "start-gate")
+# workers: a server runs --workers N processes on one port, a room's members on other workers reached through the
+# Redis broker named by --broker (docs/workloads.md, "Every core").
+FEATURES = ("pairs", "handshake", "tls", "broadcast", "idle-connections", "open-loop", "start-gate", "workers")
 WORKLOAD_FEATURES = ("broadcast", "idle-connections", "open-loop")
 # --payload-kind: what a message holds (pingpong/kit/payloads.py and node/payloads.js generate them).
 PAYLOAD_KINDS = ("text-ascii", "text-utf8", "binary")
@@ -38,7 +40,7 @@ DEFAULT_PAIRS = 1
 
 # The flags of the CLI contract (docs/contract.md). An implementation may accept fewer (its manifest entry
 # says which features it has) but never other ones.
-SERVER_FLAGS = ("--host", "--port", "--loop", "--compression", "--tls-cert", "--tls-key")
+SERVER_FLAGS = ("--host", "--port", "--loop", "--compression", "--tls-cert", "--tls-key", "--workers", "--broker")
 CLIENT_FLAGS = ("--url", "--duration", "--warmup", "--loop", "--compression", "--payload-size", "--payload-kind",
                 "--workload", "--tls-ca", "--pairs", "--stall-timeout", "--no-latency", "--ab-windows", "--receivers",
                 "--broadcast-role", "--ack-processes", "--idle-connections", "--rate")
@@ -51,6 +53,12 @@ START_FD_ENV = "PINGPONG_START_FD"
 INFO_FILE_ENV = "PINGPONG_INFO_FILE"  # a server writes its report (loop, versions, settings) to this file
 NODE_MODULES_ENV = "PINGPONG_NODE_MODULES"  # JavaScript programs load npm packages from here (--node-packages)
 NODE_EXTRA_CA_CERTS_ENV = "NODE_EXTRA_CA_CERTS"  # the WHATWG clients' only way to trust the run's --tls CA
+# A server with the "workers" feature: each worker writes its counts (worker_rooms.py's WORKER_COUNTS) as JSON to
+# DIR/worker-<pid>.json once it serves, and again when it stops.
+WORKER_STATS_DIR_ENV = "PINGPONG_WORKER_STATS_DIR"
+# --broker: every worker PSUBSCRIBEs BROKER_CHANNEL_PREFIX + "*" and PUBLISHes each message of room R to
+# BROKER_CHANNEL_PREFIX + R as b"<origin worker id>:<t|b>:" + the message's bytes (t: text, b: binary).
+BROKER_CHANNEL_PREFIX = "pingpong:room:"
 # --workload broadcast with several client processes: one pipe shared by all. A receivers process writes one byte
 # to its write end when all its receivers have a message; the sender reads --ack-processes bytes per message here.
 ACK_FD_ENV = "PINGPONG_ACK_FD"

@@ -44,8 +44,8 @@ def test_project_manifest_lists_the_seed_matrix():
 
 def test_the_compiled_websocket_programs_are_a_named_set_outside_the_default_matrix():
     """Go, Rust and C++ servers and clients, one each, in set native only; the plain programs (measured from
-    outside) in set plain; every other entry in the default set; set lemire is Lemire's four servers and his two
-    clients as written."""
+    outside) in set plain; the multi-process servers (feature workers) in set workers; every other entry in the
+    default set; set lemire is Lemire's four servers and his two clients as written."""
     native = {(i.role, i.name) for i in IMPLEMENTATIONS if "native" in i.sets}
     assert native == {(role, name) for role in ("server", "client")
                       for name in ("go-gorilla", "rust-tungstenite", "cpp-websocketpp")}
@@ -56,7 +56,8 @@ def test_the_compiled_websocket_programs_are_a_named_set_outside_the_default_mat
                       ("client", "websockets-plain"), ("client", "node-ws-plain")}
     for implementation in IMPLEMENTATIONS:
         key = (implementation.role, implementation.name)
-        expected = ("native",) if key in native else ("plain",) if implementation.outside else ("default",)
+        expected = ("native",) if key in native else ("plain",) if implementation.outside else (
+            ("workers",) if "workers" in implementation.features else ("default",))
         assert set(implementation.sets) - {"lemire"} == set(expected), implementation.name
         if key in native:
             assert implementation.runtime == "native" and implementation.protocol == "websocket"

@@ -18,7 +18,10 @@ from pingpong.kit import allocator
 from pingpong.kit.driver import library_versions, run_on_loop, running_loop_name
 
 
-def parse_args(description: str, compression_choices: tuple[str, ...] = COMPRESSION_MODES) -> argparse.Namespace:
+def parse_args(description: str, compression_choices: tuple[str, ...] = COMPRESSION_MODES,
+               workers: bool = False) -> argparse.Namespace:
+    """The contract's server flags. workers: this server runs --workers N processes, joined by --broker (a server
+    without the manifest's "workers" feature refuses both)."""
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--host", default=DEFAULT_HOST)
     parser.add_argument("--port", type=int, required=True)
@@ -28,9 +31,15 @@ def parse_args(description: str, compression_choices: tuple[str, ...] = COMPRESS
                         help="permessage-deflate: the framework's default, refused, or accepted when offered")
     parser.add_argument("--tls-cert", help="PEM certificate chain: serve wss:// (TLS) instead of ws://")
     parser.add_argument("--tls-key", help="PEM private key of --tls-cert")
+    parser.add_argument("--workers", type=int, default=1, help="worker processes serving the port (default 1)")
+    parser.add_argument("--broker", help="the Redis broker joining rooms across workers: redis://H:P or unix:///PATH")
     args = parser.parse_args()
     if bool(args.tls_cert) != bool(args.tls_key):
         parser.exit(2, f"{parser.prog}: --tls-cert and --tls-key go together\n")
+    if not workers and (args.workers != 1 or args.broker):
+        parser.exit(2, f"{parser.prog}: this server runs one process: no --workers or --broker\n")
+    if args.workers < 1 or (args.workers > 1 and not args.broker):
+        parser.exit(2, f"{parser.prog}: --workers must be at least 1, and more than 1 needs --broker\n")
     if args.compression not in compression_choices:
         parser.exit(2, f"{parser.prog}: --compression {args.compression} is not supported by this server "
                        f"(supported: {', '.join(compression_choices)})\n")

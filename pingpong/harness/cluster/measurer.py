@@ -365,6 +365,9 @@ def refuse_unsupported(configuration) -> None:
     if any(s.idle_connections or s.sample_server_memory for s in settings):
         raise ClusterError("--cluster with --idle-connections: not supported yet (the server's memory is sampled "
                            "before the go, on the client's host)")
+    if any(s.workers > 1 for s in settings):
+        raise ClusterError("--cluster with --workers above 1: not supported yet (the Redis broker and the workers' "
+                           "counts are read on the orchestrator's host)")
     if any(s.python_executable or s.node_modules for s in settings):
         raise ClusterError("--cluster with --python-packages/--node-packages: not supported (those environments "
                            "exist only on this host)")

@@ -141,13 +141,16 @@ def profiled_command(argv: list[str], implementation: Implementation, side: str,
 
 
 def server_command(server: Implementation, settings: CellSettings, project_root: Path, host: str,
-                   port: int) -> list[str]:
+                   port: int, broker_url: str | None = None) -> list[str]:
+    """The server's argv; with settings.workers above 1, --workers N and the run's --broker URL too."""
     argv = profiled_command(resolve_command(server, project_root, settings.python_executable), server, "server",
                             settings) + [
         "--host", host, "--port", str(port),
         "--loop", loop_for(server, settings.loop), "--compression", settings.compression]
     if settings.tls_cert:
         argv += ["--tls-cert", settings.tls_cert, "--tls-key", settings.tls_key]
+    if settings.workers > 1:
+        argv += ["--workers", str(settings.workers), "--broker", broker_url or ""]
     return argv
 
 

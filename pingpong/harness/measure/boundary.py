@@ -14,7 +14,7 @@ JSON mapping (every field is a plain JSON value; absent figures are null):
   "cpu_steal_s": {cpu: s}|null, "spread": {...}|null, "wall_s": float|null, "server_peak_rss_bytes": int|null,
   "tcp_counters": {name: delta}|null, "sockets": {"server"?: ..., "client": ...}|null, "syscalls": {...}|null,
   "sampling_s": float|null, "start_wall_ns", "end_wall_ns": int|null, "connection_counters": {name: delta}|null,
-  "profiles": {"server"?, "client"?: system/profilers.Capture's fields}|null};
+  "profiles": {"server"?, "client"?: system/profilers.Capture's fields}|null, "broker": {...}|null};
   the Attempt fields they become are documented in docs/results-format.md.
 """
 
@@ -72,6 +72,9 @@ class WindowSamples:
     # a client measured from outside: its connections' kernel counters over the window (kernel_signals.counters_delta,
     # with wall_s between the two readings and the connections open at each), or {"error": why not}
     connection_counters: dict[str, Any] | None = None
+    # --workers: the Redis broker over the window (system/broker.window_figures: publishes, cpu_s,
+    # cpu_us_per_publish), sampled with the sides' CPU; None without a broker
+    broker: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -18,10 +18,12 @@ from pingpong.harness.measure import judge
 from pingpong.harness.measure.attempt_plan import (STDERR_TAIL_LINES, barrier_limit_s, client_command, client_limit_s,
                                                    client_shares, process_environment, process_name, room_path,
                                                    window_processes, with_jit_warmup)
-from pingpong.harness.measure.boundary import ClientFacts, ClientRun, Outcome, ServerFacts, attempt_from, failed
+from pingpong.harness.measure.boundary import (ClientFacts, ClientRun, Outcome, ServerFacts, Turn, attempt_from,
+                                               failed)
 from pingpong.harness.measure.clients_ahead import WaitingClient
 from pingpong.harness.measure.outside import measure_outside
-from pingpong.harness.measure.server import LocalServer, room_probe, spawn_ahead, start_server
+from pingpong.harness.measure.server import (LocalServer, room_probe, spawn_ahead, start_server, stop_server,
+                                             worker_counts)
 from pingpong.harness.measure.start_barrier import StartBarrier
 from pingpong.harness.measure.window import HeldConnections, WindowWatcher
 from pingpong.harness.results.records import Attempt
@@ -29,6 +31,7 @@ from pingpong.harness.settings.catalog import PROJECT_ROOT
 from pingpong.harness.settings.cell import CellSettings, cpus_for
 from pingpong.harness.settings.manifest import Implementation
 from pingpong.harness.system import processes
+from pingpong.harness.system.broker import BrokerNotReady
 
 
 class LocalMeasurer:
@@ -48,7 +51,7 @@ class LocalMeasurer:
     def stop(self, started: LocalServer) -> int | None:
         with processes.interrupts_deferred():
             started.discard_waiting()
-            return processes.stop(started.process)
+            return stop_server(started)
 
     def fresh_attempt(self, server: Implementation, client: Implementation, settings: CellSettings,
                       round_number: int) -> Attempt:
@@ -69,7 +72,10 @@ def run_attempt(server: Implementation, client: Implementation, settings: CellSe
     server_cpus, client_cpus = cpus_for(settings)
     with tempfile.TemporaryDirectory(prefix="pingpong-cell-") as work:
         started_at = _now()
-        started = start_server(server, settings, project_root, Path(work), server_cpus)
+        try:
+            started = start_server(server, settings, project_root, Path(work), server_cpus)
+        except BrokerNotReady as exc:  # --workers: no broker, no server; the run goes on
+            return attempt_from(Turn(repeat, started_at), failed("not-ready", f"the Redis broker: {exc}"))
         running: list[processes.ManagedProcess] = []
         try:
             outcome = started.problem or _measure_client(started, client, settings, repeat, project_root,
@@ -80,11 +86,33 @@ def run_attempt(server: Implementation, client: Implementation, settings: CellSe
             with processes.interrupts_deferred():
                 for process in running:
                     processes.stop(process)
-                server_code = processes.stop(started.process)
+                server_code = stop_server(started)
         unclean_stop = server_code not in processes.CLEAN_EXIT_CODES  # kept: why it did not stop cleanly
         if (not outcome.ok or unclean_stop) and outcome.server.stderr_tail is None:
             outcome = replace(outcome, server=replace(outcome.server, stderr_tail=started.stderr_tail()))
-        return attempt_from(started.turn(repeat, started_at, client_cpus), outcome, server_code)
+        attempt = attempt_from(started.turn(repeat, started_at, client_cpus), outcome, server_code)
+        if started.worker_stats_dir is None:
+            return attempt
+        return replace(attempt, workers=workers_record(started, outcome))
+
+
+def workers_record(started: LocalServer, outcome: Outcome) -> dict:
+    """The attempt's `workers` record: how many, the broker (its version; its PUBLISH calls and CPU over the
+    window) and each worker's counts over the server's life (this attempt's client, the room probe and the relay
+    verification), summed: how many deliveries crossed the broker, how many stayed in one worker."""
+    counts = worker_counts(started)
+    totals = {name: sum(int(record.get(name, 0)) for record in counts)
+              for name in ("relayed_local", "published", "delivered_from_broker")}
+    delivered = totals["relayed_local"] + totals["delivered_from_broker"]
+    window = dict(outcome.window.broker) if outcome.window is not None and outcome.window.broker else None
+    if window is not None and outcome.measured is not None and outcome.window.wall_s:
+        # the client's rate over the orchestrator's window: the roundtrips in the window the broker was sampled over
+        roundtrips = outcome.measured.roundtrips_per_s * outcome.window.wall_s
+        window["publishes_per_roundtrip"] = round(window["publishes"] / roundtrips, 3) if roundtrips else None
+    return {"count": started.workers, "reported": len(counts),
+            "broker": ({**started.broker.record(), "window": window} if started.broker is not None else None),
+            "per_worker": counts, **totals,
+            "crossed_broker_share": round(totals["delivered_from_broker"] / delivered, 4) if delivered else None}
 
 
 def run_attempt_on(started: LocalServer, client: Implementation, settings: CellSettings, repeat: int,
@@ -168,7 +196,7 @@ def _measure_client(started: LocalServer, client: Implementation, settings: Cell
     window = WindowWatcher(read_fd, started.pid, [c.pid for c in clients], started.port, settings,
                            started.work_dir, on_ready=barrier.arrived if barrier else None,
                            window_processes=window_processes(settings, shares),
-                           runtimes=(started.runtime, client.runtime))
+                           runtimes=(started.runtime, client.runtime), broker=started.broker)
     if barrier:
         try:
             problem = _wait_at_barrier(barrier, started, clients, settings, server_facts)
@@ -208,7 +236,7 @@ def _measure_waiting_client(started: LocalServer, waiting: WaitingClient, client
                        ClientFacts(process.pid, process.popen.returncode, process.stderr_tail(STDERR_TAIL_LINES)),
                        server_facts)
     window = WindowWatcher(events_fd, started.pid, [process.pid], started.port, settings, started.work_dir,
-                           window_processes=1, runtimes=(started.runtime, client_runtime))
+                           window_processes=1, runtimes=(started.runtime, client_runtime), broker=started.broker)
     return _await_clients(started, [process], settings, window, server_facts, None, spawn_next)
 
 

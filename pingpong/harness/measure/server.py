@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from pingpong.contract import EVENTS_FD_ENV, INFO_FILE_ENV, START_FD_ENV
+from pingpong.contract import EVENTS_FD_ENV, INFO_FILE_ENV, START_FD_ENV, WORKER_STATS_DIR_ENV
 from pingpong.harness.measure import probe
 from pingpong.harness.measure.attempt_plan import (ROOM_PROBE_TIMEOUT_S, STDERR_TAIL_LINES, client_command,
                                                    client_shares, process_environment, process_name, room_path,
@@ -20,7 +20,10 @@ from pingpong.harness.measure.boundary import Outcome, ServerFacts, Turn, failed
 from pingpong.harness.measure.clients_ahead import CLIENTS_AHEAD_AT_SERVER_START, WaitingClient, can_start_ahead
 from pingpong.harness.settings.cell import CellSettings, cpus_for
 from pingpong.harness.settings.manifest import Implementation
+from pingpong.harness.system import broker as redis_broker
 from pingpong.harness.system import listeners, processes
+
+WORKER_STATS_POLL_S = 0.01  # while waiting for every worker of a multi-worker server to say it serves
 
 
 def room_probe(server: "LocalServer", settings: CellSettings) -> Outcome | None:
@@ -66,6 +69,11 @@ class LocalServer:
     waiting: list[WaitingClient] = field(default_factory=list)
     considered_ahead: int = 0
     project_root: Path | None = None
+    # --workers: the Redis broker started for this server (N > 1), and the folder where each worker writes its
+    # counts (a server with the manifest's "workers" feature, any N); stop_server() stops the broker too
+    broker: redis_broker.Broker | None = None
+    worker_stats_dir: Path | None = None
+    workers: int = 1
 
     def take_turn(self, client: Implementation, settings: CellSettings, repeat: int) -> WaitingClient | None:
         """This attempt takes its turn and leaves the upcoming list; the client waiting for it, if one was started
@@ -138,8 +146,9 @@ def start_server(server: Implementation, settings: CellSettings, project_root: P
     of their turn (spawn_ahead): the first clients_ahead of them load on the client's CPUs while the server gets
     ready.
 
-    Once this returns, the caller owns the process and stops it (processes.stop, after discard_waiting) in every
-    case; if this raises (an interruption during the probe, an OS error), it has stopped the processes itself.
+    Once this returns, the caller owns the process and stops it (stop_server, after discard_waiting) in every
+    case; if this raises (an interruption during the probe, an OS error, a broker that did not answer:
+    broker.BrokerNotReady), it has stopped the processes itself.
     """
     started = launch_server(server, settings, project_root, work_dir, server_cpus)
     on_ready = None
@@ -157,21 +166,47 @@ def start_server(server: Implementation, settings: CellSettings, project_root: P
     except BaseException:
         with processes.interrupts_deferred():
             started.discard_waiting()
-            processes.stop(started.process)
+            stop_server(started)
         raise
     return started
 
 
+def stop_server(started: LocalServer) -> int | None:
+    """Stop the server's process group, then its broker (if it has one); the server's exit code. Callers hold
+    processes.interrupts_deferred() around it, as around processes.stop."""
+    try:
+        return processes.stop(started.process)
+    finally:
+        if started.broker is not None:
+            started.broker.stop()
+
+
 def launch_server(server: Implementation, settings: CellSettings, project_root: Path, work_dir: Path,
                   server_cpus: set[int] | None, host: str = "127.0.0.1") -> LocalServer:
-    """Start a server listening on host (only there) at a free port; not yet probed. The caller stops it."""
-    port = free_port_checked(host)
-    info_path = work_dir / "server-info.json"
-    server_argv = server_command(server, settings, project_root, host, port)
-    process = processes.start("server", server_argv, project_root, work_dir,
-                              env=process_environment(settings, **{INFO_FILE_ENV: str(info_path)}), cpus=server_cpus)
+    """Start a server listening on host (only there) at a free port; not yet probed. The caller stops it
+    (stop_server). With settings.workers above 1, its Redis broker first (on the server's CPUs), named by --broker;
+    a server with the "workers" feature writes its workers' counts to a folder of the work folder."""
+    broker = redis_broker.start_broker(work_dir, server_cpus) if settings.workers > 1 else None
+    try:
+        port = free_port_checked(host)
+        info_path = work_dir / "server-info.json"
+        environment = {INFO_FILE_ENV: str(info_path)}
+        stats_dir = None
+        if "workers" in server.features:
+            stats_dir = work_dir / "worker-stats"
+            stats_dir.mkdir(exist_ok=True)
+            environment[WORKER_STATS_DIR_ENV] = str(stats_dir)
+        server_argv = server_command(server, settings, project_root, host, port, broker.url if broker else None)
+        process = processes.start("server", server_argv, project_root, work_dir,
+                                  env=process_environment(settings, **environment), cpus=server_cpus)
+    except BaseException:
+        if broker is not None:
+            with processes.interrupts_deferred():
+                broker.stop()
+        raise
     return LocalServer(process, f"{server_scheme(server, settings)}://{host}:{port}", port, info_path, work_dir,
-                           server_cpus, runtime=server.runtime)
+                       server_cpus, runtime=server.runtime, broker=broker, worker_stats_dir=stats_dir,
+                       workers=settings.workers)
 
 
 def _check_server(started: LocalServer, settings: CellSettings,
@@ -184,6 +219,10 @@ def _check_server(started: LocalServer, settings: CellSettings,
                                                              settings.tls_ca), 4)
     except probe.NotReady as exc:
         return failed("not-ready", str(exc) + diagnose_port(port, process))
+    if started.worker_stats_dir is not None:
+        problem = _wait_for_workers(started, settings.ready_timeout_s)
+        if problem:
+            return failed("not-ready", problem)
     if on_ready is not None:
         on_ready()
     owner = listeners.port_owner(port)
@@ -193,6 +232,35 @@ def _check_server(started: LocalServer, settings: CellSettings,
     problem = probe.verify_relay(started.base_url, settings.tls_ca)
     if problem:
         return failed("verification-failed", problem, ServerFacts(ready_after_s=started.ready_after_s))
+    return None
+
+
+def worker_counts(started: LocalServer) -> list[dict[str, Any]]:
+    """What each worker of a server with the "workers" feature wrote (kit/worker_rooms.py), by pid."""
+    if started.worker_stats_dir is None:
+        return []
+    found = [_read_json_file(path) for path in sorted(started.worker_stats_dir.glob("worker-*.json"))]
+    return sorted((record for record in found if record), key=lambda record: record.get("pid", 0))
+
+
+def _wait_for_workers(started: LocalServer, timeout_s: float) -> str | None:
+    """None once every worker says it serves (subscribed to the broker when there is one); then each worker is
+    pinned to one of the server's CPUs, in turn, when it has more than one. Else why not, in one line. The first
+    handshake alone does not show it: the kernel (or the cluster's primary) hands connections to whichever worker
+    listens, so a run could start while one worker takes them all."""
+    deadline = time.monotonic() + timeout_s
+    while len(worker_counts(started)) < started.workers:
+        code = started.exit_code()
+        if code is not None:
+            return f"the server exited with code {code} before its {started.workers} workers served"
+        if time.monotonic() > deadline:
+            return (f"{len(worker_counts(started))} of its {started.workers} workers said they serve within "
+                    f"{timeout_s:g} s")
+        time.sleep(WORKER_STATS_POLL_S)
+    cpus = sorted(started.cpus or ())
+    if len(cpus) > 1:
+        for index, record in enumerate(worker_counts(started)):
+            processes.pin_threads(record["pid"], {cpus[index % len(cpus)]})
     return None
 
 

@@ -16,6 +16,7 @@ from pingpong.contract import READY_EVENT, WINDOW_END_EVENT, WINDOW_START_EVENT
 from pingpong.harness.measure.boundary import HeldSample, WindowSamples
 from pingpong.harness.measure.start_barrier import window_spread
 from pingpong.harness.settings.cell import CellSettings
+from pingpong.harness.system import broker as redis_broker
 from pingpong.harness.system import cpu, kernel_signals, listeners, profilers, scheduling
 from pingpong.harness.system.syscall_trace import SyscallTracer
 
@@ -59,8 +60,11 @@ class WindowWatcher:
                  settings: CellSettings,
                  work_dir: Path, on_ready: Callable[[], None] | None = None,
                  window_processes: int | None = None, count_connections: bool = False,
-                 runtimes: tuple[str, str] | None = None) -> None:
+                 runtimes: tuple[str, str] | None = None, broker: redis_broker.Broker | None = None) -> None:
         self.server_pid = server_pid
+        # --workers: the Redis broker between the server's workers, sampled at the edges (PUBLISH calls, CPU)
+        self.broker = broker
+        self.broker_figures: dict[str, Any] | None = None
         # (server, client): the runtimes whose profilers settings.profile_dir asks for (system/profilers.py)
         self.runtimes = runtimes
         self.profiles: dict[str, Any] | None = None
@@ -120,7 +124,7 @@ class WindowWatcher:
             server_peak_rss_bytes=self.server_peak_rss_bytes, tcp_counters=self.tcp_counters, sockets=self.sockets,
             syscalls=self.syscalls, profiles=self.profiles, sampling_s=self.sampling_s,
             start_wall_ns=self.start_wall_ns,
-            end_wall_ns=self.end_wall_ns, connection_counters=self.connection_counters)
+            end_wall_ns=self.end_wall_ns, connection_counters=self.connection_counters, broker=self.broker_figures)
 
     @property
     def spread(self) -> dict[str, Any] | None:
@@ -171,6 +175,7 @@ class WindowWatcher:
 
     def _watch(self) -> None:
         start = None
+        broker_from = None
         counted_from = None
         scheduled_from = None
         starts = ends = 0
@@ -195,6 +200,7 @@ class WindowWatcher:
                              cpu.minor_faults(server_tree), cpu.minor_faults(client_pids),
                              kernel_signals.read_cpu_steal())
                     scheduled_from = self._read_scheduling(server_tree, client_pids)
+                    broker_from = self.broker.sample() if self.broker is not None else None
                     if self.settings.idle_connections or self.settings.sample_server_memory:
                         self._inspect_pair_sockets_only(client_trees)
                     else:
@@ -218,6 +224,8 @@ class WindowWatcher:
                         self.connection_counters = self._counted_window(counted_from, client_pids)
                     server_end = cpu.sample(server_tree, self.cpu_source)
                     client_end = cpu.sample(client_pids, self.cpu_source)
+                    if self.broker is not None:
+                        self.broker_figures = redis_broker.window_figures(broker_from, self.broker.sample())
                     counters_end = kernel_signals.read_tcp_counters()
                     faults_end = cpu.minor_faults(server_tree), cpu.minor_faults(client_pids)
                     self.cpu_steal_s = kernel_signals.steal_seconds(start[6], kernel_signals.read_cpu_steal())

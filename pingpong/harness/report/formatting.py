@@ -383,6 +383,7 @@ def point_label(entry: dict[str, Any], swept: list[str]) -> str:
                      f"loop {value}" if dimension == "loop" else
                      f"compression {value}" if dimension == "compression" else
                      f"malloc {value}" if dimension == "malloc" else
+                     f"{value} worker{'s' if value != 1 else ''}" if dimension == "workers" else
                      f"{value} receiver{'s' if value != 1 else ''}" if dimension == "receivers" else
                      f"{value:,} idle" if dimension == "idle_connections" else
                      ("closed loop" if value is None else f"{value:g}/s offered") if dimension == "rate" else

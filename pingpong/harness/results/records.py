@@ -80,6 +80,10 @@ class Attempt:
     # --cluster: where each side ran (hosts, whether they share a network), the hosts' clock offsets, the window's
     # edges on the orchestrator's clock, and each side's kernel TCP counters from its own host
     placement: dict[str, Any] | None = None
+    # --workers (a server with the manifest's "workers" feature): count, the Redis broker (version, and its own
+    # PUBLISH calls and CPU over the window) and each worker's counts of messages relayed in-process and through
+    # the broker (measure/local.workers_record; docs/results-format.md)
+    workers: dict[str, Any] | None = None
 
     @property
     def ok(self) -> bool:

@@ -16,6 +16,7 @@ from pingpong.harness.settings.environment import runtime_version
 from pingpong.harness.settings.manifest import (ALL_SET, DEFAULT_SET, Implementation, ManifestError, check_availability,
                                                 load_manifest)
 from pingpong.harness.settings.usage import UsageError
+from pingpong.harness.system import broker
 
 PROJECT_ROOT = Path(__file__).resolve().parents[3]  # pingpong/harness/settings/catalog.py
 DEFAULT_MANIFEST = PROJECT_ROOT / "manifest.toml"
@@ -118,6 +119,12 @@ def skip_reason(server: Implementation, client: Implementation, settings: CellSe
         for implementation in (server, client):
             if "tls" not in implementation.features:
                 return f"{implementation.role} {implementation.name} does not support --tls"
+    if settings.workers > 1:
+        if "workers" not in server.features:
+            return f"server {server.name} runs one process: it does not declare workers (its manifest entry)"
+        missing = broker.unavailable_reason()
+        if missing:
+            return f"--workers {settings.workers} needs a Redis broker: {missing}"
     return None
 
 

@@ -50,6 +50,9 @@ class CellSettings:
     # Old releases on demand (--python-packages, --node-packages): where the other versions are installed.
     python_executable: str | None = None  # replaces "{python}" in every command
     node_modules: str | None = None  # JavaScript implementations load their packages from here
+    # --workers: the server's worker processes (a server with the manifest's "workers" feature); above 1 the run
+    # starts a Redis broker for each server process and passes --broker
+    workers: int = 1
     # The CPUs planned once for the run (pin on and two CPUs ours); None: plan them per attempt, or not pinned.
     server_cpus: tuple[int, ...] | None = None
     client_cpus: tuple[int, ...] | None = None
@@ -61,18 +64,23 @@ def pairs_per_process(pairs: int, client_processes: int) -> list[int]:
     return [pairs // count + (1 if index < pairs % count else 0) for index in range(count)]
 
 
-def plan_cpus(pin: bool) -> tuple[set[int] | None, set[int] | None]:
-    """Disjoint CPUs for server and client when pinning is on and at least two CPUs are ours."""
+def plan_cpus(pin: bool, server_workers: int = 1) -> tuple[set[int] | None, set[int] | None]:
+    """Disjoint CPUs for server and client when pinning is on and at least two CPUs are ours.
+
+    server_workers: the most worker processes a server of the run gets (--workers): the server has k = min(N, half
+    the CPUs) of them and the client the next k, so one each on a 2-CPU host whatever N, one each with N = 1 as
+    before, and the same CPUs at every point of a --workers sweep."""
     if not pin:
         return None, None
     available = sorted(os.sched_getaffinity(0))
     if len(available) < 2:
         return None, None
-    return {available[0]}, {available[1]}
+    server_count = max(1, min(server_workers, len(available) // 2))
+    return set(available[:server_count]), set(available[server_count:2 * server_count])
 
 
 def cpus_for(settings: CellSettings) -> tuple[set[int] | None, set[int] | None]:
     """The run's planned CPUs when it has them, else a plan for these settings (diagnose's pinning switches)."""
     if settings.pin and settings.server_cpus is not None and settings.client_cpus is not None:
         return set(settings.server_cpus), set(settings.client_cpus)
-    return plan_cpus(settings.pin)
+    return plan_cpus(settings.pin, settings.workers)

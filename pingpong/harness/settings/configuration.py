@@ -77,6 +77,10 @@ def add_measuring_options(parser: argparse.ArgumentParser, duration: float = DEF
     measuring.add_argument("--client-processes", type=int, default=1, metavar="K",
                            help="spread each cell's pairs over K client processes (default 1), for when one client "
                                 "process saturates its CPU; they share the client's CPUs")
+    measuring.add_argument("--workers", default="1", metavar="N[,N...]",
+                           help="worker processes per server, for the servers whose manifest entry declares "
+                                "workers (the others are skipped above 1); above 1 a Redis broker (redis-server) "
+                                "joins each room across them; a list sweeps, e.g. 1,2")
     measuring.add_argument("--tls", nargs="?", const="on", default="off", metavar="off,on",
                            help="wss:// everywhere, with a throwaway CA and server certificate made for this run; "
                                 "'--tls off,on' measures both, interleaved")
@@ -219,6 +223,7 @@ class ResolvedOptions:
     receivers: tuple[int, ...]
     idle_connections: tuple[int, ...]
     rates: tuple[float | None, ...]  # --rate's offered rates per pair; (None,): a closed loop
+    workers: tuple[int, ...]  # --workers: worker processes per server
     workload: str
     client_processes: int
     saturation_p99_ms: float
@@ -253,6 +258,7 @@ def resolve_options(options: argparse.Namespace) -> ResolvedOptions:
         problems.append(f"--repeat must be at least 1, got {repeat}")
     payload_sizes = _integer_list("--payload-size", options.payload_size, minimum=1, problems=problems)
     pairs = _integer_list("--pairs", options.pairs, minimum=1, problems=problems)
+    workers = _integer_list("--workers", options.workers, minimum=1, problems=problems)
     payload_kinds = _choice_list("--payload-kind", options.payload_kind, PAYLOAD_KINDS, problems)
     loops = _choice_list("--loop", options.loop, LOOPS, problems)
     compressions = _choice_list("--compression", options.compression, COMPRESSION_MODES, problems)
@@ -274,12 +280,17 @@ def resolve_options(options: argparse.Namespace) -> ResolvedOptions:
     if any(idle_connections) and not rounds.fresh_server:
         # the server's memory growth must be this attempt's connections alone, not what earlier clients left
         rounds = replace(rounds, fresh_server=True, fresh_server_reason="--idle-connections: memory per connection")
+    if max(workers) > 1 and not rounds.fresh_server:
+        # each attempt's workers and broker count that attempt's messages alone (and a server process is started
+        # with its point's --workers: the rounds group server processes by loop, compression, TLS and malloc only)
+        rounds = replace(rounds, fresh_server=True,
+                         fresh_server_reason="--workers: a server, its workers and its broker per attempt")
     return ResolvedOptions(
         duration_s=duration_s, warmup_s=warmup_s, jit_warmup_s=options.jit_warmup, rounds=rounds, loops=tuple(loops),
         compressions=tuple(compressions), mallocs=tuple(mallocs), tls_modes=tuple(tls_modes),
         payload_sizes=tuple(payload_sizes), payload_kinds=tuple(payload_kinds), pairs=tuple(pairs),
         receivers=tuple(receivers), idle_connections=tuple(idle_connections), rates=tuple(rates),
-        workload=options.workload, client_processes=options.client_processes,
+        workers=tuple(workers), workload=options.workload, client_processes=options.client_processes,
         saturation_p99_ms=options.saturation_p99, pin=not options.no_pin, ready_timeout_s=options.ready_timeout,
         stall_timeout_s=options.stall_timeout, client_grace_s=options.client_grace,
         manifests=tuple(options.manifest or [DEFAULT_MANIFEST]), python_packages=options.python_packages,
@@ -366,13 +377,16 @@ def _integer_list(option: str, text: str, minimum: int, problems: list[str]) -> 
 
 def sweep_points(resolved: ResolvedOptions) -> list[dict[str, Any]]:
     """Every combination of the listed settings: the run's points, each a matrix measured in every round."""
-    return [{"loop": loop, "compression": compression, "tls": tls, "malloc": malloc, "payload_size": size,
-             "payload_kind": kind, "pairs": pairs, "receivers": receivers, "idle_connections": idle, "rate": rate}
-            for loop in resolved.loops for compression in resolved.compressions for tls in resolved.tls_modes
-            for malloc in resolved.mallocs
-            for size in resolved.payload_sizes for kind in resolved.payload_kinds for pairs in resolved.pairs
-            for receivers in resolved.receivers for idle in resolved.idle_connections
-            for rate in resolved.rates]
+    points = [{"loop": loop, "compression": compression, "tls": tls, "malloc": malloc, "payload_size": size,
+               "payload_kind": kind, "pairs": pairs, "receivers": receivers, "idle_connections": idle, "rate": rate}
+              for loop in resolved.loops for compression in resolved.compressions for tls in resolved.tls_modes
+              for malloc in resolved.mallocs
+              for size in resolved.payload_sizes for kind in resolved.payload_kinds for pairs in resolved.pairs
+              for receivers in resolved.receivers for idle in resolved.idle_connections
+              for rate in resolved.rates]
+    if resolved.workers != (1,):  # a dimension only when asked for: other runs' points stay as they were
+        points = [dict(point, workers=workers) for workers in resolved.workers for point in points]
+    return points
 
 
 def build_configuration(resolved: ResolvedOptions, command_line: list[str], implementations: list[Implementation],
@@ -382,7 +396,7 @@ def build_configuration(resolved: ResolvedOptions, command_line: list[str], impl
     Two steps that cost or make files come after, on demand: with_package_environments() builds (or reuses) what
     --python-packages / --node-packages ask for, with_tls_files() makes the run's certificates.
     """
-    server_cpus, client_cpus = plan_cpus(resolved.pin)
+    server_cpus, client_cpus = plan_cpus(resolved.pin, max(resolved.workers))
     settings = CellSettings(duration_s=resolved.duration_s, warmup_s=resolved.warmup_s, loop=resolved.loops[0],
                             jit_warmup_s=resolved.jit_warmup_s,
                             compression=resolved.compressions[0], malloc=resolved.mallocs[0],

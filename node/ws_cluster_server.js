@@ -1,0 +1,97 @@
+'use strict';
+// Ping-pong relay server on the `ws` library with --workers N processes through Node.js's cluster module (as its
+// documentation shows: the primary forks N workers that share the port, handing connections out round-robin); a
+// room's members on other workers are reached through the Redis broker of --broker (node/worker_rooms.js, with
+// node-redis). With --workers 1 the process serves itself, as node/ws_server.js does.
+
+const cluster = require('node:cluster');
+const requireDependency = require('./dependencies');
+const { WebSocketServer, WebSocket } = requireDependency('ws');
+const { parseServerArgs, writeServerInfo } = require('./server_support');
+const { WorkerRooms } = require('./worker_rooms');
+
+const args = parseServerArgs('ws_cluster_server.js', ['auto', 'libuv'], { workers: true });
+
+function runPrimary() {
+  let stopping = false;
+  let failed = 0;
+  for (let index = 0; index < args.workers; index += 1) cluster.fork();
+  cluster.on('exit', (worker, code, signal) => {
+    if (!stopping) {
+      process.stderr.write(`worker ${worker.process.pid} exited (${signal || code}): stopping\n`);
+      failed = 1;
+      stopAll();
+    }
+    if (Object.keys(cluster.workers).length === 0) process.exit(failed);
+  });
+  function stopAll() {
+    stopping = true;
+    for (const worker of Object.values(cluster.workers)) worker.process.kill('SIGTERM');
+  }
+  for (const signal of ['SIGTERM', 'SIGINT']) process.on(signal, stopAll);
+}
+
+async function runWorker() {
+  // ws's server refuses permessage-deflate unless perMessageDeflate is set: 'default' and 'off' are the same.
+  const settings = {
+    compression: args.compression, compression_effective: args.compression === 'on', tls: Boolean(args.tlsCert),
+    workers: args.workers, worker_manager: 'node:cluster, the primary forks N workers',
+    broker: args.broker ? 'redis pub/sub (node-redis), a channel per room, PSUBSCRIBE' : null,
+  };
+  const rooms = new WorkerRooms(args.broker, (member, data, isBinary) => {
+    if (member.readyState !== WebSocket.OPEN) return false;
+    member.send(data, { binary: isBinary });
+    return true;
+  });
+  await rooms.start();
+  const httpsServer = args.tlsCert ? require('https').createServer({
+    cert: require('fs').readFileSync(args.tlsCert), key: require('fs').readFileSync(args.tlsKey),
+  }) : null;
+  const server = httpsServer
+    ? new WebSocketServer({ server: httpsServer, perMessageDeflate: settings.compression_effective })
+    : new WebSocketServer({ host: args.host, port: args.port, perMessageDeflate: settings.compression_effective });
+  if (httpsServer) httpsServer.listen(args.port, args.host, () => server.emit('listening'));
+
+  server.on('connection', (socket, request) => {
+    const room = (request.url || '/').split('?')[0] || '/';
+    rooms.join(room, socket);
+    socket.on('message', (data, isBinary) => rooms.relay(room, socket, data, isBinary));
+    socket.on('close', () => rooms.leave(room, socket));
+    socket.on('error', () => rooms.leave(room, socket));
+  });
+  server.on('listening', () => {
+    const libraries = { ws: requireDependency('ws/package.json').version };
+    if (args.broker) libraries.redis = requireDependency('redis/package.json').version;
+    writeServerInfo({
+      implementation: 'node-ws-cluster',
+      runtime: { name: 'node', version: process.versions.node },
+      libraries,
+      loop_requested: args.loop,
+      loop: 'libuv',
+      settings,
+    });
+    process.stderr.write(`node-ws-cluster worker ${process.pid} listening on ${args.host}:${args.port}\n`);
+    rooms.serving();
+  });
+  (httpsServer || server).on('error', (error) => {
+    process.stderr.write(`node-ws-cluster server: ${error.message}\n`);
+    process.exit(1);
+  });
+  for (const signal of ['SIGTERM', 'SIGINT']) {
+    process.on(signal, () => {
+      for (const socket of server.clients) socket.terminate();
+      rooms.stop().finally(() => {
+        server.close(() => (httpsServer ? httpsServer.close(() => process.exit(0)) : process.exit(0)));
+      });
+    });
+  }
+}
+
+if (args.workers > 1 && cluster.isPrimary) {
+  runPrimary();
+} else {
+  runWorker().catch((error) => {
+    process.stderr.write(`node-ws-cluster worker: ${error.message}\n`);
+    process.exit(1);
+  });
+}

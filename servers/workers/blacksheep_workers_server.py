@@ -1,0 +1,76 @@
+"""Ping-pong relay server on BlackSheep with --workers N processes, served by uvicorn.run("module:app", workers=N)
+as uvicorn's documentation shows (its supervisor starts the workers, which share the port); a room's members on
+other workers are reached through the Redis broker of --broker (worker_rooms.py).
+
+uvicorn's workers import the app by name, so it is built at import time from the command line (a spawned worker
+gets the same sys.argv), as servers/workers/sanic_workers_server.py does.
+"""
+
+import uvicorn
+from blacksheep import Application, WebSocket, WebSocketDisconnectError
+from blacksheep.server.routing import Router
+
+from pingpong.kit import server_support
+from pingpong.kit.worker_rooms import WorkerRooms
+
+ARGS = server_support.parse_args(__doc__, workers=True)
+SETTINGS = {
+    "compression_effective": ARGS.compression != "off",
+    "uvicorn_ws": "auto (websockets-sansio when websockets is installed)",
+    "ws_ping_interval": None,  # keepalive pings off, for every server of the suite
+    "ws_max_size": 16 * 2**20,
+    "ws_max_queue": 32,
+    "uvicorn_loop": ARGS.loop,
+    "workers": ARGS.workers,
+    "worker_manager": 'uvicorn.run("module:app", workers=N)',
+    "broker": "redis pub/sub (redis-py asyncio), a channel per room, PSUBSCRIBE" if ARGS.broker else None,
+}
+
+
+async def send(websocket: WebSocket, message: str | bytes) -> None:
+    await (websocket.send_text(message) if isinstance(message, str) else websocket.send_bytes(message))
+
+
+ROOMS = WorkerRooms(ARGS.broker, send)
+
+
+async def relay(websocket: WebSocket) -> None:
+    """Send every message to the other connections of the sender's room, here and on the other workers."""
+    await websocket.accept()
+    room = server_support.room_of(websocket.url.path.decode())
+    ROOMS.join(room, websocket)
+    try:
+        while True:
+            message = await websocket.receive()
+            text = message.get("text")
+            await ROOMS.relay(room, websocket, text if text is not None else message["bytes"])
+    except WebSocketDisconnectError:
+        pass
+    finally:
+        ROOMS.leave(room, websocket)
+
+
+# a router of its own: a spawned worker imports this module twice (as __mp_main__ and by name), and two apps
+# on blacksheep's shared default router would register the route twice
+app = Application(router=Router())
+app.router.add_ws("*", relay)
+
+
+async def start(application: Application) -> None:
+    await ROOMS.start()
+    ROOMS.serving()
+    server_support.write_server_info("blacksheep-workers", ["blacksheep", "uvicorn", "websockets"]
+                                     + (["redis"] if ARGS.broker else []), ARGS, SETTINGS)
+
+
+async def stop(application: Application) -> None:
+    await ROOMS.stop()
+
+
+app.on_start += start
+app.on_stop += stop
+
+if __name__ == "__main__":
+    uvicorn.run("servers.workers.blacksheep_workers_server:app", host=ARGS.host, port=ARGS.port, loop=ARGS.loop,
+                workers=ARGS.workers, ws_per_message_deflate=SETTINGS["compression_effective"], ws_ping_interval=None,
+                log_level="warning", ssl_certfile=ARGS.tls_cert, ssl_keyfile=ARGS.tls_key)

@@ -1,0 +1,77 @@
+"""Ping-pong relay server on Sanic with --workers N worker processes, app.run(workers=N) as Sanic's documentation
+shows; a room's members on other workers are reached through the Redis broker of --broker (worker_rooms.py).
+
+Every worker re-imports this module (Sanic's worker manager starts them), so the app is built at import time from the
+command line, as in servers/sanic_server.py.
+"""
+
+import asyncio
+
+from sanic import Request, Sanic
+from sanic.server.websockets.impl import WebsocketImplProtocol
+
+from pingpong.kit import server_support
+from pingpong.kit.worker_rooms import WorkerRooms
+
+ARGS = server_support.parse_args(__doc__, compression_choices=("default", "off"), workers=True)
+SETTINGS = {
+    "compression_effective": False,
+    "websocket_ping_interval": None,  # keepalive pings off, for every server of the suite
+    "websocket_max_size": 2**20,
+    "use_uvloop": {"auto": "sanic default (uvloop when installed)", "asyncio": False, "uvloop": True}[ARGS.loop],
+    "workers": ARGS.workers,
+    "worker_manager": "sanic app.run(workers=N)",
+    "broker": "redis pub/sub (redis-py asyncio), a channel per room, PSUBSCRIBE" if ARGS.broker else None,
+}
+
+app = Sanic("pingpong_relay_workers")
+app.config.WEBSOCKET_PING_INTERVAL = None
+app.config.MOTD = False
+if ARGS.loop != "auto":
+    app.config.USE_UVLOOP = ARGS.loop == "uvloop"
+ROOMS = WorkerRooms(ARGS.broker, lambda member, message: member.send(message))
+MANAGER_ACK_POLL_S = 0.1  # how often Sanic's manager looks at its workers' acks (WorkerManager.wait_for_ack)
+ACKED_OR_LATER = ("ACKED", "JOINED", "TERMINATED", "FAILED", "COMPLETED")
+
+
+@app.before_server_start
+async def start(app: Sanic) -> None:
+    await ROOMS.start()
+    server_support.write_server_info("sanic-workers", ["sanic"] + (["redis"] if ARGS.broker else []), ARGS, SETTINGS)
+
+
+@app.after_server_start
+async def serving(app: Sanic) -> None:
+    """Say the worker serves once Sanic's manager has seen every worker's ack: a SIGTERM while it still waits for
+    them leaves it waiting for ever (sanic 25.12's WorkerManager.wait_for_ack), and the orchestrator, which waits
+    for every worker's word before it measures (or stops) anything, must not stop it that early."""
+    if ARGS.workers > 1:
+        while not all(state.get("state") in ACKED_OR_LATER for state in app.m.workers.values()
+                      if state.get("server")):
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(2 * MANAGER_ACK_POLL_S)  # the manager looks again after at most one poll
+    ROOMS.serving()
+
+
+@app.after_server_stop
+async def stop(app: Sanic) -> None:
+    await ROOMS.stop()
+
+
+async def relay(request: Request, websocket: WebsocketImplProtocol, room: str = "") -> None:
+    """Send every message to the other connections of the sender's room, here and on the other workers."""
+    room = server_support.room_of(request.path)
+    ROOMS.join(room, websocket)
+    try:
+        async for message in websocket:
+            await ROOMS.relay(room, websocket, message)
+    finally:
+        ROOMS.leave(room, websocket)
+
+
+app.add_websocket_route(relay, "/", name="relay_default_room")
+app.add_websocket_route(relay, "/<room:path>", name="relay_named_room")
+
+if __name__ == "__main__":
+    app.run(host=ARGS.host, port=ARGS.port, access_log=False, workers=ARGS.workers,
+            ssl={"cert": ARGS.tls_cert, "key": ARGS.tls_key} if ARGS.tls_cert else None)

@@ -1,0 +1,278 @@
+"""--workers N: multi-process servers whose rooms span their processes through a real Redis broker (redis-server,
+started by the suite), with real processes: relay across workers, the broker's own count, what a run records, and
+what is left after a run, a Ctrl-C and a kill -9 of the orchestrator."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import psutil
+import pytest
+from websockets.sync.client import connect
+
+from pingpong import contract
+from pingpong.harness.cluster.connection import ClusterError
+from pingpong.harness.cluster.measurer import refuse_unsupported
+from pingpong.harness.commands.cli import build_parser
+from pingpong.harness.measure import probe
+from pingpong.harness.measure.server import _wait_for_workers, launch_server, stop_server, worker_counts
+from pingpong.harness.settings import cell
+from pingpong.harness.settings.catalog import skip_reason
+from pingpong.harness.settings.configuration import build_configuration, resolve_options
+from pingpong.harness.system import broker, listeners, processes
+from tests.conftest import IMPLEMENTATIONS, ROOT, CellSettings, by_name, stopped_cleanly
+from tests.test_contract import node_exports
+
+WORKER_SERVERS = [i for i in IMPLEMENTATIONS if i.role == "server" and "workers" in i.features]
+NO_BROKER = broker.unavailable_reason()
+needs_broker = pytest.mark.skipif(NO_BROKER is not None, reason=f"needs a Redis broker: {NO_BROKER}")
+SETTINGS = CellSettings(duration_s=0.5, warmup_s=0.2, loop="auto", compression="default", payload_size=4,
+                        payload_kind="text-ascii", ready_timeout_s=20.0, stall_timeout_s=5.0, pin=True, workers=2)
+MESSAGES = 50  # each way
+
+
+def run_bench(*args, timeout=300, env=None):
+    return subprocess.run([sys.executable, "run_bench.py", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=timeout, env=env)
+
+
+def server_side_owner(server_pid: int, server_port: int, client_port: int) -> int | None:
+    """The process of the server's tree holding the server's end of the connection from client_port, from /proc."""
+    wanted = f"0100007F:{server_port:04X}", f"0100007F:{client_port:04X}"
+    inode = None
+    with open("/proc/net/tcp") as table:
+        next(table)
+        for line in table:
+            fields = line.split()
+            if (fields[1], fields[2]) == wanted:
+                inode = int(fields[9])
+    for pid in listeners.process_tree(server_pid):
+        if inode in listeners.socket_inodes(pid):
+            return pid
+    return None
+
+
+def test_the_servers_that_declare_workers_are_a_set_of_their_own():
+    """Four servers declare workers, each in set workers only; the others refuse --workers N > 1 with the reason."""
+    assert {s.name for s in WORKER_SERVERS} == {"sanic-workers", "blacksheep-workers", "aiohttp-workers",
+                                                "node-ws-cluster"}
+    assert all(s.sets == ("workers",) for s in WORKER_SERVERS)
+    reason = skip_reason(by_name("server", "sanic"), by_name("client", "websockets"), SETTINGS)
+    assert reason == "server sanic runs one process: it does not declare workers (its manifest entry)"
+    assert skip_reason(by_name("server", "sanic"), by_name("client", "websockets"), replace(SETTINGS, workers=1)) \
+        is None
+
+
+def test_without_redis_server_a_cell_above_one_worker_is_skipped_with_the_reason(monkeypatch):
+    """No redis-server on PATH: N > 1 is skipped saying so and how to install it; N = 1 needs no broker."""
+    monkeypatch.setattr(broker, "redis_server_path", lambda: None)
+    server, client = by_name("server", "sanic-workers"), by_name("client", "websockets")
+    assert skip_reason(server, client, SETTINGS) == ("--workers 2 needs a Redis broker: redis-server not found on "
+                                                     "PATH (apt-get install redis-server)")
+    assert skip_reason(server, client, replace(SETTINGS, workers=1)) is None
+    with pytest.raises(broker.BrokerNotReady, match="not found on PATH"):
+        broker.start_broker(Path("/tmp"))
+
+
+def test_workers_is_a_dimension_and_forces_a_fresh_server():
+    """--workers 1,2 makes two points (workers outermost), a server per attempt; a bad value is refused."""
+    options = build_parser().parse_args(["run", "--workers", "1,2", "--pairs", "1,4"])
+    resolved = resolve_options(options)
+    configuration = build_configuration(resolved, ["run_bench.py"], [], [], [])
+    assert [(p["workers"], p["pairs"]) for p in configuration.points] == [(1, 1), (1, 4), (2, 1), (2, 4)]
+    assert configuration.settings_at(configuration.points[2]).workers == 2
+    assert resolved.rounds.fresh_server and "--workers" in resolved.rounds.fresh_server_reason
+    plain = build_configuration(resolve_options(build_parser().parse_args(["run"])), ["run_bench.py"], [], [], [])
+    assert "workers" not in plain.points[0] and not plain.rounds.fresh_server
+    with pytest.raises(Exception, match="--workers values must be at least 1"):
+        resolve_options(build_parser().parse_args(["run", "--workers", "0"]))
+
+
+def test_a_cluster_run_refuses_workers_in_one_line():
+    """--cluster with --workers above 1 is refused before anything runs, in one line."""
+    resolved = resolve_options(build_parser().parse_args(["run", "--workers", "2"]))
+    with pytest.raises(ClusterError, match="^--cluster with --workers above 1: not supported yet"):
+        refuse_unsupported(build_configuration(resolved, ["run_bench.py"], [], [], []))
+
+
+def test_the_server_gets_min_n_half_the_cpus_and_the_client_as_many(monkeypatch):
+    """On 2 CPUs one each whatever N; on 8, N = 2 gives the server two and the client the next two."""
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
+    assert cell.plan_cpus(True, 2) == ({0}, {1}) == cell.plan_cpus(True, 1)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(8)))
+    assert cell.plan_cpus(True, 1) == ({0}, {1})
+    assert cell.plan_cpus(True, 2) == ({0, 1}, {2, 3})
+    assert cell.plan_cpus(True, 16) == ({0, 1, 2, 3}, {4, 5, 6, 7})
+
+
+def test_the_javascript_workers_speak_the_contracts_broker_vocabulary():
+    """node/server_support.js names the stats folder's variable and the rooms' channel prefix as contract.py does."""
+    support = node_exports("server_support.js")
+    assert support["WORKER_STATS_DIR_ENV"] == contract.WORKER_STATS_DIR_ENV
+    assert support["BROKER_CHANNEL_PREFIX"] == contract.BROKER_CHANNEL_PREFIX
+
+
+@needs_broker
+@pytest.mark.parametrize("server", WORKER_SERVERS, ids=lambda s: s.name)
+def test_a_room_whose_members_sit_on_two_workers_relays_every_message_through_redis(server, tmp_path):
+    """Two members of a room held by different workers (found from /proc: which worker holds the server's end of
+    each connection; pairs are opened until one is split) exchange 50 text and 50 binary messages each way, every
+    one exact and in order; the broker's own PUBLISH count grows by exactly the messages sent, and the workers'
+    counts say each was delivered by the other worker from the broker, none in-process."""
+    started = launch_server(server, SETTINGS, ROOT, tmp_path, {0})
+    try:
+        probe.wait_until_ready(started.base_url, started.process, SETTINGS.ready_timeout_s)
+        assert _wait_for_workers(started, SETTINGS.ready_timeout_s) is None, started.stderr_tail()
+        assert started.broker is not None and started.broker.version
+        held = []
+        for attempt in range(40):
+            pair = [connect(f"{started.base_url}/split-{attempt}") for _ in range(2)]
+            owners = [server_side_owner(started.pid, started.port, member.socket.getsockname()[1])
+                      for member in pair]
+            if None not in owners and owners[0] != owners[1]:
+                break
+            held += pair  # kept open, silent, in rooms of their own, so the next pair gets new sockets
+        else:
+            raise AssertionError("no pair split over the two workers in 40 tries")
+        assert set(owners) <= {record["pid"] for record in worker_counts(started)}
+        first, second = pair
+        before = started.broker.publish_calls()
+        for index in range(MESSAGES):
+            first.send(f"text {index} é")
+            assert second.recv(timeout=5) == f"text {index} é"
+            second.send(bytes([index, 0, 255]) * 3)
+            assert first.recv(timeout=5) == bytes([index, 0, 255]) * 3
+        for sender, receiver in ((first, second), (second, first)):
+            sender.send("last")
+            assert receiver.recv(timeout=5) == "last"
+        sent = 2 * MESSAGES + 2
+        deadline = time.monotonic() + 5
+        while started.broker.publish_calls() - before < sent and time.monotonic() < deadline:
+            time.sleep(0.01)  # the last PUBLISH may follow its delivery by a moment (Node.js does not await it)
+        assert started.broker.publish_calls() - before == sent
+        for member in held + pair:
+            member.close()
+    finally:
+        code = stop_server(started)
+    assert stopped_cleanly(server.name, code, started.process.stderr_tail(40)), (started.stderr_tail(),
+                                                                             started.process.stdout_text()[-3000:])
+    counts = worker_counts(started)
+    assert len(counts) == 2 and all(record["final"] for record in counts), counts
+    assert sum(record["published"] for record in counts) == sent
+    assert sum(record["delivered_from_broker"] for record in counts) == sent
+    assert sum(record["own_from_broker"] for record in counts) == sent
+    assert sum(record["relayed_local"] for record in counts) == 0
+    assert processes.group_members(started.pid) == [] and processes.group_members(started.broker.pid) == []
+    assert not started.broker.socket_path.parent.exists()
+
+
+@needs_broker
+def test_a_run_over_workers_records_the_broker_and_leaves_nothing(tmp_path):
+    """run --workers 1,2 with 4 pairs over 2 client processes: both points measured, one file each; at N = 2 every
+    attempt records the broker's version, its PUBLISH calls (2 per roundtrip: every message is published) and
+    CPU per message, and the workers' counts; at N = 1 no broker. No redis-server or worker is left."""
+    completed = run_bench("--servers", "node-ws-cluster,aiohttp-workers,sanic", "--clients", "websockets",
+                          "--workers", "1,2", "--pairs", "4", "--client-processes", "2", "--repeat", "1",
+                          "--duration", "0.4", "--warmup", "0.2", "--results-dir", str(tmp_path))
+    assert completed.returncode == 0, completed.stderr
+    files = {path.name.split("Z-")[1]: path for path in tmp_path.glob("*Z-*.json")}
+    assert {"workers1.json", "workers2.json", "sweep.json"} <= set(files)
+    for workers in (1, 2):
+        run = json.loads(files[f"workers{workers}.json"].read_text())
+        assert run["configuration"]["workers"] == workers
+        cells = {c["server"]: c for c in run["cells"]}
+        if workers == 2:
+            assert cells["sanic"]["skipped"] == ("server sanic runs one process: it does not declare workers "
+                                                 "(its manifest entry)")
+        for name in ("node-ws-cluster", "aiohttp-workers"):
+            attempt = cells[name]["attempts"][0]
+            assert attempt["status"] == "ok", attempt["reason"]
+            record = attempt["workers"]
+            assert record["count"] == record["reported"] == workers
+            if workers == 1:
+                assert record["broker"] is None and record["delivered_from_broker"] == 0
+                continue
+            window = record["broker"]["window"]
+            assert record["broker"]["version"] == broker.redis_version()
+            assert 1.9 <= window["publishes_per_roundtrip"] <= 2.1, window
+            assert window["cpu_us_per_publish"] > 0 and record["delivered_from_broker"] > 0
+            assert processes.group_members(record["broker"]["pid"]) == []
+            assert all(not psutil.pid_exists(w["pid"]) for w in record["per_worker"])
+
+
+def start_run_in_background(tmp_path: Path) -> subprocess.Popen:
+    with open(tmp_path / "run_bench.stderr", "w") as stderr:
+        return subprocess.Popen([sys.executable, str(ROOT / "run_bench.py"), "--servers", "sanic-workers",
+                                 "--clients", "websockets", "--workers", "2", "--repeat", "6", "--duration", "2",
+                                 "--warmup", "0.2", "--results-dir", str(tmp_path / "results")], cwd=ROOT,
+                                stdout=subprocess.DEVNULL, stderr=stderr)
+
+
+def wait_for_broker_and_workers(process: subprocess.Popen) -> list[int]:
+    """The pids of the run's redis-server, server and its workers and client, once all of them run."""
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        tree = []
+        for child in psutil.Process(process.pid).children(recursive=True):
+            try:
+                tree.append((child.pid, " ".join(child.cmdline())))
+            except psutil.Error:
+                continue
+        lines = [line for _, line in tree]
+        workers = [line for line in lines if "multiprocessing.spawn" in line]  # Sanic's, started by its manager
+        if all(any(name in line for line in lines) for name in ("redis-server", "sanic_workers_server",
+                                                                "websockets_client")) and len(workers) >= 2:
+            return [pid for pid, line in tree if "pingpong.harness.system.guardian" not in line]
+        time.sleep(0.05)
+    raise AssertionError(f"no broker, workers and client within 120 s: {(process.poll(), tree)}")
+
+
+def assert_gone(pids: list[int]) -> None:
+    deadline = time.monotonic() + 10
+    alive = pids
+    while alive and time.monotonic() < deadline:
+        alive = [pid for pid in pids if psutil.pid_exists(pid)
+                 and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
+        time.sleep(0.05)
+    assert not alive, f"processes still running: {alive}"
+
+
+@needs_broker
+@pytest.mark.parametrize("how", ["SIGINT", "SIGKILL"])
+def test_ctrl_c_or_kill_9_of_the_orchestrator_leaves_no_redis_server_or_worker(tmp_path, how):
+    """Mid-run, with the broker, the server's manager and both its workers and a client running: a SIGINT ends the
+    run (exit 130) after stopping them all; a SIGKILL reaches no handler, and the guardian ends their groups."""
+    process = start_run_in_background(tmp_path)
+    try:
+        pids = wait_for_broker_and_workers(process)
+        process.send_signal(getattr(signal, how))
+        code = process.wait(60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(10)
+    assert code == (130 if how == "SIGINT" else -signal.SIGKILL), (tmp_path / "run_bench.stderr").read_text()
+    assert_gone(pids)
+
+
+@needs_broker
+def test_a_run_without_redis_server_on_its_path_skips_the_cells_above_one_worker(tmp_path):
+    """PATH without redis-server: the N = 2 cell is skipped with the reason in the results, the N = 1 cell runs."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "node").symlink_to("/usr/bin/node")
+    environment = {**os.environ, "PATH": f"{bin_dir}:{Path(sys.executable).parent}"}
+    completed = run_bench("--servers", "aiohttp-workers", "--clients", "websockets", "--workers", "1,2",
+                          "--repeat", "1", "--duration", "0.3", "--warmup", "0.1", "--results-dir",
+                          str(tmp_path / "results"), env=environment)
+    assert completed.returncode == 0, completed.stderr
+    runs = {path.name.split("Z-")[1]: json.loads(path.read_text())
+            for path in (tmp_path / "results").glob("*Z-workers*.json")}
+    assert runs["workers1.json"]["cells"][0]["attempts"][0]["status"] == "ok"
+    assert runs["workers2.json"]["cells"][0]["skipped"] == ("--workers 2 needs a Redis broker: redis-server not found "
+                                                            "on PATH (apt-get install redis-server)")
