@@ -2,7 +2,8 @@
 // Rooms that span a server's worker processes (the twin of pingpong/kit/worker_rooms.py): each worker relays a
 // message to its own members of the room at once and PUBLISHes it to the room's Redis channel; every other worker,
 // subscribed to every room's channel by pattern, delivers it to its own members. Without a broker it is the plain
-// in-process relay. Each worker writes its counts to PINGPONG_WORKER_STATS_DIR once it serves and when it stops.
+// in-process relay. Each worker writes its counts (and the members that joined each room here: a pair's placement)
+// to PINGPONG_WORKER_STATS_DIR once it serves and when it stops.
 
 const fs = require('fs');
 const path = require('path');
@@ -26,6 +27,7 @@ class WorkerRooms {
     this.members = new Map();
     this.origin = String(process.pid);
     this.counts = Object.fromEntries(WORKER_COUNTS.map((name) => [name, 0]));
+    this.joinedPerRoom = Object.create(null); // members that joined each room on this worker, ever
     this.publisher = null;
     this.subscriber = null;
   }
@@ -63,6 +65,7 @@ class WorkerRooms {
   join(room, member) {
     if (!this.members.has(room)) this.members.set(room, new Set());
     this.members.get(room).add(member);
+    this.joinedPerRoom[room] = (this.joinedPerRoom[room] || 0) + 1;
   }
 
   leave(room, member) {
@@ -70,14 +73,16 @@ class WorkerRooms {
     if (members) members.delete(member);
   }
 
-  /** A member's message: to the room's other members here, then published for the other workers'. */
+  /** A member's message (a Buffer, or a string from Bun): to the room's other members here, then published for the
+   * other workers'. */
   relay(room, sender, data, isBinary) {
     for (const other of this.members.get(room) || []) {
       if (other !== sender && this.send(other, data, isBinary)) this.counts.relayed_local += 1;
     }
     if (this.publisher) {
       const header = Buffer.from(`${this.origin}:${isBinary ? BINARY : TEXT}:`);
-      this.publisher.publish(`${BROKER_CHANNEL_PREFIX}${room}`, Buffer.concat([header, data]));
+      const bytes = typeof data === 'string' ? Buffer.from(data) : data;
+      this.publisher.publish(`${BROKER_CHANNEL_PREFIX}${room}`, Buffer.concat([header, bytes]));
       this.counts.published += 1;
     }
   }
@@ -101,7 +106,9 @@ class WorkerRooms {
     const folder = process.env[WORKER_STATS_DIR_ENV];
     if (!folder) return;
     const file = path.join(folder, `worker-${process.pid}.json`);
-    const record = { pid: process.pid, final, broker: Boolean(this.brokerUrl), ...this.counts };
+    const record = {
+      pid: process.pid, final, broker: Boolean(this.brokerUrl), ...this.counts, joined_per_room: this.joinedPerRoom,
+    };
     fs.writeFileSync(`${file}.tmp`, JSON.stringify(record));
     fs.renameSync(`${file}.tmp`, file);
   }

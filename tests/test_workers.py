@@ -58,9 +58,9 @@ def server_side_owner(server_pid: int, server_port: int, client_port: int) -> in
 
 
 def test_the_servers_that_declare_workers_are_a_set_of_their_own():
-    """Four servers declare workers, each in set workers only; the others refuse --workers N > 1 with the reason."""
+    """Five servers declare workers, each in set workers only; the others refuse --workers N > 1 with the reason."""
     assert {s.name for s in WORKER_SERVERS} == {"sanic-workers", "blacksheep-workers", "aiohttp-workers",
-                                                "node-ws-cluster"}
+                                                "node-ws-cluster", "bun-workers"}
     assert all(s.sets == ("workers",) for s in WORKER_SERVERS)
     reason = skip_reason(by_name("server", "sanic"), by_name("client", "websockets"), SETTINGS)
     assert reason == "server sanic runs one process: it does not declare workers (its manifest entry)"
@@ -123,7 +123,8 @@ def test_a_room_whose_members_sit_on_two_workers_relays_every_message_through_re
     """Two members of a room held by different workers (found from /proc: which worker holds the server's end of
     each connection; pairs are opened until one is split) exchange 50 text and 50 binary messages each way, every
     one exact and in order; the broker's own PUBLISH count grows by exactly the messages sent, and the workers'
-    counts say each was delivered by the other worker from the broker, none in-process."""
+    counts say each was delivered by the other worker from the broker, none in-process, and that the room's two
+    members joined one on each worker."""
     started = launch_server(server, SETTINGS, ROOT, tmp_path, {0})
     try:
         probe.wait_until_ready(started.base_url, started.process, SETTINGS.ready_timeout_s)
@@ -167,6 +168,8 @@ def test_a_room_whose_members_sit_on_two_workers_relays_every_message_through_re
     assert sum(record["delivered_from_broker"] for record in counts) == sent
     assert sum(record["own_from_broker"] for record in counts) == sent
     assert sum(record["relayed_local"] for record in counts) == 0
+    split_room = f"/split-{attempt}"
+    assert sorted(record["joined_per_room"].get(split_room, 0) for record in counts) == [1, 1], counts
     assert processes.group_members(started.pid) == [] and processes.group_members(started.broker.pid) == []
     assert not started.broker.socket_path.parent.exists()
 
@@ -175,7 +178,8 @@ def test_a_room_whose_members_sit_on_two_workers_relays_every_message_through_re
 def test_a_run_over_workers_records_the_broker_and_leaves_nothing(tmp_path):
     """run --workers 1,2 with 4 pairs over 2 client processes: both points measured, one file each; at N = 2 every
     attempt records the broker's version, its PUBLISH calls (2 per roundtrip: every message is published) and
-    CPU per message, and the workers' counts; at N = 1 no broker. No redis-server or worker is left."""
+    CPU per message, and the workers' counts, and each of the 4 pairs its roundtrips and its placement (one worker
+    or two; at N = 1 all on one); at N = 1 no broker. No redis-server or worker is left."""
     completed = run_bench("--servers", "node-ws-cluster,aiohttp-workers,sanic", "--clients", "websockets",
                           "--workers", "1,2", "--pairs", "4", "--client-processes", "2", "--repeat", "1",
                           "--duration", "0.4", "--warmup", "0.2", "--results-dir", str(tmp_path))
@@ -194,6 +198,11 @@ def test_a_run_over_workers_records_the_broker_and_leaves_nothing(tmp_path):
             assert attempt["status"] == "ok", attempt["reason"]
             record = attempt["workers"]
             assert record["count"] == record["reported"] == workers
+            pairs = record["pairs"]
+            assert len(pairs) == 4 and sum(pair["roundtrips"] for pair in pairs) == attempt["roundtrips"], pairs
+            assert all(pair["members"] == 2 and pair["workers"] == (1 if pair["placement"] == "local" else 2)
+                       for pair in pairs), pairs
+            assert {pair["placement"] for pair in pairs} <= ({"local"} if workers == 1 else {"local", "split"})
             if workers == 1:
                 assert record["broker"] is None and record["delivered_from_broker"] == 0
                 continue

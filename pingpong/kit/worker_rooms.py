@@ -3,7 +3,8 @@ members of the room at once and PUBLISHes it to the room's Redis channel; every 
 room's channel by pattern (socket.io's Redis adapter's scheme), delivers it to its own members.
 
 With one worker and no broker it is the plain in-process relay of the single-process servers. Each worker counts
-what it relayed and writes the counts to WORKER_STATS_DIR_ENV's folder once it serves and again when it stops.
+what it relayed, and the members that joined each room here (so a pair's placement, one worker or two, can be read
+back), and writes the counts to WORKER_STATS_DIR_ENV's folder once it serves and again when it stops.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ class WorkerRooms:
         self.members: dict[str, set] = {}
         self.origin = str(os.getpid()).encode()
         self.counts = dict.fromkeys(WORKER_COUNTS, 0)
+        self.joined_per_room: dict[str, int] = {}  # members that joined each room on this worker, ever
         self._publisher = None
         self._pubsub = None
         self._listener = None
@@ -87,6 +89,7 @@ class WorkerRooms:
     def join(self, room: str, member) -> set:
         members = self.members.setdefault(room, set())
         members.add(member)
+        self.joined_per_room[room] = self.joined_per_room.get(room, 0) + 1
         return members
 
     def leave(self, room: str, member) -> None:
@@ -126,7 +129,8 @@ class WorkerRooms:
         if not folder:
             return
         path = os.path.join(folder, f"worker-{os.getpid()}.json")
-        record = {"pid": os.getpid(), "final": final, "broker": bool(self.broker_url), **self.counts}
+        record = {"pid": os.getpid(), "final": final, "broker": bool(self.broker_url), **self.counts,
+                  "joined_per_room": self.joined_per_room}
         temporary = f"{path}.tmp"
         with open(temporary, "w") as file:
             json.dump(record, file)

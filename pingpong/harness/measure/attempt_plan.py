@@ -66,6 +66,18 @@ def room_path(repeat: int, number: int, index: int = 0, processes: int = 1, work
             + (f"-c{index}" if processes > 1 and workload != "broadcast" else ""))
 
 
+def pair_rooms(settings: CellSettings, repeat: int, number: int) -> list[list[str]]:
+    """The room of each pair of a ping-pong attempt, per client process (holders, with none, give []): the process's
+    room for one pair, ROOM-p0 .. ROOM-p<N-1> for N (as the drivers name them: pair_urls in pingpong/kit/driver/
+    core.py and pairUrls in node/driver/core.js; tests/test_workers.py holds them together)."""
+    shares = client_shares(settings)
+    rooms = []
+    for index, share in enumerate(shares):
+        room = room_path(repeat, number, index, len(shares), settings.workload)
+        rooms.append([room] if share.pairs == 1 else [f"{room}-p{pair}" for pair in range(share.pairs)])
+    return rooms
+
+
 def process_name(index: int, processes: int, number: int) -> str:
     """The name a client process's files and messages carry: client, client1, client-n3, ..."""
     return (f"client{index}" if processes > 1 else "client") + (f"-n{number}" if number > 1 else "")

@@ -114,7 +114,9 @@ def merge_reports(reports: list[dict[str, Any]]) -> dict[str, Any]:
     merged["elapsed_s"] = max(r["elapsed_s"] for r in reports)
     merged["pairs"] = sum(r.get("pairs", 1) for r in reports)
     merged["per_process"] = [{"pairs": r.get("pairs", 1), "roundtrips": r["roundtrips"],
-                              "roundtrips_per_s": r["roundtrips_per_s"], "elapsed_s": r["elapsed_s"]}
+                              "roundtrips_per_s": r["roundtrips_per_s"], "elapsed_s": r["elapsed_s"],
+                              **({"per_pair_roundtrips": r["per_pair_roundtrips"]}
+                                 if "per_pair_roundtrips" in r else {})}
                              for r in reports]
     merged["connections"] = [dict(c, process=index) for index, r in enumerate(reports)
                              for c in r.get("connections") or []]

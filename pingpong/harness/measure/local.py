@@ -14,10 +14,11 @@ from pathlib import Path
 from typing import Callable
 
 from pingpong.contract import ACK_FD_ENV, EVENTS_FD_ENV, GO_FD_ENV, GO_LINE
+from pingpong.harness.analysis.workers import pair_records
 from pingpong.harness.measure import judge
 from pingpong.harness.measure.attempt_plan import (STDERR_TAIL_LINES, barrier_limit_s, client_command, client_limit_s,
-                                                   client_shares, process_environment, process_name, room_path,
-                                                   window_processes, with_jit_warmup)
+                                                   client_shares, pair_rooms, process_environment, process_name,
+                                                   room_path, window_processes, with_jit_warmup)
 from pingpong.harness.measure.boundary import (ClientFacts, ClientRun, Outcome, ServerFacts, Turn, attempt_from,
                                                failed)
 from pingpong.harness.measure.clients_ahead import WaitingClient
@@ -93,13 +94,15 @@ def run_attempt(server: Implementation, client: Implementation, settings: CellSe
         attempt = attempt_from(started.turn(repeat, started_at, client_cpus), outcome, server_code)
         if started.worker_stats_dir is None:
             return attempt
-        return replace(attempt, workers=workers_record(started, outcome))
+        return replace(attempt, workers=workers_record(started, outcome, settings, repeat))
 
 
-def workers_record(started: LocalServer, outcome: Outcome) -> dict:
+def workers_record(started: LocalServer, outcome: Outcome, settings: CellSettings | None = None,
+                   repeat: int = 1) -> dict:
     """The attempt's `workers` record: how many, the broker (its version; its PUBLISH calls and CPU over the
     window) and each worker's counts over the server's life (this attempt's client, the room probe and the relay
-    verification), summed: how many deliveries crossed the broker, how many stayed in one worker."""
+    verification), summed: how many deliveries crossed the broker, how many stayed in one worker; and, for a
+    ping-pong, each pair's roundtrips and placement (one worker or two: analysis/workers.pair_records)."""
     counts = worker_counts(started)
     totals = {name: sum(int(record.get(name, 0)) for record in counts)
               for name in ("relayed_local", "published", "delivered_from_broker")}
@@ -112,7 +115,10 @@ def workers_record(started: LocalServer, outcome: Outcome) -> dict:
     return {"count": started.workers, "reported": len(counts),
             "broker": ({**started.broker.record(), "window": window} if started.broker is not None else None),
             "per_worker": counts, **totals,
-            "crossed_broker_share": round(totals["delivered_from_broker"] / delivered, 4) if delivered else None}
+            "crossed_broker_share": round(totals["delivered_from_broker"] / delivered, 4) if delivered else None,
+            "pairs": (pair_records(pair_rooms(settings, repeat, max(1, started.turns)), outcome.client.report, counts)
+                      if settings is not None and settings.workload == "pingpong" and settings.rate is None
+                      and outcome.ok else None)}
 
 
 def run_attempt_on(started: LocalServer, client: Implementation, settings: CellSettings, repeat: int,

@@ -8,6 +8,7 @@ from pingpong.harness.analysis.plain_twins import plain_twins
 from pingpong.harness.analysis.precision import precision_reach
 from pingpong.harness.analysis.stats import NOISY_CV
 from pingpong.harness.analysis.summary import Summaries, workload_kind
+from pingpong.harness.analysis.workers import workers_figures
 from pingpong.harness.report import workloads as workload_report
 from pingpong.harness.report.formatting import (COST_PARTS, CV_MEANING, HALF_WIDTH_MEANING, NEGATIVE_COST_TEXT,
                                                 NODELAY_TEXT, axes, axis_loops, cv_text, fastest_cell, faults_text,
@@ -17,6 +18,7 @@ from pingpong.harness.report.formatting import (COST_PARTS, CV_MEANING, HALF_WID
                                                 rate_unit, relative_to_fastest, rounds_text, short_extensions,
                                                 time_budgets, topology_line, usual_label, with_loop, workload_title)
 from pingpong.harness.report import profile_report
+from pingpong.harness.report import workers as workers_report
 from pingpong.harness.results.records import RunResult
 
 def cost_section(run: RunResult, servers: list[str], clients: list[str]) -> list[str]:
@@ -78,6 +80,7 @@ def render_markdown(run: RunResult, summaries: Summaries) -> str:
     lines += cost_section(run, servers, clients)
     lines += plain_section(run, summaries)
     lines += workload_report.run_section(summaries, unit)
+    lines += workers_report.markdown_section(workers_figures(run))
     lines += flagged_section(summaries)
     lines += per_cell_section(run, summaries, unit)
     lines += time_budget_section(summaries)

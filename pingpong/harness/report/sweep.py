@@ -9,6 +9,8 @@ from typing import Any
 
 from pingpong.harness.analysis.stats import Ratio, paired_ratio
 from pingpong.harness.analysis.summary import workload_kind
+from pingpong.harness.analysis.workers import WorkersFigures, cell_figures
+from pingpong.harness.report import workers as workers_report
 from pingpong.harness.report import workloads as workload_report
 from pingpong.harness.report.formatting import (format_duration_ns, format_rate, format_ratio, point_label,
                                                 unit_for_kind, usual_label)
@@ -68,6 +70,7 @@ def sweep_index(members: list[tuple[dict[str, Any], Any, dict, str]]) -> dict[st
                 "server_cpu_us_per_roundtrip": summary.server_cpu.us_per_roundtrip,
                 "workload": summary.workload,
                 "idle_memory_by_round": workload_report.idle_memory_by_round(run.cell(server, client)),
+                **workers_entry(server, client, run.cell(server, client).attempts),
             })
     first = members[0][1] if members else None
     return {"format_version": SWEEP_FORMAT_VERSION, "kind": "sweep",
@@ -77,6 +80,19 @@ def sweep_index(members: list[tuple[dict[str, Any], Any, dict, str]]) -> dict[st
             "swept": swept_dimensions([point for point, *_ in members]),
             "points": points, "cells": cells,
             "interrupted": any(run.interrupted for _, run, _, _ in members)}
+
+
+def workers_entry(server: str, client: str, attempts) -> dict[str, Any]:
+    """{"workers_figures": ...} for a point measured with more than one worker (analysis/workers.py); else {}."""
+    figures = cell_figures(server, client, attempts)
+    return {"workers_figures": figures.to_json()} if figures is not None else {}
+
+
+def workers_section(index: dict[str, Any]) -> list[str]:
+    """The points with more than one worker: the broker's work and one hop's cost per cell (report/workers.py)."""
+    figures = [WorkersFigures.from_json(entry["workers_figures"]) for entries in index["cells"].values()
+               for entry in entries if entry.get("workers_figures")]
+    return workers_report.markdown_section(figures, "Workers (the points with more than one):")
 
 
 def render_sweep_markdown(index: dict[str, Any]) -> str:
@@ -114,6 +130,7 @@ def render_sweep_markdown(index: dict[str, Any]) -> str:
         lines.append(f"| {cell} | " + " | ".join(row) + " |")
     lines += ratio_table(index, swept, labels)
     lines += workload_report.sweep_sections(index, swept, labels)
+    lines += workers_section(index)
     if index.get("interrupted"):
         lines += ["", "The sweep was interrupted: later points are missing."]
     return "\n".join(lines) + "\n"

@@ -16,12 +16,14 @@ from pingpong.harness.analysis.plain_twins import plain_twins
 from pingpong.harness.analysis.precision import precision_reach
 from pingpong.harness.analysis.stats import NOISY_CV
 from pingpong.harness.analysis.summary import CellSummary, Summaries
+from pingpong.harness.analysis.workers import workers_figures
 from pingpong.harness.report.formatting import (REFERENCE_TEXT, Headline, axes, axis_loops, fastest_cell, floors,
                                                 format_duration_ns, format_rate, is_floor, rate_unit,
                                                 relative_to_fastest, rounds_text, short_rate, time_budget_text,
                                                 time_budgets, topology_line, usual_label, with_loop, workload_title)
 from pingpong.harness.report.workloads import cell_figures
 from pingpong.harness.report import profile_report
+from pingpong.harness.report import workers as workers_report
 from pingpong.harness.results.records import RunResult
 
 WIDTH = 120  # the widest a report gets, on a wider terminal too; a narrower one gets its own width
@@ -120,6 +122,9 @@ def terminal_report(run: RunResult, summaries: Summaries, source: str | None = N
     plain = plain_table(run, summaries)
     if plain:
         tables.append(plain)
+    workers = workers_table(run)
+    if workers:
+        tables.append(workers)
     notes = []
     figures = cell_figures(summaries)
     if figures:
@@ -292,6 +297,19 @@ def plain_table(run: RunResult, summaries: Summaries) -> Table | None:
                              faults(twin.plain_faults_per_roundtrip), faults(twin.driver_faults_per_roundtrip))
                             for twin in twins),
                  right_aligned=(False, False, False, True, True, True, True), key_columns=3)
+
+
+def workers_table(run: RunResult) -> Table | None:
+    """--workers N > 1: per cell, the broker's publishes and CPU, the deliveries through it, and one hop's cost
+    (split pairs against local ones in the same window)."""
+    figures = workers_figures(run)
+    if not figures:
+        return None
+    usual = usual_label(workers_report.intervals(figures))
+    return Table(title=f"Workers: {workers_report.EXPLANATION}; intervals: {usual or 'none (one attempt)'}",
+                 header=("server", "client", *workers_report.COLUMNS),
+                 rows=tuple((cell.server, cell.client, *workers_report.row_texts(cell, usual)) for cell in figures),
+                 right_aligned=(False, False, *(True,) * len(workers_report.COLUMNS)), key_columns=2)
 
 
 def settings_line(run: RunResult) -> str:

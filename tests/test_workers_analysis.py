@@ -1,0 +1,140 @@
+"""--workers N, without processes: each pair's placement read from the workers' counts, its roundtrips from the
+client report, and the broker hop's cost paired within each attempt (analysis/workers.py), as the reports show it."""
+
+from array import array
+from dataclasses import replace
+
+import pytest
+
+from pingpong.harness.analysis.stats import RANGE
+from pingpong.harness.analysis.summary import summarize_run
+from pingpong.harness.analysis.workers import (LOCAL, SPLIT, WorkersFigures, attempt_hop, cell_figures,
+                                               pair_records, process_pair_roundtrips, workers_figures)
+from pingpong.harness.measure.attempt_plan import pair_rooms
+from pingpong.harness.measure.judge import merge_reports
+from pingpong.harness.report.markdown import render_markdown
+from pingpong.harness.report.sweep import render_sweep_markdown, sweep_index
+from pingpong.harness.report.terminal import render_plain, terminal_report
+from pingpong.harness.results.records import Attempt, Cell, RunResult
+from pingpong.kit.driver import encode_histogram
+from pingpong.kit.driver.core import pair_urls
+from tests.conftest import CellSettings
+
+SETTINGS = CellSettings(duration_s=1.0, warmup_s=0.2, loop="auto", compression="default", payload_size=4,
+                        payload_kind="text-ascii", ready_timeout_s=20.0, stall_timeout_s=5.0, pin=True, pairs=4,
+                        client_processes=2, workers=2)
+HISTOGRAM = encode_histogram(array("q", [500_000] * 10))
+CONFIG = {"repeat": 5, "duration_s": 1, "warmup_s": 0.2, "loop": "auto", "compression": "default",
+          "payload_size": 4, "payload_kind": "text-ascii", "pinned": True, "pairs": 4, "workers": 2}
+
+
+def worker(pid, rooms):
+    return {"pid": pid, "final": True, "broker": True, "relayed_local": 0, "published": 0,
+            "delivered_from_broker": 0, "own_from_broker": 0, "joined_per_room": rooms}
+
+
+def test_the_harness_names_each_pairs_room_as_the_drivers_do():
+    """pair_rooms gives, per client process, the rooms pair_urls opens: ROOM-p0.. for several pairs, ROOM for one;
+    an idle holder drives none."""
+    rooms = pair_rooms(SETTINGS, repeat=3, number=1)
+    assert rooms == [["/bench-r3-c0-p0", "/bench-r3-c0-p1"], ["/bench-r3-c1-p0", "/bench-r3-c1-p1"]]
+    assert [url.removeprefix("ws://h:1") for url in pair_urls("ws://h:1/bench-r3-c0", 2)] == rooms[0]
+    assert pair_rooms(replace(SETTINGS, pairs=1, client_processes=1), 1, 2) == [["/bench-r1-n2"]]
+    assert pair_urls("ws://h:1/bench-r1-n2", 1) == ["ws://h:1/bench-r1-n2"]
+    assert pair_rooms(replace(SETTINGS, pairs=3, client_processes=1, idle_connections=10), 1, 1) == [
+        ["/bench-r1-c0-p0", "/bench-r1-c0-p1", "/bench-r1-c0-p2"], []]  # a holder is a client process too
+
+
+def test_each_pair_gets_its_roundtrips_and_where_its_members_sat():
+    """Two processes of two pairs, merged as the judge merges them: a room whose two members joined one worker is
+    local, one whose members joined two is split, one the workers' counts do not account for is unknown."""
+    reports = [{"roundtrips": 300, "roundtrips_per_s": 300.0, "elapsed_s": 1.0, "pairs": 2,
+                "per_pair_roundtrips": [200, 100]},
+               {"roundtrips": 310, "roundtrips_per_s": 310.0, "elapsed_s": 1.0, "pairs": 2,
+                "per_pair_roundtrips": [210, 100]}]
+    merged = merge_reports(reports)
+    assert process_pair_roundtrips(merged) == [([200, 100], 1.0), ([210, 100], 1.0)]
+    workers = [worker(11, {"/bench-r1-c0-p0": 2, "/bench-r1-c0-p1": 1, "/bench-r1-c1-p1": 1, "/__room_probe_1": 1}),
+               worker(12, {"/bench-r1-c0-p1": 1, "/bench-r1-c1-p0": 2})]
+    pairs = pair_records(pair_rooms(SETTINGS, 1, 1), merged, workers)
+    assert [(p["room"], p["roundtrips"], p["workers"], p["placement"]) for p in pairs] == [
+        ("/bench-r1-c0-p0", 200, 1, LOCAL), ("/bench-r1-c0-p1", 100, 2, SPLIT),
+        ("/bench-r1-c1-p0", 210, 1, LOCAL), ("/bench-r1-c1-p1", 100, 1, None)]
+    one_pair = {"roundtrips": 90, "roundtrips_per_s": 90.0, "elapsed_s": 0.5}
+    assert process_pair_roundtrips(one_pair) == [([90], 0.5)]
+    assert process_pair_roundtrips({"roundtrips": 9, "elapsed_s": 1.0, "pairs": 3}) is None
+    assert pair_records(pair_rooms(SETTINGS, 1, 1), one_pair, workers) is None  # one process, not two
+
+
+def pairs_of(local_rates, split_rates, elapsed_s=1.0):
+    return ([{"placement": LOCAL, "roundtrips": rate * elapsed_s, "elapsed_s": elapsed_s} for rate in local_rates]
+            + [{"placement": SPLIT, "roundtrips": rate * elapsed_s, "elapsed_s": elapsed_s} for rate in split_rates])
+
+
+def test_the_hop_is_a_split_pairs_rate_against_a_local_pairs_in_the_same_window():
+    """An attempt with local pairs at 1000/s and split ones at 800/s: ratio 0.8, +250 µs per roundtrip; an attempt
+    with one kind only has no hop."""
+    hop = attempt_hop(1, pairs_of([1000, 1000], [800, 800]))
+    assert hop.local_pairs == hop.split_pairs == 2
+    assert hop.ratio == pytest.approx(0.8) and hop.extra_us == pytest.approx(250)
+    assert attempt_hop(1, pairs_of([1000, 900], [])) is None and attempt_hop(1, None) is None
+
+
+def workers_attempt(repeat, local_rate, split_rate, count=2, status="ok"):
+    record = {"count": count, "reported": count, "crossed_broker_share": 0.5 if count > 1 else 0.0,
+              "broker": {"version": "7", "window": {"publishes": 2000, "cpu_s": 0.04, "cpu_us_per_publish": 20.0,
+                                                    "publishes_per_roundtrip": 2.0}} if count > 1 else None,
+              "pairs": pairs_of([local_rate] * 2, [split_rate] * 2 if count > 1 else [])}
+    return Attempt(repeat=repeat, status=status, reason=None if status == "ok" else "x", started_at="t",
+                   roundtrips=2000, elapsed_s=1.0, roundtrips_per_s=2000.0, latency_histogram=HISTOGRAM,
+                   server_cpu_s=0.5, client_cpu_s=0.5, window_wall_s=1.0, workers=record)
+
+
+def workers_run(count=2):
+    attempts = [workers_attempt(r, 1000 + 10 * r, 800 + 10 * r, count) for r in range(1, 6)]
+    attempts.append(workers_attempt(6, 1, 1, count, status="client-failed"))
+    cells = [Cell("node-ws-cluster", "websockets", attempts=attempts),
+             Cell("sanic", "websockets", skipped="server sanic runs one process")]
+    return RunResult(started_at="2026-11-25T00:00:00+00:00", command_line=[], configuration={**CONFIG,
+                                                                                              "workers": count},
+                     environment={"cpu_model": "Test CPU", "cpu_count": 2}, implementations={}, cells=cells)
+
+
+def test_a_cells_figures_are_medians_over_its_good_attempts_with_their_interval():
+    """Five good attempts with both kinds (a failed one left out): the hop's ratio and µs are the medians of the
+    per-attempt figures, with the range of 5 as their interval; a run at N = 1 has no Workers figures."""
+    (figures,) = workers_figures(workers_run())
+    assert (figures.server, figures.workers, figures.attempts, figures.both_kinds) == ("node-ws-cluster", 2, 5, 5)
+    assert (figures.local_pairs, figures.split_pairs, figures.unplaced_pairs) == (10, 10, 0)
+    ratios = sorted((800 + 10 * r) / (1000 + 10 * r) for r in range(1, 6))
+    assert figures.hop_ratio.value == pytest.approx(ratios[2])
+    assert (figures.hop_ratio.low, figures.hop_ratio.high) == pytest.approx((ratios[0], ratios[-1]))
+    assert figures.hop_ratio.kind == RANGE and figures.hop_ratio.n == 5
+    assert figures.hop_us.value == pytest.approx(1e6 / 830 - 1e6 / 1030)
+    assert figures.publishes_per_roundtrip.value == 2.0 and figures.cpu_us_per_publish.value == 20.0
+    assert figures.crossed_broker_share.value == 0.5
+    assert WorkersFigures.from_json(figures.to_json()) == figures
+    assert workers_figures(workers_run(count=1)) == []
+    assert cell_figures("a", "b", [workers_attempt(1, 1000, 800)]).hop_ratio.kind is None  # one attempt
+
+
+def test_the_reports_show_the_workers_section_only_above_one_worker():
+    """The Markdown and the terminal have a Workers table with the hop cost and how many attempts had both kinds;
+    a sweep over --workers 1,2 has it for the N = 2 point; a run at N = 1 has none."""
+    run = workers_run()
+    markdown = render_markdown(run, summarize_run(run))
+    assert "\n## Workers\n" in markdown
+    row = next(line for line in markdown.splitlines() if line.startswith("| node-ws-cluster | websockets | 2 |"))
+    assert "2.00 [2.00–2.00]" in row and "| 5 of 5 |" in row and "| 10 / 10 |" in row
+    assert "0.81× [0.80–0.81]" in row
+    assert "+234 µs" in row
+    terminal = render_plain(terminal_report(run, summarize_run(run), width=120))
+    assert "Workers:" in terminal and "5 of 5" in terminal
+    single = workers_run(count=1)
+    assert "## Workers" not in render_markdown(single, summarize_run(single))
+    assert "Workers:" not in render_plain(terminal_report(single, summarize_run(single)))
+    index = sweep_index([({"workers": 1}, single, summarize_run(single), "w1.json"),
+                         ({"workers": 2}, run, summarize_run(run), "w2.json")])
+    sweep_markdown = render_sweep_markdown(index)
+    assert "Workers (the points with more than one):" in sweep_markdown
+    assert sum(line.startswith("| node-ws-cluster | websockets |") for line in sweep_markdown.splitlines()) == 1
