@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.round_rule_coverage import FakeClock, QuietProgress  # the engine's fakes, shared with the simulation
 from pingpong.harness.measure import engine, rounds
 from pingpong.harness.measure.boundary import Outcome, failed
 from pingpong.harness.measure.rounds import Unit, estimated_round_s
@@ -21,14 +22,6 @@ from tests.test_orchestration_logic import SETTINGS, implementation
 
 POINT = {"loop": "auto", "compression": "default", "tls": False, "payload_size": 4, "payload_kind": "text-ascii",
          "pairs": 1}
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @dataclass
@@ -87,23 +80,6 @@ class FakeMeasurer:
     def fresh_attempt(self, server, client, settings, round_number):
         started = self.start(server, settings, None)
         return self.attempt_on(started, client, settings, round_number)
-
-
-class QuietProgress:
-    def __init__(self, total, estimate_s):
-        self.total = total
-
-    def extend(self, attempts):
-        self.total += attempts
-
-    def before(self, cell, round_number):
-        pass
-
-    def after(self, cell, attempt):
-        pass
-
-    def finish(self):
-        pass
 
 
 def run_engine(tmp_path: Path, policy: RoundPolicy, spread: dict[str, float], servers=("s1", "s2"),
