@@ -9,14 +9,13 @@ import multiprocessing
 import signal
 import weakref
 
-from aiohttp import WSCloseCode, WSMsgType, web
+from aiohttp import WSMsgType, web
 
 from pingpong.kit import server_support
 from pingpong.kit.worker_rooms import WorkerRooms
+from servers.aiohttp_server import ALL_WEBSOCKETS, COMPRESS, close_websockets  # the single-process server's
 
 ROOMS = web.AppKey("rooms", WorkerRooms)
-ALL_WEBSOCKETS = web.AppKey("all_websockets", weakref.WeakSet)
-COMPRESS = web.AppKey("compress", bool)
 
 
 async def send(websocket: web.WebSocketResponse, message: str | bytes) -> None:
@@ -40,12 +39,6 @@ async def relay(request: web.Request) -> web.WebSocketResponse:
     finally:
         rooms.leave(room, websocket)
     return websocket
-
-
-async def close_websockets(app: web.Application) -> None:
-    """The graceful-shutdown hook from aiohttp's documentation: close open websockets on exit."""
-    for websocket in set(app[ALL_WEBSOCKETS]):
-        await websocket.close(code=WSCloseCode.GOING_AWAY, message=b"server shutdown")
 
 
 def build_app(args) -> web.Application:
