@@ -409,6 +409,10 @@ MEASURED_FIELDS = (
                          "pair only, the others for every measuring process", (), MEASURING),
     Measured("per_pair_roundtrips", ListOf(COUNT), "with --pairs N > 1: each pair's roundtrips (the Python driver "
                                                    "leaves it out of an open loop's)", (), (PINGPONG, OPEN_LOOP)),
+    Measured("per_pair_hdr_histograms", ListOf(String(1)),
+             "with --pairs N > 1 in a closed loop, latencies recorded: each pair's roundtrip latencies, in the order "
+             "of per_pair_roundtrips, each encoded as latency.hdr_histogram (its count is that pair's roundtrips)",
+             (), (PINGPONG,)),
     Measured("ab_windows", ListOf(AB_WINDOW), "--ab-windows N: the 2N windows alternating recording on and off",
              (), (PINGPONG,)),
     Measured("idle_connections", IDLE_CONNECTIONS, "--idle-connections N: the connections held unused in ROOM-idle",

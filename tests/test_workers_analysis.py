@@ -15,6 +15,7 @@ from pingpong.harness.measure.judge import merge_reports
 from pingpong.harness.report.markdown import render_markdown
 from pingpong.harness.report.sweep import render_sweep_markdown, sweep_index
 from pingpong.harness.report.terminal import render_plain, terminal_report
+from pingpong.harness.results.histograms import merge
 from pingpong.harness.results.records import Attempt, Cell, RunResult
 from pingpong.kit.driver import encode_histogram
 from pingpong.kit.driver.core import pair_urls
@@ -54,6 +55,7 @@ def test_each_pair_gets_its_roundtrips_and_where_its_members_sat():
                 "per_pair_roundtrips": [210, 100]}]
     merged = merge_reports(reports)
     assert process_pair_roundtrips(merged) == [([200, 100], 1.0), ([210, 100], 1.0)]
+    assert all("per_pair_hdr_histograms" not in entry for entry in merged["per_process"])
     workers = [worker(11, {"/bench-r1-c0-p0": 2, "/bench-r1-c0-p1": 1, "/bench-r1-c1-p1": 1, "/__room_probe_1": 1}),
                worker(12, {"/bench-r1-c0-p1": 1, "/bench-r1-c1-p0": 2})]
     pairs = pair_records(pair_rooms(SETTINGS, 1, 1), merged, workers)
@@ -64,6 +66,20 @@ def test_each_pair_gets_its_roundtrips_and_where_its_members_sat():
     assert process_pair_roundtrips(one_pair) == [([90], 0.5)]
     assert process_pair_roundtrips({"roundtrips": 9, "elapsed_s": 1.0, "pairs": 3}) is None
     assert pair_records(pair_rooms(SETTINGS, 1, 1), one_pair, workers) is None  # one process, not two
+
+
+def test_merged_reports_keep_each_process_pairs_histograms():
+    """Each process's per_pair_hdr_histograms stay with its per_process entry, not one process's at the top; a
+    process without them (--no-latency, one pair) has none there."""
+    first, second = encode_histogram(array("q", [1_000] * 3)), encode_histogram(array("q", [2_000] * 2))
+    latency = {"unit": "ns", "recorded": True, "hdr_histogram": HISTOGRAM}
+    reports = [{"roundtrips": 5, "roundtrips_per_s": 5.0, "elapsed_s": 1.0, "pairs": 2, "latency": latency,
+                "per_pair_roundtrips": [3, 2], "per_pair_hdr_histograms": [first, second]},
+               {"roundtrips": 10, "roundtrips_per_s": 10.0, "elapsed_s": 1.0, "latency": latency}]
+    merged = merge_reports(reports)
+    assert merged["per_process"][0]["per_pair_hdr_histograms"] == [first, second]
+    assert "per_pair_hdr_histograms" not in merged["per_process"][1] and "per_pair_hdr_histograms" not in merged
+    assert merge([merged["latency"]["hdr_histogram"]]).get_total_count() == 20
 
 
 def pairs_of(local_rates, split_rates, elapsed_s=1.0):

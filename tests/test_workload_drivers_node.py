@@ -1,4 +1,4 @@
-"""The JavaScript client driver's broadcast, idle-connection and open-loop workloads (node/driver/), for real.
+"""The JavaScript driver's (node/driver/) broadcast, idle-connection, open-loop and many-pair workloads, for real.
 
 Every test runs a real client program (node-ws, node-builtin under Node, bun under Bun, the raw-TCP floors) against
 a real server process, started and verified as a run starts it and shared by this module's tests (each test in a
@@ -304,7 +304,28 @@ def test_open_loop_with_pairs_and_idle_connections_on_a_python_server(shared_ser
     check_open_loop(report, 100, pairs=2)
     per_pair = report["per_pair_roundtrips"]
     assert len(per_pair) == 2 and sum(per_pair) == report["roundtrips"] and all(abs(n - 30) <= 1 for n in per_pair)
+    assert "per_pair_hdr_histograms" not in report  # a closed loop's only
     assert report["idle_connections"]["opened"] == 20
+
+
+@pytest.mark.parametrize("client", ["node-ws", "bun"])
+def test_closed_loop_pairs_each_report_their_own_histogram(client, shared_servers):
+    """--pairs 2: one histogram per pair, counting exactly that pair's roundtrips, together the merged histogram;
+    none with one pair or with --no-latency."""
+    url = room_url(shared_servers, "node-ws")
+    code, report, stderr = run_client(client, url, "--pairs", "2", *SHORT)
+    assert code == 0, stderr
+    per_pair = [histograms.merge([encoded]) for encoded in report["per_pair_hdr_histograms"]]
+    assert [histogram.get_total_count() for histogram in per_pair] == report["per_pair_roundtrips"]
+    assert all(count > 0 for count in report["per_pair_roundtrips"])
+    assert histograms.recorded_values(histograms.merge(report["per_pair_hdr_histograms"])) == (
+        histograms.recorded_values(histograms.merge([report["latency"]["hdr_histogram"]])))
+    assert histogram_count(report) == report["roundtrips"] == sum(report["per_pair_roundtrips"])
+    for extra in ["--pairs", "1"], ["--pairs", "2", "--no-latency"]:
+        code, report, stderr = run_client(client, url + "-" + extra[1], *extra, *SHORT)
+        assert code == 0, stderr
+        assert report["roundtrips"] > 0 and "per_pair_hdr_histograms" not in report
+    assert len(report["per_pair_roundtrips"]) == 2 and report["latency"]["hdr_histogram"] is None
 
 
 def test_stalls_fail_open_loop_and_broadcast_runs_within_the_stall_timeout(shared_servers):

@@ -1,13 +1,21 @@
 """Workloads beyond one pair: payload sweeps, many pairs, the handshake workload; real processes throughout."""
 
 import json
+import subprocess
+import uuid
 
 import pytest
 
+from pingpong.harness.results.histograms import merge, recorded_values
+from pingpong.harness.settings.cell import CellSettings
+from pingpong.harness.settings.manifest import resolve_command
+from tests.conftest import ROOT, by_name, client_report_of
 from tests.test_run_bench import run_bench
 
 TEST_MANIFESTS = ["--manifest", "manifest.toml", "--manifest", "tests/manifest.toml"]
 FAST = ["--duration", "0.6", "--warmup", "0.2", "--repeat", "1"]
+SERVER_SETTINGS = CellSettings(duration_s=0.3, warmup_s=0.1, loop="auto", compression="default", payload_size=4,
+                               payload_kind="text-ascii", ready_timeout_s=20, stall_timeout_s=5, pin=False)
 
 
 def sweep_files(folder):
@@ -56,7 +64,8 @@ def test_one_changed_byte_in_a_large_message_fails_the_cell(tmp_path, kind):
 
 @pytest.mark.parametrize("client", ["websockets", "aiohttp", "picows", "node-ws", "bun"])
 def test_many_pairs_each_in_its_own_room(tmp_path, client):
-    """--pairs 3: six connections, three rooms, every pair completes roundtrips; the kernel sees six sockets."""
+    """--pairs 3: six connections, three rooms, every pair completes roundtrips; the kernel sees six sockets; each
+    pair's own histogram counts its roundtrips, and the three together are the merged one."""
     completed = run_bench("--servers", "node-ws", "--clients", client, *FAST, "--pairs", "3",
                           "--results-dir", str(tmp_path), "--format", "json", timeout=300)
     assert completed.returncode == 0, completed.stderr
@@ -66,9 +75,28 @@ def test_many_pairs_each_in_its_own_room(tmp_path, client):
     assert report["pairs"] == 3 and len(report["per_pair_roundtrips"]) == 3
     assert all(count > 0 for count in report["per_pair_roundtrips"])
     assert report["roundtrips"] == sum(report["per_pair_roundtrips"])
+    per_pair = [merge([encoded]) for encoded in report["per_pair_hdr_histograms"]]
+    assert [histogram.get_total_count() for histogram in per_pair] == report["per_pair_roundtrips"]
+    assert recorded_values(merge(report["per_pair_hdr_histograms"])) == recorded_values(
+        merge([attempt["latency_histogram"]]))
     assert sorted(c["name"] for c in report["connections"]) == ["A0", "A1", "A2", "B0", "B1", "B2"]
     assert attempt["sockets"]["client"]["sockets"] == 6 and attempt["sockets"]["server"]["sockets"] == 6
     assert result["configuration"]["pairs"] == 3
+
+
+def test_each_pairs_histogram_only_with_several_pairs_and_latencies_recorded(shared_servers):
+    """The Python driver run by hand: one pair, or --no-latency, and its report has no per_pair_hdr_histograms."""
+    started = shared_servers.get(by_name("server", "node-ws"), SERVER_SETTINGS)
+    assert started.problem is None, started.problem
+    command = resolve_command(by_name("client", "websockets"), ROOT) + [
+        "--url", f"{started.base_url}/{uuid.uuid4().hex[:12]}", "--duration", "0.3", "--warmup", "0.1"]
+    for extra, pairs in ([], 1), (["--pairs", "2", "--no-latency"], 2):
+        code, report, stderr = client_report_of(subprocess.Popen(command + extra, cwd=ROOT, stdout=subprocess.PIPE,
+                                                                 stderr=subprocess.PIPE, text=True), 60)
+        assert code == 0, stderr
+        assert report["pairs"] == pairs and report["roundtrips"] > 0
+        assert "per_pair_hdr_histograms" not in report
+    assert len(report["per_pair_roundtrips"]) == 2 and report["latency"]["hdr_histogram"] is None
 
 
 def test_pairs_spread_over_client_processes_add_up(tmp_path):
@@ -82,7 +110,6 @@ def test_pairs_spread_over_client_processes_add_up(tmp_path):
     assert [p["pairs"] for p in report["per_process"]] == [1, 1]
     assert attempt["roundtrips_per_s"] == pytest.approx(sum(p["roundtrips_per_s"] for p in report["per_process"]))
     assert attempt["sockets"]["client"]["sockets"] == 4 and attempt["sockets"]["server"]["sockets"] == 4
-    from pingpong.harness.results.histograms import merge
     assert merge([attempt["latency_histogram"]]).get_total_count() == attempt["roundtrips"]
 
 

@@ -29,14 +29,14 @@ class Measurement {
     this.plan = args.abWindows > 0
       ? Array.from({ length: 2 * args.abWindows }, (_, i) => i % 4 === 0 || i % 4 === 3)
       : [args.recordLatency];
-    this.pairs = []; // {label, a, b, roundtrips, roundtripStart}
+    this.pairs = []; // {label, a, b, roundtrips, roundtripStart, latencies}
     this.phase = 'connecting';
     this.done = false; // completed or failed: later messages are ignored
     this.warmupRoundtrips = 0;
     this.warmupStart = 0n;
     this.warmupDeadline = 0n;
     this.windows = []; // closed windows: {recording, roundtrips, elapsed_ns}
-    this.latencies = []; // ns, of every recording window
+    this.latencies = []; // ns, of every recording window (and each pair's own, in pair.latencies, with --pairs)
     this.record = this.plan[0]; // whether the open window records latencies
     this.windowRoundtrips = 0; // in the open window
     this.totalRoundtrips = 0; // in the closed windows
@@ -84,8 +84,9 @@ class Measurement {
         (opened) => { this.idleOpened = opened; });
       this.phase = 'connecting';
     }
+    // With one pair its latencies are this.latencies: no second list to fill inside the window.
     this.pairs = await openPairs(this.openConnection, args, (message) => this.fail(message), this.onOpened,
-      (label) => ({ label, roundtrips: 0, roundtripStart: 0n }));
+      (label) => ({ label, roundtrips: 0, roundtripStart: 0n, latencies: args.pairs > 1 ? [] : null }));
     readyThenWaitForGo(this.emit);
     for (const pair of this.pairs) {
       pair.a.onMessage((data, binary) => this.onA(pair, data, binary));
@@ -119,7 +120,9 @@ class Measurement {
       this.windowRoundtrips += 1;
       pair.roundtrips += 1;
       if (this.record) {
-        this.latencies.push(Number(now - (pair.roundtripStart > this.start ? pair.roundtripStart : this.start)));
+        const latency = Number(now - (pair.roundtripStart > this.start ? pair.roundtripStart : this.start));
+        this.latencies.push(latency);
+        if (pair.latencies) pair.latencies.push(latency);
       }
       pair.roundtripStart = now;
       if (now >= this.deadline && this.closeWindow(now)) return;
@@ -182,7 +185,12 @@ class Measurement {
       connections: pairs.flatMap((pair) => [{ name: `A${pair.label}`, ...pair.a.details() },
         { name: `B${pair.label}`, ...pair.b.details() }]),
     };
-    if (pairs.length > 1) measurement.per_pair_roundtrips = pairs.map((pair) => pair.roundtrips);
+    if (pairs.length > 1) {
+      measurement.per_pair_roundtrips = pairs.map((pair) => pair.roundtrips);
+      if (plan.some(Boolean)) {
+        measurement.per_pair_hdr_histograms = pairs.map((pair) => encodeHistogram(pair.latencies));
+      }
+    }
     if (this.idle) measurement.idle_connections = this.idle.report;
     if (args.abWindows > 0) {
       measurement.ab_windows = windows.map((w) => ({

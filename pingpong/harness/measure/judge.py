@@ -106,8 +106,10 @@ def judge_attempt(runs: list[ClientRun], server_exit_code: int | None, window: W
 
 
 def merge_reports(reports: list[dict[str, Any]]) -> dict[str, Any]:
-    """One report for several client processes: rates and counts summed, histograms merged, each kept."""
-    merged = {key: value for key, value in reports[0].items() if key not in ("latency", "connections")}
+    """One report for several client processes: rates and counts summed, histograms merged, each kept (with its
+    pairs' roundtrips and latency histograms, when it reported them)."""
+    merged = {key: value for key, value in reports[0].items()
+              if key not in ("latency", "connections", "per_pair_hdr_histograms")}
     merged["client_processes"] = len(reports)
     merged["roundtrips"] = sum(r["roundtrips"] for r in reports)
     merged["roundtrips_per_s"] = sum(r["roundtrips_per_s"] for r in reports)
@@ -115,8 +117,7 @@ def merge_reports(reports: list[dict[str, Any]]) -> dict[str, Any]:
     merged["pairs"] = sum(r.get("pairs", 1) for r in reports)
     merged["per_process"] = [{"pairs": r.get("pairs", 1), "roundtrips": r["roundtrips"],
                               "roundtrips_per_s": r["roundtrips_per_s"], "elapsed_s": r["elapsed_s"],
-                              **({"per_pair_roundtrips": r["per_pair_roundtrips"]}
-                                 if "per_pair_roundtrips" in r else {})}
+                              **{key: r[key] for key in ("per_pair_roundtrips", "per_pair_hdr_histograms") if key in r}}
                              for r in reports]
     merged["connections"] = [dict(c, process=index) for index, r in enumerate(reports)
                              for c in r.get("connections") or []]

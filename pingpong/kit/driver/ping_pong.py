@@ -40,7 +40,8 @@ async def _many_pairs(pairs: list[tuple[Connection, Connection]], ping: Any, pon
                       progress: Progress) -> dict[str, Any]:
     """N pairs at once, each its own ping-pong task: warmup together, then one shared measured window.
 
-    Every pair's roundtrips count and its latencies join one histogram; the rate is the sum over pairs.
+    Every pair's roundtrips count and its latencies join one histogram, and each pair's also make its own; the rate
+    is the sum over pairs.
     """
     clock = time.monotonic_ns
     events = WindowEvents()
@@ -60,7 +61,7 @@ async def _many_pairs(pairs: list[tuple[Connection, Connection]], ping: Any, pon
     end = max(window[2] for window in windows)
     elapsed_s = (end - start) / 1e9
     recorded = [value for window in windows for value in window[3]]
-    return {
+    result = {
         "warmup": {"roundtrips": progress.warmup_roundtrips, "elapsed_s": (start - warmup_start) / 1e9},
         "roundtrips": count,
         "elapsed_s": elapsed_s,
@@ -69,6 +70,9 @@ async def _many_pairs(pairs: list[tuple[Connection, Connection]], ping: Any, pon
         "latency": {"unit": "ns", "recorded": not args.no_latency,
                     "hdr_histogram": encode_histogram(recorded) if not args.no_latency else None},
     }
+    if not args.no_latency:
+        result["per_pair_hdr_histograms"] = [encode_histogram(window[3]) for window in windows]
+    return result
 
 
 async def _warm_up(a: Connection, b: Connection, ping: Any, pong: Any, deadline_ns: int, progress: Progress) -> None:
