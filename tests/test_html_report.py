@@ -12,10 +12,12 @@ from html.parser import HTMLParser
 import pytest
 
 from pingpong.harness.analysis.summary import summarize_run
+from pingpong.harness.report import workers as workers_report
 from pingpong.harness.report.html import render_html
+from pingpong.harness.report.markdown import render_markdown
 from pingpong.harness.results.records import Attempt, Cell, RunResult, load
 from tests.conftest import ROOT
-from tests.test_render import CONFIG, ok, sample_run
+from tests.test_render import CONFIG, ok, sample_run, workers_run
 
 REFERENCE = ROOT / "results" / "reference" / "2026-11-21-default-matrix.json"
 BROWSER = next((shutil.which(name) for name in ("chromium", "chromium-browser", "google-chrome")
@@ -71,6 +73,53 @@ def test_text_from_the_results_is_escaped():
     tags = {tag for tag, _ in Elements(page).tags}
     assert "b" not in tags and "img" not in tags and "i" not in tags
     assert page.count("<script>") == 1 and "&lt;b&gt;s&lt;/b&gt;" in page and "&lt;i&gt;boom&lt;/i&gt;" in page
+
+
+class TableRows(HTMLParser):
+    """The text of each cell, row by row, of the table with this id."""
+
+    def __init__(self, page: str, table_id: str) -> None:
+        super().__init__()
+        self.table_id, self.inside, self.in_cell, self.rows = table_id, False, False, []
+        self.feed(page)
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "table":
+            self.inside = dict(attrs).get("id") == self.table_id
+        elif self.inside and tag == "tr":
+            self.rows.append([])
+        elif self.inside and tag in ("th", "td"):
+            self.rows[-1].append("")
+            self.in_cell = True
+
+    def handle_endtag(self, tag):
+        if tag == "table":
+            self.inside = False
+        elif tag in ("th", "td"):
+            self.in_cell = False
+
+    def handle_data(self, data):
+        if self.inside and self.in_cell:
+            self.rows[-1][-1] += data
+
+
+def test_the_workers_table_shows_the_texts_of_the_markdown():
+    """A run on 2 workers has a Workers table whose heading is report/workers.py's columns and whose row is the
+    Markdown's, cell for cell (its pairs, attempts with both kinds, the hop's ratio with its bracket), under the same
+    explanation; the cell of one process has no row, and a run without workers no section."""
+    run = workers_run()
+    summaries = summarize_run(run)
+    page = render_html(run, summaries)
+    header, *rows = TableRows(page, "workers").rows
+    assert header == ["server", "client", *workers_report.COLUMNS]
+    section = render_markdown(run, summaries).split("\n## Workers\n")[1].split("\n## ")[0]
+    markdown_rows = [line.strip("|").split(" | ") for line in section.splitlines() if line.startswith("| cluster |")]
+    assert rows == [[text.strip() for text in row] for row in markdown_rows]
+    assert rows[0][:2] == ["cluster", "c"]
+    assert {"8 / 5 (+1 unknown)", "3 of 4", "0.80× [0.50–0.90, 75%]"} <= set(rows[0])
+    assert workers_report.EXPLANATION in "".join(Elements(page).text)
+    plain = render_html(sample_run(), summarize_run(sample_run()))
+    assert "<h2>Workers</h2>" not in plain and TableRows(plain, "workers").rows == []
 
 
 def chromium(*args, timeout=60) -> subprocess.CompletedProcess:

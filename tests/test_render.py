@@ -1,15 +1,18 @@
-"""Tables rendered from fixed results: noisy, failed, partial and skipped cells, CSV columns, paired ratios."""
+"""Tables rendered from fixed results: noisy, failed, partial and skipped cells, CSV columns, paired ratios, and the
+broker's figures of a --workers run."""
 
 import csv
 import io
 import re
 from array import array
+from dataclasses import replace
 
 import pytest
 
 from pingpong.harness.analysis.costs import websocket_costs
 from pingpong.harness.analysis.summary import summarize_run
-from pingpong.harness.report.csv_rows import render_csv
+from pingpong.harness.analysis.workers import LOCAL, SPLIT
+from pingpong.harness.report.csv_rows import CSV_COLUMNS, WORKERS_COLUMNS, render_csv
 from pingpong.harness.report.formatting import axis_loops, with_loop
 from pingpong.harness.report.markdown import render_markdown
 from pingpong.harness.results.records import Attempt, Cell, RunResult
@@ -82,6 +85,58 @@ def test_csv_has_one_row_per_cell():
     assert (rows[0]["interval_low"], rows[0]["interval_high"], rows[0]["interval_kind"]) == ("990", "1010", "range")
     assert rows[0]["interval_coverage"] == "0.75" and rows[3]["interval_coverage"] == "0.5"  # 3 and 2 repeats
     assert not [column for column in rows[0] if "95" in column]
+
+
+def test_a_run_without_workers_keeps_its_columns():
+    """No cell ran more than one worker: the CSV's header is CSV_COLUMNS, none of the Workers columns."""
+    run = sample_run()
+    assert next(csv.reader(io.StringIO(render_csv(run, summarize_run(run))))) == CSV_COLUMNS
+
+
+def workers_record(local_rates, split_rates, unplaced=0, cpu_us_per_publish=20.0, crossed_broker_share=0.5):
+    """An attempt's `workers` record at N = 2: each pair's placement and its roundtrips over a 5 s window."""
+    pairs = ([{"placement": LOCAL, "roundtrips": rate * 5, "elapsed_s": 5.0} for rate in local_rates]
+             + [{"placement": SPLIT, "roundtrips": rate * 5, "elapsed_s": 5.0} for rate in split_rates]
+             + [{"placement": None, "roundtrips": 500, "elapsed_s": 5.0}] * unplaced)
+    return {"count": 2, "reported": 2, "crossed_broker_share": crossed_broker_share,
+            "broker": {"version": "7", "window": {"publishes": 10_000, "publishes_per_roundtrip": 2.0,
+                                                  "cpu_us_per_publish": cpu_us_per_publish}},
+            "pairs": pairs}
+
+
+def workers_run():
+    """A cell on 2 workers: three attempts with local and split pairs (split ÷ local 0.8, 0.9 and 0.5), one with
+    local pairs only, a failed one left out; and a cell of one process beside it."""
+    attempts = [replace(ok(1, 1000), workers=workers_record([1000, 1000], [800], cpu_us_per_publish=20.0)),
+                replace(ok(2, 1000), workers=workers_record([1000], [900, 900], unplaced=1, cpu_us_per_publish=30.0,
+                                                             crossed_broker_share=0.6)),
+                replace(ok(3, 1000), workers=workers_record([1000, 1000], [500, 500], cpu_us_per_publish=25.0,
+                                                             crossed_broker_share=0.4)),
+                replace(ok(4, 1000), workers=workers_record([1000] * 3, [], cpu_us_per_publish=40.0)),
+                replace(failed(5), workers=workers_record([1000], [100], cpu_us_per_publish=900.0))]
+    cells = [Cell("cluster", "c", attempts=attempts), Cell("single", "c", attempts=[ok(1, 990), ok(2, 1000)])]
+    return RunResult(started_at="2026-11-25T00:00:00+00:00", command_line=[], configuration={**CONFIG, "workers": 2},
+                     environment={"cpu_model": "Test CPU", "cpu_count": 2}, implementations={}, cells=cells)
+
+
+def test_the_csv_has_the_workers_figures_as_numbers():
+    """The cell on 2 workers has its figures over its 4 good attempts: the pairs counted exactly, the broker's
+    medians, and the hop as the median of the 3 per-attempt ratios (0.8) and differences (+250 µs) with the range of
+    3 as interval; the cell of one process has the columns empty."""
+    run = workers_run()
+    text = render_csv(run, summarize_run(run))
+    assert next(csv.reader(io.StringIO(text)))[-len(WORKERS_COLUMNS):] == WORKERS_COLUMNS
+    cluster, single = csv.DictReader(io.StringIO(text))
+    assert [cluster[c] for c in ("workers", "attempts_with_workers", "local_pairs", "split_pairs", "unplaced_pairs",
+                                 "attempts_with_both")] == ["2", "4", "8", "5", "1", "3"]
+    assert float(cluster["publishes_per_roundtrip"]) == 2.0
+    assert float(cluster["broker_cpu_us_per_publish"]) == 27.5  # the median of 20, 30, 25, 40; not the failed 900
+    assert float(cluster["crossed_broker_share"]) == 0.5
+    ratio = [float(cluster[c]) for c in ("hop_ratio", "hop_ratio_low", "hop_ratio_high", "hop_ratio_coverage")]
+    assert ratio == pytest.approx([0.8, 0.5, 0.9, 0.75])
+    hop_us = [float(cluster[c]) for c in ("hop_us", "hop_low_us", "hop_high_us", "hop_coverage")]
+    assert hop_us == pytest.approx([1e6 / 800 - 1e3, 1e6 / 900 - 1e3, 1e6 / 500 - 1e3, 0.75])
+    assert {single[c] for c in WORKERS_COLUMNS} == {""}
 
 
 def test_the_fastest_pair_is_a_websocket_pair_and_the_floors_are_named_apart():

@@ -1,8 +1,9 @@
 """A run as CSV: one row per cell with every derived figure (a pure function of the record and its summaries).
 
 The columns are CSV_COLUMNS; a run with time budgets (each side's scheduling read at the window's edges) adds
-TIME_BUDGET_COLUMNS after the page faults, and a run with raw-TCP floors adds COST_COLUMNS at the end (the WebSocket
-cost, analysis/costs.py), so files saved before those readings export as they always did."""
+TIME_BUDGET_COLUMNS after the page faults, a run with raw-TCP floors adds COST_COLUMNS at the end (the WebSocket
+cost, analysis/costs.py), and a run with --workers N > 1 adds WORKERS_COLUMNS after those (the broker and its hop,
+analysis/workers.py), so files saved before those readings export as they always did."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ import csv
 import io
 
 from pingpong.harness.analysis.costs import CostSplit, websocket_costs
+from pingpong.harness.analysis.stats import Difference, Ratio
 from pingpong.harness.analysis.summary import SIDES, CellSummary, Summaries
+from pingpong.harness.analysis.workers import WorkersFigures, workers_figures
 from pingpong.harness.report.formatting import percentiles, time_budgets
 from pingpong.harness.results.records import RunResult
 
@@ -35,15 +38,25 @@ COST_FIGURES = ("server", "client", "other", "end_to_end")
 COST_COLUMNS = [f"websocket_cost_{part}_{suffix}" for part in COST_FIGURES
                 for suffix in ("us", "low_us", "high_us", "coverage")]
 
+# --workers N > 1, per cell over its good attempts with a workers record (analysis/workers.py): N and those attempts;
+# the broker's PUBLISH calls per roundtrip, its CPU µs per publish and the share of deliveries that came through it
+# (medians over the attempts); the pairs by placement over every attempt and the attempts that had both kinds; and the
+# broker hop's cost, the median of those attempts' figures with its interval and the interval's coverage: hop_ratio (a
+# split pair's rate over a local pair's) and hop_us (µs per roundtrip a split pair takes beyond a local pair's)
+WORKERS_COLUMNS = ["workers", "attempts_with_workers", "publishes_per_roundtrip", "broker_cpu_us_per_publish",
+                   "crossed_broker_share", "local_pairs", "split_pairs", "unplaced_pairs", "attempts_with_both",
+                   "hop_ratio", "hop_ratio_low", "hop_ratio_high", "hop_ratio_coverage",
+                   "hop_us", "hop_low_us", "hop_high_us", "hop_coverage"]
 
-def csv_columns(with_time_budgets: bool, with_costs: bool = False) -> list[str]:
-    """CSV_COLUMNS, with TIME_BUDGET_COLUMNS after the page faults when the run has time budgets, and COST_COLUMNS
-    at the end when it has WebSocket costs."""
+
+def csv_columns(with_time_budgets: bool, with_costs: bool = False, with_workers: bool = False) -> list[str]:
+    """CSV_COLUMNS, with TIME_BUDGET_COLUMNS after the page faults when the run has time budgets, COST_COLUMNS at
+    the end when it has WebSocket costs, and WORKERS_COLUMNS after them when a cell ran more than one worker."""
     columns = CSV_COLUMNS
     if with_time_budgets:
         after = CSV_COLUMNS.index("client_minor_faults_per_roundtrip") + 1
         columns = CSV_COLUMNS[:after] + TIME_BUDGET_COLUMNS + CSV_COLUMNS[after:]
-    return columns + (COST_COLUMNS if with_costs else [])
+    return columns + (COST_COLUMNS if with_costs else []) + (WORKERS_COLUMNS if with_workers else [])
 
 
 def cost_figures(split: CostSplit | None) -> dict[str, float | None]:
@@ -54,6 +67,21 @@ def cost_figures(split: CostSplit | None) -> dict[str, float | None]:
         for suffix, field in (("us", "value"), ("low_us", "low"), ("high_us", "high"), ("coverage", "coverage")):
             figures[f"websocket_cost_{part}_{suffix}"] = None if figure is None else getattr(figure, field)
     return figures
+
+
+def workers_columns(figures: WorkersFigures | None) -> dict[str, float | None]:
+    """The cell's WORKERS_COLUMNS (empty for a cell without figures, or a figure no attempt had)."""
+    if figures is None:
+        return dict.fromkeys(WORKERS_COLUMNS)
+
+    def parts(figure: Ratio | Difference | None) -> tuple[float | None, ...]:
+        return (None,) * 4 if figure is None else (figure.value, figure.low, figure.high, figure.coverage)
+
+    medians = (figures.publishes_per_roundtrip, figures.cpu_us_per_publish, figures.crossed_broker_share)
+    return dict(zip(WORKERS_COLUMNS, (
+        figures.workers, figures.attempts, *(None if median is None else median.value for median in medians),
+        figures.local_pairs, figures.split_pairs, figures.unplaced_pairs, figures.both_kinds,
+        *parts(figures.hop_ratio), *parts(figures.hop_us)), strict=True))
 
 
 def time_budget_figures(summary: CellSummary) -> dict[str, float | None]:
@@ -70,7 +98,9 @@ def render_csv(run: RunResult, summaries: Summaries) -> str:
     output = io.StringIO()
     with_time_budgets = bool(time_budgets(summaries))
     costs = websocket_costs(run)
-    writer = csv.DictWriter(output, fieldnames=csv_columns(with_time_budgets, bool(costs)), lineterminator="\n")
+    workers = {(figures.server, figures.client): figures for figures in workers_figures(run)}
+    writer = csv.DictWriter(output, fieldnames=csv_columns(with_time_budgets, bool(costs), bool(workers)),
+                            lineterminator="\n")
     writer.writeheader()
     for (server, client), summary in summaries.items():
         rates = summary.roundtrips_per_s
@@ -100,5 +130,6 @@ def render_csv(run: RunResult, summaries: Summaries) -> str:
             "reason": summary.reason or "; ".join(summary.failures) or None,
             **(time_budget_figures(summary) if with_time_budgets else {}),
             **(cost_figures(costs.get((server, client))) if costs else {}),
+            **(workers_columns(workers.get((server, client))) if workers else {}),
         })
     return output.getvalue()

@@ -19,16 +19,18 @@ from pingpong.harness.analysis.plain_twins import plain_twins
 from pingpong.harness.analysis.stats import Difference, Ratio
 from pingpong.harness.analysis.summary import SIDES, CellSummary, Summaries
 from pingpong.harness.analysis.time_budget import TimeBudget
+from pingpong.harness.analysis.workers import workers_figures
 from pingpong.harness.report.formatting import (COST_PARTS, CV_MEANING, HALF_WIDTH_MEANING, NEGATIVE_COST_TEXT,
                                                 Headline, axes, axis_loops, cv_text, fastest_cell, faults_text,
                                                 format_difference, format_duration_ns, format_optional, format_rate,
                                                 format_ratio, format_ratio_to_reference, half_width_text,
                                                 interval_legend, is_floor, percentiles, rate_unit, relative_to_fastest,
                                                 rounds_text, short_extensions, time_budget_text, time_budgets,
-                                                workload_title)
+                                                usual_label, workload_title)
 from pingpong.harness.report.scales import MIN_SPAN, log_range, position, viridis_hex
 from pingpong.harness.report.terminal import MARKS, machine_line, marks, settings_line
 from pingpong.harness.report import profile_report
+from pingpong.harness.report import workers as workers_report
 from pingpong.harness.results.records import RunResult
 
 STYLE = """
@@ -151,6 +153,7 @@ def render_html(run: RunResult, summaries: Summaries) -> str:
         *cell_table(run, summaries),
         *cost_matrix(run, costs),
         *plain_beside_drivers(run, summaries),
+        *workers_section(run),
         *time_budget_section(summaries),
         *profile_report.run_html_section(run.profiles),
         *flagged(summaries),
@@ -321,6 +324,26 @@ def plain_beside_drivers(run: RunResult, summaries: Summaries) -> list[str]:
         lines.append(f'<tr><th class="name">{e(twin.server)}</th><td>{e(twin.plain)} / {e(twin.driver)}</td>'
                      f"<td>{e(interval_text(twin.ratio))}</td><td>{e(faults)}</td><td>{e(cpu_us)}</td>"
                      f"<td>{e(twin.cause)}</td></tr>")
+    return lines + ["</tbody></table></div>"]
+
+
+def workers_section(run: RunResult) -> list[str]:
+    """--workers N > 1: per cell, the broker's publishes and CPU, the deliveries through it, and one hop's cost, in
+    report/workers.py's columns and texts (the Markdown's and the terminal's); nothing when no cell ran more than one
+    worker."""
+    figures = workers_figures(run)
+    if not figures:
+        return []
+    usual = usual_label(workers_report.intervals(figures))
+    legend = interval_legend(workers_report.intervals(figures))
+    lines = ["<h2>Workers</h2>", f'<p class="note">{e(workers_report.EXPLANATION)}; {e(legend)}.</p>',
+             '<div class="scroll"><table id="workers">',
+             "<thead><tr>" + "".join(f"<th>{e(c)}</th>" for c in ("server", "client", *workers_report.COLUMNS))
+             + "</tr></thead>", "<tbody>"]
+    for cell in figures:
+        lines.append(f'<tr><th class="name"><a href="#{anchor("cell", cell.server, cell.client)}">{e(cell.server)}'
+                     f'</a></th><td class="name">{e(cell.client)}</td>'
+                     + "".join(f"<td>{e(text)}</td>" for text in workers_report.row_texts(cell, usual)) + "</tr>")
     return lines + ["</tbody></table></div>"]
 
 
