@@ -8,7 +8,7 @@ import pytest
 
 from pingpong.harness.analysis.stats import RANGE
 from pingpong.harness.analysis.summary import summarize_run
-from pingpong.harness.analysis.workers import (LOCAL, SPLIT, WorkersFigures, attempt_hop, cell_figures,
+from pingpong.harness.analysis.workers import (LOCAL, SPLIT, WorkersFigures, attempt_hop, cell_figures, pair_p50s,
                                                pair_records, process_pair_roundtrips, workers_figures)
 from pingpong.harness.measure.attempt_plan import pair_rooms
 from pingpong.harness.measure.judge import merge_reports
@@ -70,21 +70,50 @@ def test_each_pair_gets_its_roundtrips_and_where_its_members_sat():
 
 def test_merged_reports_keep_each_process_pairs_histograms():
     """Each process's per_pair_hdr_histograms stay with its per_process entry, not one process's at the top; a
-    process without them (--no-latency, one pair) has none there."""
+    process with one pair has its own histogram as its pair's; one without latencies (--no-latency) has none."""
     first, second = encode_histogram(array("q", [1_000] * 3)), encode_histogram(array("q", [2_000] * 2))
     latency = {"unit": "ns", "recorded": True, "hdr_histogram": HISTOGRAM}
     reports = [{"roundtrips": 5, "roundtrips_per_s": 5.0, "elapsed_s": 1.0, "pairs": 2, "latency": latency,
                 "per_pair_roundtrips": [3, 2], "per_pair_hdr_histograms": [first, second]},
-               {"roundtrips": 10, "roundtrips_per_s": 10.0, "elapsed_s": 1.0, "latency": latency}]
+               {"roundtrips": 10, "roundtrips_per_s": 10.0, "elapsed_s": 1.0, "latency": latency},
+               {"roundtrips": 10, "roundtrips_per_s": 10.0, "elapsed_s": 1.0,
+                "latency": {"unit": "ns", "recorded": False, "hdr_histogram": None}}]
     merged = merge_reports(reports)
     assert merged["per_process"][0]["per_pair_hdr_histograms"] == [first, second]
-    assert "per_pair_hdr_histograms" not in merged["per_process"][1] and "per_pair_hdr_histograms" not in merged
+    assert merged["per_process"][1]["per_pair_hdr_histograms"] == [HISTOGRAM]
+    assert "per_pair_hdr_histograms" not in merged["per_process"][2] and "per_pair_hdr_histograms" not in merged
     assert merge([merged["latency"]["hdr_histogram"]]).get_total_count() == 20
 
 
+def test_each_pair_gets_its_own_latency_from_its_own_histogram():
+    """Pairs at 1 ms and 3 ms in one process: each pair's record has its own p50, and pair_p50s lists them in pair
+    order; a pair's histogram missing (latency not recorded) gives None, and no list."""
+    fast, slow = encode_histogram(array("q", [1_000_000] * 9)), encode_histogram(array("q", [3_000_000] * 3))
+    report = {"roundtrips": 12, "roundtrips_per_s": 12.0, "elapsed_s": 1.0, "pairs": 2,
+              "per_pair_roundtrips": [9, 3], "per_pair_hdr_histograms": [fast, slow],
+              "latency": {"unit": "ns", "recorded": True, "hdr_histogram": HISTOGRAM}}
+    settings = replace(SETTINGS, pairs=2, client_processes=1)
+    workers = [worker(11, {"/bench-r1-p0": 2, "/bench-r1-p1": 1}), worker(12, {"/bench-r1-p1": 1})]
+    pairs = pair_records(pair_rooms(settings, 1, 1), report, workers)
+    assert [(p["placement"], round(p["p50_ns"], -4), round(p["p99_ns"], -4)) for p in pairs] == [
+        (LOCAL, 1_000_000, 1_000_000), (SPLIT, 3_000_000, 3_000_000)]
+    attempt = Attempt(repeat=1, status="ok", reason=None, started_at="t", roundtrips=12, elapsed_s=1.0,
+                      roundtrips_per_s=12.0, client_report=report)
+    assert [round(p50, -4) for p50 in pair_p50s(attempt)] == [1_000_000, 3_000_000]
+    hop = attempt_hop(1, pairs)
+    assert round(hop.extra_p50_us) == 2000
+    unrecorded = {key: value for key, value in report.items() if key != "per_pair_hdr_histograms"}
+    assert pair_p50s(replace(attempt, client_report=unrecorded)) is None
+    assert all(p["p50_ns"] is None for p in pair_records(pair_rooms(settings, 1, 1), unrecorded, workers))
+    assert attempt_hop(1, pair_records(pair_rooms(settings, 1, 1), unrecorded, workers)).extra_p50_us is None
+
+
 def pairs_of(local_rates, split_rates, elapsed_s=1.0):
-    return ([{"placement": LOCAL, "roundtrips": rate * elapsed_s, "elapsed_s": elapsed_s} for rate in local_rates]
-            + [{"placement": SPLIT, "roundtrips": rate * elapsed_s, "elapsed_s": elapsed_s} for rate in split_rates])
+    """Pairs whose p50 is the closed loop's 1/rate (a pair has one roundtrip in flight)."""
+    return ([{"placement": LOCAL, "roundtrips": rate * elapsed_s, "elapsed_s": elapsed_s, "p50_ns": 1e9 / rate}
+             for rate in local_rates]
+            + [{"placement": SPLIT, "roundtrips": rate * elapsed_s, "elapsed_s": elapsed_s, "p50_ns": 1e9 / rate}
+               for rate in split_rates])
 
 
 def test_the_hop_is_a_split_pairs_rate_against_a_local_pairs_in_the_same_window():
@@ -127,6 +156,7 @@ def test_a_cells_figures_are_medians_over_its_good_attempts_with_their_interval(
     assert (figures.hop_ratio.low, figures.hop_ratio.high) == pytest.approx((ratios[0], ratios[-1]))
     assert figures.hop_ratio.kind == RANGE and figures.hop_ratio.n == 5
     assert figures.hop_us.value == pytest.approx(1e6 / 830 - 1e6 / 1030)
+    assert figures.hop_p50_us.value == pytest.approx(1e6 / 830 - 1e6 / 1030)  # p50 = 1/rate here
     assert figures.publishes_per_roundtrip.value == 2.0 and figures.cpu_us_per_publish.value == 20.0
     assert figures.crossed_broker_share.value == 0.5
     assert WorkersFigures.from_json(figures.to_json()) == figures
@@ -154,3 +184,34 @@ def test_the_reports_show_the_workers_section_only_above_one_worker():
     sweep_markdown = render_sweep_markdown(index)
     assert "Workers (the points with more than one):" in sweep_markdown
     assert sum(line.startswith("| node-ws-cluster | websockets |") for line in sweep_markdown.splitlines()) == 1
+
+
+def pair_latency_run(workers, scale):
+    """Five rounds of one cell with two pairs whose p50s are 1 ms and 2 ms times scale (each pair's histogram)."""
+    def attempt(repeat):
+        per_pair = [encode_histogram(array("q", [int(ms * scale * 1e6)] * 5)) for ms in (1, 2)]
+        report = {"roundtrips": 10, "roundtrips_per_s": 10.0, "elapsed_s": 1.0, "pairs": 2,
+                  "per_pair_roundtrips": [5, 5], "per_pair_hdr_histograms": per_pair,
+                  "latency": {"unit": "ns", "recorded": True, "hdr_histogram": HISTOGRAM}}
+        return Attempt(repeat=repeat, status="ok", reason=None, started_at="t", roundtrips=10, elapsed_s=1.0,
+                       roundtrips_per_s=10.0 / scale, latency_histogram=HISTOGRAM, client_report=report)
+    cells = [Cell("node-ws-cluster", "websockets", attempts=[attempt(r) for r in range(1, 6)])]
+    return RunResult(started_at="2026-11-25T00:00:00+00:00", command_line=[],
+                     configuration={**CONFIG, "workers": workers}, environment={"cpu_count": 2}, implementations={},
+                     cells=cells)
+
+
+def test_a_sweep_shows_each_pairs_latency_against_the_first_point_paired_by_round():
+    """--workers 1,2 with every pair's p50 twice as long at N = 2: the median pair's p50 (1.5 ms, then 3 ms) and the
+    slowest pair's (2 ms, then 4 ms), and the median pair's p50 over N = 1's, 2.00× by round."""
+    one, two = pair_latency_run(1, 1.0), pair_latency_run(2, 2.0)
+    index = sweep_index([({"workers": 1}, one, summarize_run(one), "w1.json"),
+                         ({"workers": 2}, two, summarize_run(two), "w2.json")])
+    first, second = (entry["pair_latency"] for entry in index["cells"]["node-ws-cluster × websockets"])
+    assert first["median_pair_p50_ns"] == pytest.approx(1.5e6, rel=0.01)
+    assert second["slowest_pair_p50_ns"] == pytest.approx(4e6, rel=0.01) and second["rounds"] == 5
+    assert second["median_pair_p50_ratio_to_first_point"]["value"] == pytest.approx(2.0, rel=0.01)
+    markdown = render_sweep_markdown(index)
+    assert "Each pair's latency" in markdown
+    row = [line for line in markdown.splitlines() if line.startswith("| node-ws-cluster × websockets |")][-1]
+    assert "1.50 ms · 2.00 ms" in row and "(2.00×" in row, row

@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from pingpong.harness.analysis.stats import Difference, Ratio, median_with_interval
+from pingpong.harness.results import histograms
 from pingpong.harness.results.records import Attempt, RunResult
 
 LOCAL, SPLIT = "local", "split"  # a pair's placement: both members on one worker, or on two
@@ -37,6 +38,54 @@ def process_pair_roundtrips(report: dict[str, Any]) -> list[tuple[list[int], flo
         else:
             return None
         found.append((counts, entry["elapsed_s"]))
+    return found
+
+
+def process_pair_histograms(report: dict[str, Any]) -> list[list[str | None]]:
+    """Each measuring client process's pairs' latency histograms (encoded), in process and pair order, as the drivers
+    report them with several pairs (per_pair_hdr_histograms); a process with one pair has the report's histogram;
+    None where a process reported none (latency not recorded)."""
+    found = []
+    for entry in report.get("per_process") or [report]:
+        if "per_pair_hdr_histograms" in entry:
+            found.append(list(entry["per_pair_hdr_histograms"]))
+        elif entry.get("pairs", 1) == 1 and entry is report:  # one process, one pair: the report's own
+            found.append([(report.get("latency") or {}).get("hdr_histogram")])
+        else:
+            found.append([None] * len(entry.get("per_pair_roundtrips") or [None]))
+    return found
+
+
+def pair_latency_percentiles(encoded: str | None) -> dict[str, int | None]:
+    """{p50_ns, p99_ns} of one pair's histogram; None values without one (or an empty one)."""
+    if not encoded:
+        return {"p50_ns": None, "p99_ns": None}
+    histogram = histograms.merge([encoded])
+    if histogram.get_total_count() == 0:
+        return {"p50_ns": None, "p99_ns": None}
+    summary = histograms.latency_summary(histogram)
+    return {"p50_ns": int(summary["p50_ns"]), "p99_ns": int(summary["p99_ns"])}
+
+
+def pair_p50s(attempt: Attempt) -> list[int] | None:
+    """Each pair's median roundtrip latency (ns) in a good closed-loop attempt with several pairs, from the client
+    report's per-pair histograms; None when the attempt does not have them for every pair."""
+    report = attempt.client_report
+    if not attempt.ok or not report or report.get("pairs", 1) < 2:
+        return None
+    values = [pair_latency_percentiles(encoded)["p50_ns"]
+              for process in process_pair_histograms(report) for encoded in process]
+    return values if values and None not in values else None
+
+
+def pair_latency_by_round(attempts: list[Attempt]) -> dict[int, tuple[float, float]]:
+    """{round: (the median pair's p50, the slowest pair's p50)} in ns, over a cell's good attempts whose every pair
+    has its own histogram (pair_p50s): how a pair's latency moves with a setting (--workers), round by round."""
+    found = {}
+    for attempt in attempts:
+        values = pair_p50s(attempt)
+        if values:
+            found[attempt.repeat] = (statistics.median(values), max(values))
     return found
 
 
@@ -60,23 +109,52 @@ def placement_of(workers: int, members: int) -> str | None:
 
 def pair_records(rooms_per_process: list[list[str]], report: dict[str, Any] | None,
                  per_worker: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
-    """Each pair of an attempt: its room, roundtrips and window (s) as the client counted them, and where its
-    members sat: `workers` holding them, `members` that joined, `placement` (local, split or null). None when the
-    report does not give each pair's roundtrips or its processes do not match the rooms."""
+    """Each pair of an attempt: its room, roundtrips and window (s) as the client counted them, its roundtrips'
+    p50 and p99 latency (ns, from its own histogram; None without one), and where its members sat: `workers`
+    holding them, `members` that joined, `placement` (local, split or null). None when the report does not give
+    each pair's roundtrips or its processes do not match the rooms."""
     if not report or report.get("error"):
         return None
     measured = process_pair_roundtrips(report)
     rooms_per_process = [rooms for rooms in rooms_per_process if rooms]  # holders drive no pair
     if measured is None or [len(counts) for counts, _ in measured] != [len(rooms) for rooms in rooms_per_process]:
         return None
+    latencies = process_pair_histograms(report)
     placements = room_placements(per_worker)
     records = []
-    for rooms, (counts, elapsed_s) in zip(rooms_per_process, measured):
-        for room, roundtrips in zip(rooms, counts):
+    for rooms, (counts, elapsed_s), encoded in zip(rooms_per_process, measured, latencies):
+        encoded = encoded if len(encoded) == len(rooms) else [None] * len(rooms)
+        for room, roundtrips, histogram in zip(rooms, counts, encoded):
             workers, members = placements.get(room, (0, 0))
-            records.append({"room": room, "roundtrips": roundtrips, "elapsed_s": elapsed_s, "workers": workers,
-                            "members": members, "placement": placement_of(workers, members)})
+            records.append({"room": room, "roundtrips": roundtrips, "elapsed_s": elapsed_s,
+                            **pair_latency_percentiles(histogram), "workers": workers, "members": members,
+                            "placement": placement_of(workers, members)})
     return records
+
+
+def attempt_workers_record(count: int, broker: dict[str, Any] | None, per_worker: list[dict[str, Any]],
+                           outcome: Any, rooms_per_process: list[list[str]] | None) -> dict[str, Any]:
+    """An attempt's `workers` record: how many workers, the broker (its record, and its PUBLISH calls and CPU over
+    the window: outcome.window.broker) and each worker's counts over the server's life (this attempt's client, the
+    room probe and the relay verification), summed: how many deliveries crossed the broker, how many stayed in one
+    worker; and, for a closed-loop ping-pong (rooms_per_process given) that succeeded, each pair's roundtrips and
+    placement (pair_records). The same for a server on this machine and on a cluster's server host.
+
+    outcome: the attempt's measure/boundary.Outcome (its window, measured figures and client report)."""
+    totals = {name: sum(int(record.get(name, 0)) for record in per_worker)
+              for name in ("relayed_local", "published", "delivered_from_broker")}
+    delivered = totals["relayed_local"] + totals["delivered_from_broker"]
+    window = dict(outcome.window.broker) if outcome.window is not None and outcome.window.broker else None
+    if window is not None and outcome.measured is not None and outcome.window.wall_s:
+        # the client's rate over the orchestrator's window: the roundtrips in the window the broker was sampled over
+        roundtrips = outcome.measured.roundtrips_per_s * outcome.window.wall_s
+        window["publishes_per_roundtrip"] = round(window["publishes"] / roundtrips, 3) if roundtrips else None
+    return {"count": count, "reported": len(per_worker),
+            "broker": {**broker, "window": window} if broker is not None else None,
+            "per_worker": per_worker, **totals,
+            "crossed_broker_share": round(totals["delivered_from_broker"] / delivered, 4) if delivered else None,
+            "pairs": (pair_records(rooms_per_process, outcome.client.report, per_worker)
+                      if rooms_per_process is not None and outcome.ok else None)}
 
 
 @dataclass(frozen=True)
@@ -88,6 +166,15 @@ class AttemptHop:
     split_pairs: int
     local_per_s: float  # roundtrips/s of a local pair (the mean over them)
     split_per_s: float
+    local_p50_ns: float | None = None  # a local pair's median latency (the median over them); None unrecorded
+    split_p50_ns: float | None = None
+
+    @property
+    def extra_p50_us(self) -> float | None:
+        """µs a split pair's median roundtrip latency lies above a local pair's."""
+        if self.local_p50_ns is None or self.split_p50_ns is None:
+            return None
+        return (self.split_p50_ns - self.local_p50_ns) / 1e3
 
     @property
     def ratio(self) -> float:
@@ -103,15 +190,20 @@ class AttemptHop:
 def attempt_hop(repeat: int, pairs: list[dict[str, Any]] | None) -> AttemptHop | None:
     """The attempt's local pairs against its split ones; None unless it had both kinds, each with roundtrips."""
     rates: dict[str, list[float]] = {LOCAL: [], SPLIT: []}
+    p50s: dict[str, list[int]] = {LOCAL: [], SPLIT: []}
     for pair in pairs or ():
         if pair.get("placement") in rates and pair["elapsed_s"] > 0:
             rates[pair["placement"]].append(pair["roundtrips"] / pair["elapsed_s"])
+            if pair.get("p50_ns") is not None:
+                p50s[pair["placement"]].append(pair["p50_ns"])
     if not rates[LOCAL] or not rates[SPLIT]:
         return None
     local, split = statistics.fmean(rates[LOCAL]), statistics.fmean(rates[SPLIT])
     if local <= 0 or split <= 0:
         return None
-    return AttemptHop(repeat, len(rates[LOCAL]), len(rates[SPLIT]), local, split)
+    latency = ((statistics.median(p50s[LOCAL]), statistics.median(p50s[SPLIT]))
+               if len(p50s[LOCAL]) == len(rates[LOCAL]) and len(p50s[SPLIT]) == len(rates[SPLIT]) else (None, None))
+    return AttemptHop(repeat, len(rates[LOCAL]), len(rates[SPLIT]), local, split, *latency)
 
 
 @dataclass(frozen=True)
@@ -132,6 +224,9 @@ class WorkersFigures:
     both_kinds: int  # attempts with local and split pairs (the hop cost's n)
     hop_ratio: Ratio | None  # a split pair's rate over a local pair's, median of per-attempt ratios
     hop_us: Difference | None  # µs per roundtrip a split pair takes beyond a local one, median of per-attempt
+    # µs a split pair's median latency lies above a local pair's (each kind's median over its pairs per attempt),
+    # median of per-attempt differences; None when the pairs' latencies were not recorded (files before them too)
+    hop_p50_us: Difference | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -139,7 +234,7 @@ class WorkersFigures:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "WorkersFigures":
         """The record saved by to_json() (a sweep's index keeps it per point)."""
-        kinds = {"hop_us": Difference}
+        kinds = {"hop_us": Difference, "hop_p50_us": Difference}
         values = {}
         for field in fields(cls):
             value = data.get(field.name)
@@ -183,7 +278,8 @@ def cell_figures(server: str, client: str, attempts: list[Attempt]) -> WorkersFi
         unplaced_pairs=sum(pair.get("placement") is None for pair in pairs),
         both_kinds=len(hops),
         hop_ratio=_median([hop.ratio for hop in hops]),
-        hop_us=_difference([hop.extra_us for hop in hops]))
+        hop_us=_difference([hop.extra_us for hop in hops]),
+        hop_p50_us=_difference([hop.extra_p50_us for hop in hops if hop.extra_p50_us is not None]))
 
 
 def workers_figures(run: RunResult) -> list[WorkersFigures]:

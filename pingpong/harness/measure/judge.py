@@ -117,7 +117,8 @@ def merge_reports(reports: list[dict[str, Any]]) -> dict[str, Any]:
     merged["pairs"] = sum(r.get("pairs", 1) for r in reports)
     merged["per_process"] = [{"pairs": r.get("pairs", 1), "roundtrips": r["roundtrips"],
                               "roundtrips_per_s": r["roundtrips_per_s"], "elapsed_s": r["elapsed_s"],
-                              **{key: r[key] for key in ("per_pair_roundtrips", "per_pair_hdr_histograms") if key in r}}
+                              **{key: r[key] for key in ("per_pair_roundtrips", "per_pair_hdr_histograms") if key in r},
+                              **_one_pair_histogram(r)}
                              for r in reports]
     merged["connections"] = [dict(c, process=index) for index, r in enumerate(reports)
                              for c in r.get("connections") or []]
@@ -131,6 +132,14 @@ def merge_reports(reports: list[dict[str, Any]]) -> dict[str, Any]:
     merged["latency"] = {"unit": "ns", "recorded": bool(encoded),
                          "hdr_histogram": histograms.merge(encoded).encode().decode("ascii") if encoded else None}
     return merged
+
+
+def _one_pair_histogram(report: dict[str, Any]) -> dict[str, Any]:
+    """A process that drove one pair: its histogram is its pair's ({"per_pair_hdr_histograms": [it]}); else {}."""
+    histogram = (report.get("latency") or {}).get("hdr_histogram")
+    if report.get("pairs", 1) == 1 and "per_pair_roundtrips" not in report and histogram:
+        return {"per_pair_hdr_histograms": [histogram]}
+    return {}
 
 
 # -- failures before or instead of the judge: each says what was waited for, and the limit that was applied

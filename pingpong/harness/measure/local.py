@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Callable
 
 from pingpong.contract import ACK_FD_ENV, EVENTS_FD_ENV, GO_FD_ENV, GO_LINE
-from pingpong.harness.analysis.workers import pair_records
+from pingpong.harness.analysis.workers import attempt_workers_record
 from pingpong.harness.measure import judge
 from pingpong.harness.measure.attempt_plan import (STDERR_TAIL_LINES, barrier_limit_s, client_command, client_limit_s,
                                                    client_shares, pair_rooms, process_environment, process_name,
@@ -99,26 +99,12 @@ def run_attempt(server: Implementation, client: Implementation, settings: CellSe
 
 def workers_record(started: LocalServer, outcome: Outcome, settings: CellSettings | None = None,
                    repeat: int = 1) -> dict:
-    """The attempt's `workers` record: how many, the broker (its version; its PUBLISH calls and CPU over the
-    window) and each worker's counts over the server's life (this attempt's client, the room probe and the relay
-    verification), summed: how many deliveries crossed the broker, how many stayed in one worker; and, for a
-    ping-pong, each pair's roundtrips and placement (one worker or two: analysis/workers.pair_records)."""
-    counts = worker_counts(started)
-    totals = {name: sum(int(record.get(name, 0)) for record in counts)
-              for name in ("relayed_local", "published", "delivered_from_broker")}
-    delivered = totals["relayed_local"] + totals["delivered_from_broker"]
-    window = dict(outcome.window.broker) if outcome.window is not None and outcome.window.broker else None
-    if window is not None and outcome.measured is not None and outcome.window.wall_s:
-        # the client's rate over the orchestrator's window: the roundtrips in the window the broker was sampled over
-        roundtrips = outcome.measured.roundtrips_per_s * outcome.window.wall_s
-        window["publishes_per_roundtrip"] = round(window["publishes"] / roundtrips, 3) if roundtrips else None
-    return {"count": started.workers, "reported": len(counts),
-            "broker": ({**started.broker.record(), "window": window} if started.broker is not None else None),
-            "per_worker": counts, **totals,
-            "crossed_broker_share": round(totals["delivered_from_broker"] / delivered, 4) if delivered else None,
-            "pairs": (pair_records(pair_rooms(settings, repeat, max(1, started.turns)), outcome.client.report, counts)
-                      if settings is not None and settings.workload == "pingpong" and settings.rate is None
-                      and outcome.ok else None)}
+    """The attempt's `workers` record (analysis/workers.attempt_workers_record) from this machine's server: its
+    workers' counts, its broker, and the outcome's window."""
+    rooms = (pair_rooms(settings, repeat, max(1, started.turns))
+             if settings is not None and settings.workload == "pingpong" and settings.rate is None else None)
+    return attempt_workers_record(started.workers, started.broker.record() if started.broker is not None else None,
+                                  worker_counts(started), outcome, rooms)
 
 
 def run_attempt_on(started: LocalServer, client: Implementation, settings: CellSettings, repeat: int,

@@ -4,12 +4,13 @@ points. Pure functions; commands/run.py measures and writes."""
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import asdict, fields
 from typing import Any
 
 from pingpong.harness.analysis.stats import Ratio, paired_ratio
 from pingpong.harness.analysis.summary import workload_kind
-from pingpong.harness.analysis.workers import WorkersFigures, cell_figures
+from pingpong.harness.analysis.workers import WorkersFigures, cell_figures, pair_latency_by_round
 from pingpong.harness.report import workers as workers_report
 from pingpong.harness.report import workloads as workload_report
 from pingpong.harness.report.formatting import (format_duration_ns, format_rate, format_ratio, point_label,
@@ -44,6 +45,8 @@ def sweep_index(members: list[tuple[dict[str, Any], Any, dict, str]]) -> dict[st
     cells: dict[str, list[dict[str, Any]]] = {}
     first_rates = {(cell.server, cell.client): cell.rates_by_round() for cell in members[0][1].cells} \
         if members else {}
+    first_pairs = {(cell.server, cell.client): pair_latency_by_round(cell.attempts) for cell in members[0][1].cells} \
+        if members else {}
     for point, run, summaries, _ in members:
         for (server, client), summary in summaries.items():
             if summary.status == "skipped":
@@ -71,6 +74,7 @@ def sweep_index(members: list[tuple[dict[str, Any], Any, dict, str]]) -> dict[st
                 "workload": summary.workload,
                 "idle_memory_by_round": workload_report.idle_memory_by_round(run.cell(server, client)),
                 **workers_entry(server, client, run.cell(server, client).attempts),
+                **pair_latency_entry(run.cell(server, client).attempts, first_pairs.get((server, client)) or {}),
             })
     first = members[0][1] if members else None
     return {"format_version": SWEEP_FORMAT_VERSION, "kind": "sweep",
@@ -86,6 +90,54 @@ def workers_entry(server: str, client: str, attempts) -> dict[str, Any]:
     """{"workers_figures": ...} for a point measured with more than one worker (analysis/workers.py); else {}."""
     figures = cell_figures(server, client, attempts)
     return {"workers_figures": figures.to_json()} if figures is not None else {}
+
+
+def pair_latency_entry(attempts, first: dict[int, tuple[float, float]]) -> dict[str, Any]:
+    """With several pairs whose every pair reported its own histogram: each pair's median latency at this point,
+    {"pair_latency": the median over rounds of the median pair's p50 and of the slowest pair's, and the median pair's
+    p50 over the first point's paired by round}; else {}."""
+    by_round = pair_latency_by_round(attempts)
+    if not by_round:
+        return {}
+    rounds = sorted(by_round.keys() & first.keys())
+    ratio = (paired_ratio({r: by_round[r][0] for r in rounds}, {r: first[r][0] for r in rounds})
+             if rounds else None)
+    return {"pair_latency": {
+        "median_pair_p50_ns": statistics.median(value for value, _ in by_round.values()),
+        "slowest_pair_p50_ns": statistics.median(worst for _, worst in by_round.values()),
+        "rounds": len(by_round),
+        "median_pair_p50_ratio_to_first_point": asdict(ratio) if ratio is not None else None}}
+
+
+def pair_latency_table(index: dict[str, Any], swept: list[str], labels: list[str]) -> list[str]:
+    """Each pair's latency at each point (the points whose pairs reported their own histograms): the median pair's
+    p50 · the slowest pair's, and the median pair's p50 over the first point's, paired by round."""
+    entries = {(cell, point_label(entry, swept)): entry.get("pair_latency")
+               for cell, found in index["cells"].items() for entry in found}
+    if not any(entries.values()):
+        return []
+    ratios = [saved_ratio(found["median_pair_p50_ratio_to_first_point"]) for found in entries.values()
+              if found and found.get("median_pair_p50_ratio_to_first_point")]
+    usual = usual_label(ratios)
+    lines = ["", "Each pair's latency (every pair's own histogram): the median pair's p50 · the slowest pair's "
+             "p50, medians over the rounds; beneath, the median pair's p50 over the first point's, the median of "
+             "the per-round ratios" + (f"; brackets: {usual}" if usual else "") + ":", "",
+             "| cell | " + " | ".join(labels) + " |", "|---|" + "---:|" * len(labels)]
+    for cell in index["cells"]:
+        row = []
+        for number, label in enumerate(labels):
+            found = entries.get((cell, label))
+            if not found:
+                row.append("—")
+                continue
+            text = (f"{format_duration_ns(found['median_pair_p50_ns'])} · "
+                    f"{format_duration_ns(found['slowest_pair_p50_ns'])}")
+            ratio = saved_ratio(found.get("median_pair_p50_ratio_to_first_point"))
+            if number > 0 and ratio is not None:
+                text += f" ({format_ratio(ratio, usual)})"
+            row.append(text)
+        lines.append(f"| {cell} | " + " | ".join(row) + " |")
+    return lines
 
 
 def workers_section(index: dict[str, Any]) -> list[str]:
@@ -130,6 +182,7 @@ def render_sweep_markdown(index: dict[str, Any]) -> str:
         lines.append(f"| {cell} | " + " | ".join(row) + " |")
     lines += ratio_table(index, swept, labels)
     lines += workload_report.sweep_sections(index, swept, labels)
+    lines += pair_latency_table(index, swept, labels)
     lines += workers_section(index)
     if index.get("interrupted"):
         lines += ["", "The sweep was interrupted: later points are missing."]

@@ -9,7 +9,8 @@ from pingpong.harness.analysis.workers import WorkersFigures
 from pingpong.harness.report.formatting import format_difference, format_ratio, interval_legend, usual_label
 
 COLUMNS = ("N", "publishes per roundtrip", "broker CPU µs per publish", "crossed the broker", "pairs local / split",
-           "attempts with both", "split ÷ local pair's rate", "split − local, µs per roundtrip")
+           "attempts with both", "split ÷ local pair's rate", "split − local, µs per roundtrip",
+           "split − local, p50 µs")
 EXPLANATION = (
     "Every message is PUBLISHed to its room's channel, so a ping-pong makes 2 publishes per roundtrip, and each worker "
     "subscribes to every room. Per cell, medians over the attempts: the broker's own PUBLISH count per roundtrip and "
@@ -17,7 +18,8 @@ EXPLANATION = (
     "life); the pairs by placement, local (both members on one worker, relayed in-process) or split (on two, every "
     "delivery through Redis), as the kernel's SO_REUSEPORT or the cluster's primary placed them; and, in the attempts "
     "that had both kinds, the hop's cost measured inside one window: a split pair's rate over a local pair's, and "
-    "the µs per roundtrip (two hops) it took beyond a local pair's, the median of the per-attempt figures")
+    "the µs per roundtrip (two hops) it took beyond a local pair's, and how far a split pair's median latency lay "
+    "above a local pair's (each kind's median pair), the median of the per-attempt figures")
 
 
 def _interval(figure: Ratio | None, pattern: str, usual: str | None, scale: float = 1.0, suffix: str = "") -> str:
@@ -34,7 +36,8 @@ def _interval(figure: Ratio | None, pattern: str, usual: str | None, scale: floa
 
 def intervals(figures: list[WorkersFigures]) -> list[Ratio | Difference]:
     return [figure for cell in figures for figure in (cell.publishes_per_roundtrip, cell.cpu_us_per_publish,
-                                                      cell.crossed_broker_share, cell.hop_ratio, cell.hop_us)
+                                                      cell.crossed_broker_share, cell.hop_ratio, cell.hop_us,
+                                                      cell.hop_p50_us)
             if figure is not None]
 
 
@@ -46,7 +49,8 @@ def row_texts(cell: WorkersFigures, usual: str | None) -> tuple[str, ...]:
             _interval(cell.crossed_broker_share, "{:.0f}", usual, 100, "%"),
             f"{cell.local_pairs} / {cell.split_pairs}{unplaced}", f"{cell.both_kinds} of {cell.attempts}",
             format_ratio(cell.hop_ratio, usual) if cell.hop_ratio else "—",
-            format_difference(cell.hop_us, usual) if cell.hop_us else "—")
+            format_difference(cell.hop_us, usual) if cell.hop_us else "—",
+            format_difference(cell.hop_p50_us, usual) if cell.hop_p50_us else "—")
 
 
 def markdown_section(figures: list[WorkersFigures], heading: str = "## Workers") -> list[str]:
