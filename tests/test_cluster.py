@@ -20,6 +20,7 @@ from pingpong.harness.cluster import figures as cluster_figures
 from pingpong.harness.cluster.connection import make_certificates
 from pingpong.harness.cluster.measurer import spread_shares
 from pingpong.harness.measure.attempt_plan import ClientShare
+from pingpong.harness.system import broker
 from tests.conftest import TEST_TOKEN_ENV, processes_carrying
 from tests.test_docs import as_argv, documented_commands
 
@@ -293,6 +294,34 @@ def test_client_processes_and_pairs_are_shared_by_the_client_hosts(cluster, tmp_
     # both client hosts' counters, added up: two messages per roundtrip from the clients, whichever host
     segments = placement["tcp_counters"]["client"]["Tcp.OutSegs"]
     assert 1.8 * attempt["roundtrips"] <= segments <= 3.0 * attempt["roundtrips"] + 40
+
+
+@needs_namespaces
+def test_a_multi_process_server_runs_with_its_broker_on_the_server_host(cluster, tmp_path):
+    """--workers 2 on a cluster: the server host's agent starts the Redis broker beside the server, reads its
+    PUBLISH count and CPU over the window (interpolated from its samples) and the workers' counts; each of the four
+    pairs, spread over two client hosts, has its roundtrips, latency and placement; nothing is left on any host."""
+    if broker.unavailable_reason():
+        pytest.skip(broker.unavailable_reason())
+    baseline = cluster.cluster_pids()
+    done = subprocess.run(cluster.bench("--servers", "node-ws-cluster", "--clients", "node-ws", "--workers", "2",
+                                        "--pairs", "4", "--client-processes", "2", "--repeat", "1",
+                                        "--duration", "1", "--warmup", "0.3", "--results-dir", str(tmp_path),
+                                        "--format", "json"),
+                          cwd=ROOT, capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr[-3000:]
+    (attempt,) = [a for cell in load(tmp_path)["cells"] if not cell["skipped"] for a in cell["attempts"]]
+    assert attempt["status"] == "ok", attempt["reason"]
+    workers = attempt["workers"]
+    assert workers["count"] == 2 and workers["reported"] == 2 and len(workers["per_worker"]) == 2
+    window = workers["broker"]["window"]
+    assert 1.8 <= window["publishes_per_roundtrip"] <= 2.2, window  # two publishes per roundtrip
+    assert window["cpu_us_per_publish"] > 0
+    pairs = workers["pairs"]
+    assert len(pairs) == 4 and sum(pair["roundtrips"] for pair in pairs) == attempt["roundtrips"]
+    assert all(pair["placement"] in ("local", "split") and pair["p50_ns"] > 0 for pair in pairs), pairs
+    assert workers["published"] >= attempt["roundtrips"] * 2
+    assert not settled(cluster, baseline, 15)  # the broker and both workers too
 
 
 @needs_namespaces

@@ -16,11 +16,11 @@ import pytest
 from websockets.sync.client import connect
 
 from pingpong import contract
-from pingpong.harness.cluster.connection import ClusterError
-from pingpong.harness.cluster.measurer import refuse_unsupported
+from pingpong.harness.cluster.figures import broker_window
+from pingpong.harness.cluster.host_agent import server_cpus_on_host
 from pingpong.harness.commands.cli import build_parser
 from pingpong.harness.measure import probe
-from pingpong.harness.measure.server import _wait_for_workers, launch_server, stop_server, worker_counts
+from pingpong.harness.measure.server import launch_server, stop_server, wait_for_workers, worker_counts
 from pingpong.harness.settings import cell
 from pingpong.harness.settings.catalog import skip_reason
 from pingpong.harness.settings.configuration import build_configuration, resolve_options
@@ -93,11 +93,16 @@ def test_workers_is_a_dimension_and_forces_a_fresh_server():
         resolve_options(build_parser().parse_args(["run", "--workers", "0"]))
 
 
-def test_a_cluster_run_refuses_workers_in_one_line():
-    """--cluster with --workers above 1 is refused before anything runs, in one line."""
-    resolved = resolve_options(build_parser().parse_args(["run", "--workers", "2"]))
-    with pytest.raises(ClusterError, match="^--cluster with --workers above 1: not supported yet"):
-        refuse_unsupported(build_configuration(resolved, ["run_bench.py"], [], [], []))
+def test_a_cluster_server_host_gives_each_worker_a_cpu_and_its_broker_is_read_at_the_window_edges():
+    """On a server host a pinned server gets one CPU per worker, all but the last (a client there takes it); the
+    broker's samples, 0.1 s apart, give its publishes and CPU over the window by interpolation, none uncovered."""
+    assert server_cpus_on_host([0, 1], 2) == [0] == server_cpus_on_host([0, 1], 1) == server_cpus_on_host([0], 4)
+    assert server_cpus_on_host(list(range(8)), 4) == [0, 1, 2, 3]
+    assert server_cpus_on_host(list(range(8)), 16) == list(range(7))
+    samples = [(0, 0.0, {"publishes": 0}), (100, 0.01, {"publishes": 1000}), (200, 0.02, {"publishes": 2000})]
+    window = broker_window(samples, 50, 150)
+    assert window == {"publishes": 1000, "cpu_s": 0.01, "cpu_us_per_publish": 10.0}
+    assert broker_window(samples, 50, 250) is None and broker_window(samples[:1], 0, 10) is None
 
 
 def test_the_server_gets_min_n_half_the_cpus_and_the_client_as_many(monkeypatch):
@@ -128,7 +133,7 @@ def test_a_room_whose_members_sit_on_two_workers_relays_every_message_through_re
     started = launch_server(server, SETTINGS, ROOT, tmp_path, {0})
     try:
         probe.wait_until_ready(started.base_url, started.process, SETTINGS.ready_timeout_s)
-        assert _wait_for_workers(started, SETTINGS.ready_timeout_s) is None, started.stderr_tail()
+        assert wait_for_workers(started, SETTINGS.ready_timeout_s) is None, started.stderr_tail()
         assert started.broker is not None and started.broker.version
         held = []
         for attempt in range(40):

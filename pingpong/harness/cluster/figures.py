@@ -100,3 +100,17 @@ def summed_counters(*sides: dict[str, int] | None) -> dict[str, int] | None:
     if not present:
         return None
     return {name: sum(side.get(name, 0) for side in present) for name in present[0]}
+
+
+def broker_window(samples: list[tuple[int, float, dict[str, int]]], start_ns: int,
+                  end_ns: int) -> dict[str, Any] | None:
+    """--workers N > 1: the broker's PUBLISH calls and CPU over [start_ns, end_ns] (its host's clock), interpolated
+    from its samples (wall ns, cumulative CPU s, {"publishes": calls}) as system/broker.window_figures gives them
+    for a local window; None without two samples around the window."""
+    window = server_window(samples, start_ns, end_ns)
+    if window["cpu_s"] is None or not window["covered"]:
+        return None
+    publishes = window["tcp_counters"].get("publishes", 0)
+    cpu_s = window["cpu_s"]
+    return {"publishes": publishes, "cpu_s": round(cpu_s, 6),
+            "cpu_us_per_publish": round(cpu_s * 1e6 / publishes, 3) if publishes else None}

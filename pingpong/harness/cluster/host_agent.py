@@ -6,6 +6,9 @@ clients), and the client processes of each attempt. It measures what can only be
 - a server's CPU (its process tree) and its host's kernel TCP counters, sampled every SAMPLE_INTERVAL_S from just
   before the clients' go until they are done; the orchestrator interpolates both at the window's edges, which the
   client host forwards on its own wall clock (translated with the measured clock offsets: cluster_figures.py);
+- with --workers N > 1, the Redis broker the server's host runs beside it (launch_server starts it there): its own
+  PUBLISH count and CPU, sampled every BROKER_SAMPLE_TICKS samples and interpolated the same way, and the workers'
+  counts, handed back when the server stops;
 - the clients' CPU, page faults, scheduling (run delay, context switches), counters and sockets at their window's
   edges, exactly as a local run does (window.WindowWatcher); the server's scheduling is not read (a reading every
   SAMPLE_INTERVAL_S of each of its threads would cost more than its CPU samples), so a cluster run's time budget
@@ -42,7 +45,7 @@ from pingpong.harness.measure import probe
 from pingpong.harness.measure.attempt_plan import (STDERR_TAIL_LINES, ClientShare, client_command, process_environment,
                                                    window_processes)
 from pingpong.harness.measure.boundary import ClientRun
-from pingpong.harness.measure.server import launch_server
+from pingpong.harness.measure.server import LocalServer, launch_server, stop_server, wait_for_workers, worker_counts
 from pingpong.harness.measure.start_barrier import StartBarrier
 from pingpong.harness.measure.window import WindowWatcher
 from pingpong.harness.settings.catalog import PROJECT_ROOT
@@ -57,6 +60,16 @@ _STARTING = threading.Lock()
 
 LEASE_S = 10.0  # the agent ends its processes when the orchestrator has not renewed for this long
 SAMPLE_INTERVAL_S = 0.02  # the server side's CPU and counters, while an attempt's clients run
+# the broker's PUBLISH count and CPU every this many samples (0.1 s): each reading is one INFO command the broker
+# answers, so it is read less often than the CPU; its count grows steadily inside a window, so the interpolation
+# at the window's edges loses little
+BROKER_SAMPLE_TICKS = 5
+
+
+def server_cpus_on_host(cpus: list[int], workers: int) -> list[int]:
+    """The CPUs a pinned server gets on its host: one per worker, up to all but the last (a client on the same host
+    is pinned to the last), and at least the first."""
+    return cpus[:max(1, min(workers, len(cpus) - 1))]
 
 
 def host_identity() -> dict[str, Any]:
@@ -146,23 +159,33 @@ def route_to(address: str) -> dict[str, Any]:
 class _ServerSampler(threading.Thread):
     """The server tree's CPU and this host's TCP counters every SAMPLE_INTERVAL_S, on this host's wall clock."""
 
-    def __init__(self, pid: int) -> None:
+    def __init__(self, pid: int, broker=None) -> None:
         super().__init__(daemon=True)
         self.tree = listeners.process_tree(pid)  # the same pids throughout, as a local window samples them
         self.source = cpu.cpu_source()
         self.samples: list[tuple[int, float, dict[str, int]]] = []  # (wall ns, cumulative CPU s, counters)
+        # --workers N > 1: the server's broker (system/broker.Broker), as (wall ns, its CPU s, {"publishes": calls})
+        self.broker = broker
+        self.broker_samples: list[tuple[int, float, dict[str, int]]] = []
         self._halt = threading.Event()
         self._previous: cpu.Sample | None = None
         self._cumulative = 0.0
+        self._ticks = 0
         self._take()
 
-    def _take(self) -> None:
+    def _take(self, last: bool = False) -> None:
         now = cpu.sample(self.tree, self.source)
         counters = kernel_signals.read_tcp_counters()
         if self._previous is not None:
             self._cumulative += cpu.cpu_delta(self._previous, now)
         self._previous = now
         self.samples.append((time.time_ns(), self._cumulative, counters))
+        if self.broker is not None and (last or self._ticks % BROKER_SAMPLE_TICKS == 0):
+            reading = self.broker.sample()
+            if reading is not None:
+                self.broker_samples.append((time.time_ns(), reading.cpu_ns / 1e9,
+                                            {"publishes": reading.publish_calls}))
+        self._ticks += 1
 
     def run(self) -> None:
         while not self._halt.wait(SAMPLE_INTERVAL_S):
@@ -171,7 +194,7 @@ class _ServerSampler(threading.Thread):
     def finish(self) -> list[tuple[int, float, dict[str, int]]]:
         self._halt.set()
         self.join(5)
-        self._take()
+        self._take(last=True)
         return self.samples
 
 
@@ -262,6 +285,7 @@ class HostAgent:
         self.lease_s = lease_s
         self.renewed_at = time.monotonic()
         self.servers: dict[int, processes.ManagedProcess] = {}
+        self.launched: dict[int, LocalServer] = {}  # the same servers, with their broker and workers' counts
         self.samplers: dict[int, _ServerSampler] = {}
         self.client_runs: dict[str, _ClientRun] = {}
         self.ended_by_lease = False
@@ -302,10 +326,14 @@ class HostAgent:
         with self._lock:
             runs, self.client_runs = list(self.client_runs.values()), {}
             servers, self.servers = list(self.servers.values()), {}
+            launched, self.launched = dict(self.launched), {}
         for run in runs:
             run.stop()
         for server in servers:
-            processes.stop(server)
+            if server.pid in launched:
+                stop_server(launched[server.pid])  # its broker too
+            else:
+                processes.stop(server)
         with _STARTING:  # nothing left to guard in this worker: the guardian ends too (started again when needed)
             if not any(agent.servers or agent.client_runs for agent in list(_AGENTS) if agent is not self):
                 guardian.stop_guardian()
@@ -322,12 +350,23 @@ class HostAgent:
         work_dir.mkdir(parents=True)
         cpus = sorted(os.sched_getaffinity(0))
         with _STARTING:
-            started = launch_server(server, settings, PROJECT_ROOT, work_dir, {cpus[0]} if settings.pin else None,
-                                    host)
+            started = launch_server(server, settings, PROJECT_ROOT, work_dir,
+                                    set(server_cpus_on_host(cpus, settings.workers)) if settings.pin else None, host)
             with self._lock:
                 self.servers[started.process.pid] = started.process
+                self.launched[started.process.pid] = started
         return {"pid": started.process.pid, "port": started.port, "base_url": started.base_url,
-                "cpus": sorted(started.cpus) if started.cpus else None}
+                "cpus": sorted(started.cpus) if started.cpus else None, "workers": started.workers,
+                "worker_stats": started.worker_stats_dir is not None,
+                "broker": started.broker.record() if started.broker is not None else None}
+
+    async def wait_for_workers(self, pid: int, timeout_s: float) -> str | None:
+        """None once every worker of a multi-process server says it serves (each then pinned to one of the server's
+        CPUs); else why not, in one line."""
+        started = self.launched.get(pid)
+        if started is None:
+            return "the server was already gone (its host ended it)"
+        return await asyncio.to_thread(wait_for_workers, started, timeout_s)
 
     async def server_status(self, pid: int) -> dict[str, Any]:
         server = self.servers.get(pid)
@@ -354,7 +393,8 @@ class HostAgent:
         return await asyncio.to_thread(check)
 
     async def begin_sampling(self, pid: int) -> None:
-        sampler = await asyncio.to_thread(_ServerSampler, pid)
+        launched = self.launched.get(pid)
+        sampler = await asyncio.to_thread(_ServerSampler, pid, launched.broker if launched is not None else None)
         sampler.start()
         self.samplers[pid] = sampler
 
@@ -362,18 +402,24 @@ class HostAgent:
         sampler = self.samplers.pop(pid, None)
         samples = await asyncio.to_thread(sampler.finish) if sampler else []
         return {"samples": samples, "cpu_source": sampler.source.name if sampler else None,
-                "peak_rss_bytes": cpu.peak_rss_bytes(pid)}
+                "peak_rss_bytes": cpu.peak_rss_bytes(pid), "broker_samples": sampler.broker_samples if sampler else []}
 
     async def server_sockets(self, pid: int, port: int) -> dict[str, Any]:
         return await asyncio.to_thread(kernel_signals.inspect_sockets, listeners.process_tree(pid), port, False)
 
     async def stop_server(self, pid: int) -> dict[str, Any]:
+        """Stop it (and its broker); its exit code, stderr's tail, and its workers' final counts (a server with the
+        "workers" feature; else [])."""
         with self._lock:
             server = self.servers.pop(pid, None)
+            launched = self.launched.pop(pid, None)
         if server is None:
-            return {"exit_code": None, "stderr_tail": "the server was already gone (its host ended it)"}
-        code = await asyncio.to_thread(processes.stop, server)
-        return {"exit_code": code, "stderr_tail": server.stderr_tail(STDERR_TAIL_LINES)}
+            return {"exit_code": None, "stderr_tail": "the server was already gone (its host ended it)",
+                    "worker_counts": []}
+        code = await asyncio.to_thread(stop_server, launched) if launched is not None else \
+            await asyncio.to_thread(processes.stop, server)
+        return {"exit_code": code, "stderr_tail": server.stderr_tail(STDERR_TAIL_LINES),
+                "worker_counts": worker_counts(launched) if launched is not None else []}
 
     # -- probes, from this host over the real path
     async def handshake(self, base_url: str, path: str, timeout_s: float) -> str | None:
@@ -395,7 +441,7 @@ class HostAgent:
         """Start this host's client processes and wait until all are connected; None when they are."""
         def start() -> dict[str, Any] | None:
             cpus = sorted(os.sched_getaffinity(0))
-            pinned = {cpus[1 % len(cpus)]} if settings.pin else None
+            pinned = {cpus[-1]} if settings.pin else None  # a server here has the others (server_cpus_on_host)
             work_dir = self.work_dir / attempt_id
             work_dir.mkdir(parents=True, exist_ok=True)
             with _STARTING:

@@ -19,9 +19,10 @@ from pingpong.harness.cluster import figures as cluster_figures
 from pingpong.harness.cluster.connection import (CALL_TIMEOUT_S, READY_PROBE_INTERVAL_S, Cluster, ClusterError, Host,
                                                  same_host)
 from pingpong.harness.measure import judge
+from pingpong.harness.analysis.workers import attempt_workers_record
 from pingpong.harness.measure.attempt_plan import (ROOM_PROBE_TIMEOUT_S, ClientShare, barrier_limit_s, client_limit_s,
-                                                   client_shares, process_name, room_path, room_probe_path,
-                                                   with_jit_warmup)
+                                                   client_shares, pair_rooms, process_name, room_path,
+                                                   room_probe_path, with_jit_warmup)
 from pingpong.harness.measure.boundary import ClientRun, Outcome, ServerFacts, Turn, WindowSamples, attempt_from, failed
 from pingpong.harness.results.records import Attempt
 from pingpong.harness.settings.cell import CellSettings
@@ -48,6 +49,12 @@ class RemoteServer:
     server_info: dict[str, Any] | None = None
     known_exit_code: int | None = None  # once it has been seen exited (or its host gone)
     final_stderr_tail: str | None = None  # once it has been stopped
+    # --workers: its worker processes, whether they write their counts (the manifest's "workers" feature), the
+    # broker its host started for it (N > 1: its record), and the workers' final counts once it has been stopped
+    workers: int = 1
+    worker_stats: bool = False
+    broker: dict[str, Any] | None = None
+    final_worker_counts: list[dict[str, Any]] | None = None
 
     def exit_code(self) -> int | None:
         if self.known_exit_code is None:
@@ -124,7 +131,8 @@ class ClusterMeasurer:
             return RemoteServer(None, 0, "", 0, None, server.runtime, known_exit_code=GONE_EXIT_CODE,
                                 problem=failed("error", cluster_reason(exc)))
         started = RemoteServer(host, launched["pid"], launched["base_url"], launched["port"], launched["cpus"],
-                               server.runtime)
+                               server.runtime, workers=launched.get("workers", 1),
+                               worker_stats=bool(launched.get("worker_stats")), broker=launched.get("broker"))
         try:
             started.problem = self._check(started, settings)
         except Exception as exc:
@@ -150,6 +158,11 @@ class ClusterMeasurer:
                                            f"{settings.ready_timeout_s:g} s (last attempt: {last})")
             time.sleep(READY_PROBE_INTERVAL_S)
         started.ready_after_s = round(time.monotonic() - began, 4)
+        if started.worker_stats:  # every worker serving (the first handshake shows only one: measure/server.py)
+            problem = started.host.call("wait_for_workers", started.pid, settings.ready_timeout_s,
+                                        timeout=CALL_TIMEOUT_S + settings.ready_timeout_s)
+            if problem:
+                return failed("not-ready", problem)
         conflict = started.host.call("port_check", started.pid, started.port)
         if conflict:
             return failed("port-conflict", conflict)
@@ -169,28 +182,42 @@ class ClusterMeasurer:
             started.final_stderr_tail = cluster_reason(exc)
             return GONE_EXIT_CODE
         started.final_stderr_tail = stopped["stderr_tail"]
+        started.final_worker_counts = stopped.get("worker_counts") or []
         return stopped["exit_code"]
 
     def fresh_attempt(self, server: Implementation, client: Implementation, settings: CellSettings,
                       round_number: int) -> Attempt:
+        """An attempt on a server started for it; a multi-process server's attempt records its workers and broker
+        as a local one does (analysis/workers.attempt_workers_record), read on the server's host."""
         started = self.start(server, settings, Path("."))
+        started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
         try:
-            attempt = self.attempt_on(started, client, settings, round_number)
+            outcome = self._outcome(started, client, settings, round_number)
         finally:
             code = self.stop(started)
-        return replace(attempt, server_exit_code=code)
+        attempt = attempt_from(started.turn(round_number, started_at), outcome, code)
+        if not started.worker_stats or started.final_worker_counts is None:
+            return attempt
+        rooms = (pair_rooms(settings, round_number, max(1, started.clients_started))
+                 if settings.workload == "pingpong" and settings.rate is None else None)
+        return replace(attempt, workers=attempt_workers_record(started.workers, started.broker,
+                                                               started.final_worker_counts, outcome, rooms))
 
     def attempt_on(self, started: RemoteServer, client: Implementation, settings: CellSettings,
                    round_number: int) -> Attempt:
         started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        return attempt_from(started.turn(round_number, started_at),
+                            self._outcome(started, client, settings, round_number))
+
+    def _outcome(self, started: RemoteServer, client: Implementation, settings: CellSettings,
+                 round_number: int) -> Outcome:
         try:
             self._ensure_agents()  # a client host lost in the previous attempt: its replacement, or the others
-            outcome = started.problem or self._measure(started, client, settings, round_number,
-                                                       self.client_hosts(started.host))
+            return started.problem or self._measure(started, client, settings, round_number,
+                                                    self.client_hosts(started.host))
         except Exception as exc:  # a lost worker, a timed-out call: this attempt fails, the run goes on
             self._stale = True
-            outcome = failed("error", cluster_reason(exc))
-        return attempt_from(started.turn(round_number, started_at), outcome)
+            return failed("error", cluster_reason(exc))
 
     def _measure(self, started: RemoteServer, client: Implementation, settings: CellSettings, repeat: int,
                  client_hosts: list[Host]) -> Outcome:
@@ -315,9 +342,12 @@ def join_windows(windows: list[WindowSamples], hosts: list[Host], sampled: dict[
             for w, h in zip(windows, hosts) if w.end_wall_ns is not None]
     server_offset = offsets[server_host.address]["offset_ns"]
     figures = {"cpu_s": None, "tcp_counters": None, "covered": False}
+    broker = None
     if starts and ends and sampled["samples"]:
         start, end = max(starts), min(ends)
         figures = cluster_figures.server_window(sampled["samples"], start + server_offset, end + server_offset)
+        broker = cluster_figures.broker_window(sampled.get("broker_samples") or [], start + server_offset,
+                                               end + server_offset)
     client_counters = [w.tcp_counters for w in windows]
     shared = all(same_host(server_host.identity, h.identity) for h in hosts)
     client_cpu = [w.client_cpu_s for w in windows]
@@ -337,6 +367,7 @@ def join_windows(windows: list[WindowSamples], hosts: list[Host], sampled: dict[
         spread=windows[0].spread if len(windows) == 1 else None,
         wall_s=(min(ends) - max(starts)) / 1e9 if starts and ends else None,
         server_peak_rss_bytes=sampled.get("peak_rss_bytes"),
+        broker=broker,
         # one host's counters when every side shares its network; else every side's added up, as one host would see
         tcp_counters=client_counters[0] if shared else cluster_figures.summed_counters(figures["tcp_counters"],
                                                                                       *client_counters),
@@ -365,9 +396,6 @@ def refuse_unsupported(configuration) -> None:
     if any(s.idle_connections or s.sample_server_memory for s in settings):
         raise ClusterError("--cluster with --idle-connections: not supported yet (the server's memory is sampled "
                            "before the go, on the client's host)")
-    if any(s.workers > 1 for s in settings):
-        raise ClusterError("--cluster with --workers above 1: not supported yet (the Redis broker and the workers' "
-                           "counts are read on the orchestrator's host)")
     if any(s.python_executable or s.node_modules for s in settings):
         raise ClusterError("--cluster with --python-packages/--node-packages: not supported (those environments "
                            "exist only on this host)")

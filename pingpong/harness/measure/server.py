@@ -220,7 +220,7 @@ def _check_server(started: LocalServer, settings: CellSettings,
     except probe.NotReady as exc:
         return failed("not-ready", str(exc) + diagnose_port(port, process))
     if started.worker_stats_dir is not None:
-        problem = _wait_for_workers(started, settings.ready_timeout_s)
+        problem = wait_for_workers(started, settings.ready_timeout_s)
         if problem:
             return failed("not-ready", problem)
     if on_ready is not None:
@@ -243,7 +243,7 @@ def worker_counts(started: LocalServer) -> list[dict[str, Any]]:
     return sorted((record for record in found if record), key=lambda record: record.get("pid", 0))
 
 
-def _wait_for_workers(started: LocalServer, timeout_s: float) -> str | None:
+def wait_for_workers(started: LocalServer, timeout_s: float) -> str | None:
     """None once every worker says it serves (subscribed to the broker when there is one); then each worker is
     pinned to one of the server's CPUs, in turn, when it has more than one. Else why not, in one line. The first
     handshake alone does not show it: the kernel (or the cluster's primary) hands connections to whichever worker
