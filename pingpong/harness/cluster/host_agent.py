@@ -61,9 +61,10 @@ _STARTING = threading.Lock()
 LEASE_S = 10.0  # the agent ends its processes when the orchestrator has not renewed for this long
 SAMPLE_INTERVAL_S = 0.02  # the server side's CPU and counters, while an attempt's clients run
 # The broker's PUBLISH count and CPU are read with every sample. A window's edges fall between samples, and its count
-# stops growing when the clients stop, so a sample only every 0.1 s under-counted a 0.5 s window's publishes by 2-7%
-# (interpolated across the stop); each reading is one INFO the broker answers, whose time (its own usec count) is
-# left out of its CPU; about 5 µs more per reading (the exchange itself) stays in: 0.3 ms of broker CPU a second.
+# stops growing when the clients stop, so a sample only every 0.1 s under-counted a 0.5 s window's publishes by 1-7%
+# (interpolated across the stop: results/reference/2026-11-25-workers-cluster-broker-every-0.1s-sweep.md); each
+# reading is one INFO the broker answers, whose time (its own usec count) is left out of its CPU; about 5 µs more per
+# reading (the exchange itself) stays in: 0.3 ms of broker CPU a second.
 
 
 def server_cpus_on_host(cpus: list[int], workers: int) -> list[int]:
