@@ -372,18 +372,28 @@ def safe_cmdline(pid: int) -> list[str]:
 
 
 @needs_namespaces
-def test_kill_9_of_the_orchestrator_leaves_no_process_on_any_host(cluster, tmp_path):
+@pytest.mark.parametrize("options", [("--servers", "sanic"), ("--servers", "node-ws-cluster", "--workers", "2")],
+                         ids=["sanic", "workers-with-broker"])
+def test_kill_9_of_the_orchestrator_leaves_no_process_on_any_host(cluster, tmp_path, options):
+    """Killed mid-run, with a server on the server host (sanic, or two node:cluster workers and their Redis broker)
+    and a client on a client host: the agents' lease runs out and they end everything they started."""
+    if "--workers" in options and broker.unavailable_reason():
+        pytest.skip(broker.unavailable_reason())
     netns_lab.wait_for_workers(cluster.lab, "h0", cluster.tls, cluster.scheduler, 3)
     baseline = cluster.cluster_pids()
-    run = subprocess.Popen(cluster.bench("--servers", "sanic", "--clients", "websockets", "--repeat", "5",
+    run = subprocess.Popen(cluster.bench(*options, "--clients", "websockets", "--repeat", "5",
                                          "--duration", "2", "--results-dir", str(tmp_path)),
                            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         started = lambda: {host: pids - baseline[host] for host, pids in cluster.cluster_pids().items()}  # noqa
-        # a sanic server (with its worker processes) on the server host and a client on the client host
+        # the server (sanic with its worker processes; or the primary, its workers and redis-server) on the server
+        # host and a client on the client host
         assert netns_lab.wait_until(lambda: started()["server"] and any(
             is_websocket_client(safe_cmdline(p)) for p in started()["client"]), 60, 0.05)
         assert len(started()["server"]) >= 2
+        if "--workers" in options:
+            assert any(broker.REDIS_SERVER in " ".join(safe_cmdline(p)) for p in started()["server"]), \
+                described(started())
     finally:
         run.send_signal(signal.SIGKILL)
         run.wait()

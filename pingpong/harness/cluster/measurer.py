@@ -15,11 +15,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from pingpong.harness.analysis.workers import attempt_workers_record
 from pingpong.harness.cluster import figures as cluster_figures
 from pingpong.harness.cluster.connection import (CALL_TIMEOUT_S, READY_PROBE_INTERVAL_S, Cluster, ClusterError, Host,
                                                  same_host)
 from pingpong.harness.measure import judge
-from pingpong.harness.analysis.workers import attempt_workers_record
 from pingpong.harness.measure.attempt_plan import (ROOM_PROBE_TIMEOUT_S, ClientShare, barrier_limit_s, client_limit_s,
                                                    client_shares, pair_rooms, process_name, room_path,
                                                    room_probe_path, with_jit_warmup)
