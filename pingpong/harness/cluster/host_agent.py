@@ -284,7 +284,7 @@ class HostAgent:
         self.lease_s = lease_s
         self.renewed_at = time.monotonic()
         self.servers: dict[int, processes.ManagedProcess] = {}
-        self.launched: dict[int, LocalServer] = {}  # the same servers, with their broker and workers' counts
+        self.launched: dict[int, LocalServer] = {}  # the same servers (by the same pids), with broker and counts
         self.samplers: dict[int, _ServerSampler] = {}
         self.client_runs: dict[str, _ClientRun] = {}
         self.ended_by_lease = False
@@ -324,15 +324,12 @@ class HostAgent:
     def _end_everything(self) -> None:
         with self._lock:
             runs, self.client_runs = list(self.client_runs.values()), {}
-            servers, self.servers = list(self.servers.values()), {}
-            launched, self.launched = dict(self.launched), {}
+            self.servers = {}
+            launched, self.launched = list(self.launched.values()), {}
         for run in runs:
             run.stop()
-        for server in servers:
-            if server.pid in launched:
-                stop_server(launched[server.pid])  # its broker too
-            else:
-                processes.stop(server)
+        for server in launched:
+            stop_server(server)  # its broker too
         with _STARTING:  # nothing left to guard in this worker: the guardian ends too (started again when needed)
             if not any(agent.servers or agent.client_runs for agent in list(_AGENTS) if agent is not self):
                 guardian.stop_guardian()
@@ -415,10 +412,9 @@ class HostAgent:
         if server is None:
             return {"exit_code": None, "stderr_tail": "the server was already gone (its host ended it)",
                     "worker_counts": []}
-        code = await asyncio.to_thread(stop_server, launched) if launched is not None else \
-            await asyncio.to_thread(processes.stop, server)
+        code = await asyncio.to_thread(stop_server, launched)
         return {"exit_code": code, "stderr_tail": server.stderr_tail(STDERR_TAIL_LINES),
-                "worker_counts": worker_counts(launched) if launched is not None else []}
+                "worker_counts": worker_counts(launched)}
 
     # -- probes, from this host over the real path
     async def handshake(self, base_url: str, path: str, timeout_s: float) -> str | None:
