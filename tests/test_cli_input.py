@@ -13,7 +13,7 @@ import sys
 import pytest
 
 from pingpong import SUITE_VERSION
-from pingpong.harness.commands.cli import build_parser
+from pingpong.harness.commands.parser import build_parser
 from pingpong.harness.settings.configuration import (DEFAULT_MATRIX_DURATION_S, DEFAULT_MATRIX_WARMUP_S,
                                                      build_configuration, resolve_options)
 from tests.conftest import ROOT

@@ -18,7 +18,7 @@ from websockets.sync.client import connect
 from pingpong import contract
 from pingpong.harness.cluster.figures import broker_window
 from pingpong.harness.cluster.host_agent import server_cpus_on_host
-from pingpong.harness.commands.cli import build_parser
+from pingpong.harness.commands.parser import build_parser
 from pingpong.harness.measure import probe
 from pingpong.harness.measure.server import launch_server, stop_server, wait_for_workers, worker_counts
 from pingpong.harness.settings import cell

@@ -29,6 +29,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from pingpong.harness.commands import compare
+from pingpong.harness.commands.parser import build_parser
 from pingpong.harness.results.files import DEFAULT_RESULTS_DIR
 from pingpong.harness.settings.catalog import PROJECT_ROOT
 from pingpong.harness.settings.package_envs import parse_node_specs, parse_python_specs
@@ -108,8 +109,6 @@ def side_source(label: str, given: str) -> SideSource:
 def check_run_options(run_options: list[str], sides: list[SideSource]) -> None:
     """The run options, read as `run` reads them here; a one-line UsageError for those the alternation sets itself
     or that make no run. Options this checkout does not know go through: the other checkout may know them."""
-    from pingpong.harness.commands.cli import build_parser  # here: cli imports this module
-
     if run_options[:1] and not run_options[0].startswith("-") and run_options[0] != "run":
         raise UsageError(f"the options after -- are run's options; {run_options[0]!r} is not one")
     if any(word in ("-h", "--help") for word in run_options):
