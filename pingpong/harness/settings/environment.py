@@ -13,7 +13,7 @@ from typing import Any
 
 from pingpong.harness.settings.manifest import runtime_executable
 from pingpong.harness.system.cpu import cpu_source
-from pingpong.kit.driver import library_versions
+from pingpong.versions import library_versions
 
 PYTHON_PACKAGES = ["websockets", "sanic", "blacksheep", "uvicorn", "aiohttp", "uvloop", "hdrhistogram", "psutil"]
 

@@ -18,7 +18,6 @@ import time
 from array import array
 from collections import deque
 from dataclasses import dataclass, field
-from importlib import metadata
 from typing import Any, AsyncIterator, Awaitable, Callable
 
 from pingpong.contract import (ACK_FD_ENV, ARMED_EVENT, BROADCAST_ROLES, COMPRESSION_MODES, DEFAULT_COMPRESSION,
@@ -27,6 +26,7 @@ from pingpong.contract import (ACK_FD_ENV, ARMED_EVENT, BROADCAST_ROLES, COMPRES
                                EVENTS_FD_ENV, GO_FD_ENV, GO_LINE, HISTOGRAM_HIGHEST_NS, HISTOGRAM_LOWEST_NS,
                                HISTOGRAM_SIGNIFICANT_DIGITS, LOOPS, PAYLOAD_KINDS, READY_EVENT, START_FD_ENV, WORKLOADS)
 from pingpong.kit import allocator
+from pingpong.versions import library_versions
 
 
 class DriverError(Exception):
@@ -189,16 +189,6 @@ def run_on_loop(loop: str, coroutine_function: Callable[[], Awaitable[Any]]) -> 
 def running_loop_name() -> str:
     module = type(asyncio.get_running_loop()).__module__
     return "uvloop" if module.startswith("uvloop") else "asyncio"
-
-
-def library_versions(names: list[str]) -> dict[str, str]:
-    versions = {}
-    for name in names:
-        try:
-            versions[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            versions[name] = "not installed"
-    return versions
 
 
 def socket_details(sock: socket.socket | None) -> dict[str, Any]:
