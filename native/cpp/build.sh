@@ -8,6 +8,7 @@ cd "$(dirname "$0")/../.."
 mkdir -p build
 CXX="${CXX:-g++}"
 binaries="cpp_ws_server cpp_ws_client"
+sh native/cpp/build_cpprest.sh # cpp-cpprestsdk's client: its own library, its own .unavailable
 
 . native/build_common.sh
 

@@ -93,10 +93,27 @@ def is_floor(run: RunResult, server: str) -> bool:
     return run.implementations.get("server", {}).get(server, {}).get("protocol") == "raw-tcp"
 
 
+# The manifest set of the protocol's own floor (c-ws-floor: RFC 6455 in C with no library): WebSocket programs, so
+# they pair with every other, but a floor, not a contender.
+PROTOCOL_FLOOR_SET = "protocol-floor"
+
+
+def is_protocol_floor(run: RunResult, role: str, name: str) -> bool:
+    """Whether a server or client is the protocol's floor (manifest set "protocol-floor"), as the run records it."""
+    return PROTOCOL_FLOOR_SET in (run.implementations.get(role, {}).get(name, {}).get("sets") or ())
+
+
+def is_contender(run: RunResult, key: tuple[str, str]) -> bool:
+    """Whether a (server, client) pair is ranked: neither a raw-TCP floor nor with the protocol floor on a side."""
+    server, client = key
+    return not (is_floor(run, server) or is_protocol_floor(run, "server", server)
+                or is_protocol_floor(run, "client", client))
+
+
 def fastest_cell(run: RunResult, summaries: Summaries) -> tuple[str, str] | None:
-    """The fastest measured WebSocket pair (the raw-TCP floors are not contenders); None when none was measured."""
+    """The fastest measured WebSocket pair (the floors are not contenders); None when none was measured."""
     measured = [(s.roundtrips_per_s.median, key) for key, s in summaries.items()
-                if s.measured and not is_floor(run, key[0])]
+                if s.measured and is_contender(run, key)]
     return max(measured)[1] if measured else None
 
 

@@ -18,7 +18,7 @@ from pingpong.harness.analysis.stats import NOISY_CV
 from pingpong.harness.analysis.summary import CellSummary, Summaries
 from pingpong.harness.analysis.workers import workers_figures
 from pingpong.harness.report.formatting import (REFERENCE_TEXT, Headline, axes, axis_loops, fastest_cell, floors,
-                                                format_duration_ns, format_rate, is_floor, rate_unit,
+                                                format_duration_ns, format_rate, is_contender, is_floor, rate_unit,
                                                 relative_to_fastest, rounds_text, short_rate, time_budget_text,
                                                 time_budgets, topology_line, usual_label, with_loop, workload_title)
 from pingpong.harness.report.workloads import cell_figures
@@ -215,7 +215,7 @@ def ranking_table(run: RunResult, summaries: Summaries) -> tuple[Table | None, i
     ratios = relative_to_fastest(run, summaries)
     usual = usual_label(ratios.values())
     ranked = sorted(((s.roundtrips_per_s.median, key) for key, s in summaries.items()
-                     if s.measured and not is_floor(run, key[0])), reverse=True)
+                     if s.measured and is_contender(run, key)), reverse=True)
     rows = []
     for place, (rate, (server, client)) in enumerate(ranked[:RANKED], 1):
         summary = summaries[(server, client)]
