@@ -20,6 +20,9 @@ NODE_DRIVER_CORE = ROOT / "node" / "driver" / "core.js"
 NODE_SERVER_SUPPORT = ROOT / "node" / "server_support.js"
 NATIVE_CLIENT = ROOT / "native" / "raw_tcp_client.c"
 NATIVE_SERVER = ROOT / "native" / "raw_tcp_server.c"
+# The C programs, each (client, server): the raw-TCP floor and the protocol floor (RFC 6455 with no library)
+C_PROGRAMS = [(NATIVE_CLIENT, NATIVE_SERVER),
+              (ROOT / "native" / "ws_floor_client.c", ROOT / "native" / "ws_floor_server.c")]
 ENVIRONMENT_NAMES = {contract.EVENTS_FD_ENV, contract.GO_FD_ENV, contract.START_FD_ENV, contract.INFO_FILE_ENV,
                      contract.NODE_MODULES_ENV, contract.NODE_EXTRA_CA_CERTS_ENV, contract.ACK_FD_ENV}
 
@@ -91,13 +94,14 @@ def native_flags(path) -> set[str]:
     return set(re.findall(r'strcmp\(argv\[i\], "(--[\w-]+)"\)', path.read_text()))
 
 
-def test_native_programs_accept_only_contract_flags_with_its_defaults():
-    """The C client and server parse a subset of the contract's flags, with the contract's defaults and names."""
-    client, server = NATIVE_CLIENT.read_text(), NATIVE_SERVER.read_text()
-    assert native_flags(NATIVE_CLIENT) <= set(contract.CLIENT_FLAGS)
-    assert native_flags(NATIVE_SERVER) <= set(contract.SERVER_FLAGS)
-    assert {"--url", "--duration", "--warmup", "--payload-size", "--payload-kind"} <= native_flags(NATIVE_CLIENT)
-    assert {"--host", "--port", "--loop", "--compression"} <= native_flags(NATIVE_SERVER)
+@pytest.mark.parametrize("client_path,server_path", C_PROGRAMS, ids=lambda path: path.stem)
+def test_native_programs_accept_only_contract_flags_with_its_defaults(client_path, server_path):
+    """The C clients and servers parse a subset of the contract's flags, with the contract's defaults and names."""
+    client, server = client_path.read_text(), server_path.read_text()
+    assert native_flags(client_path) <= set(contract.CLIENT_FLAGS)
+    assert native_flags(server_path) <= set(contract.SERVER_FLAGS)
+    assert {"--url", "--duration", "--warmup", "--payload-size", "--payload-kind"} <= native_flags(client_path)
+    assert {"--host", "--port", "--loop", "--compression"} <= native_flags(server_path)
     for kind in contract.PAYLOAD_KINDS:
         assert f'strcmp(kind, "{kind}")' in client
     assert f'*kind = "{contract.DEFAULT_PAYLOAD_KIND}"' in client
@@ -116,9 +120,12 @@ def test_native_programs_accept_only_contract_flags_with_its_defaults():
 
 
 def test_native_programs_refuse_what_the_contract_does_not_offer_them(tmp_path):
-    """Run for real: an unknown flag exits 2 naming it, and --compression on (no permessage-deflate in raw TCP) too."""
+    """Run for real: an unknown flag exits 2 naming it, and --compression on (no permessage-deflate in the floors)
+    too, and TLS (none in the floors)."""
     for program, required in (("raw_tcp_client", ["--url", "tcp://127.0.0.1:1/x"]),
-                              ("raw_tcp_server", ["--host", "127.0.0.1", "--port", "0"])):
+                              ("raw_tcp_server", ["--host", "127.0.0.1", "--port", "0"]),
+                              ("ws_floor_client", ["--url", "ws://127.0.0.1:1/x"]),
+                              ("ws_floor_server", ["--host", "127.0.0.1", "--port", "0"])):
         executable = ROOT / "build" / program
         unknown = subprocess.run([str(executable), *required, "--not-in-the-contract", "1"], capture_output=True,
                                  text=True, timeout=30)
@@ -126,6 +133,9 @@ def test_native_programs_refuse_what_the_contract_does_not_offer_them(tmp_path):
         compressed = subprocess.run([str(executable), *required, "--compression", "on"], capture_output=True,
                                     text=True, timeout=30)
         assert compressed.returncode == 2 and "usage" in compressed.stderr
+        tls = ["--tls-ca", "ca.pem"] if "client" in program else ["--tls-cert", "cert.pem", "--tls-key", "key.pem"]
+        encrypted = subprocess.run([str(executable), *required, *tls], capture_output=True, text=True, timeout=30)
+        assert encrypted.returncode == 2 and "--tls-" in encrypted.stderr and encrypted.stdout == ""
 
 
 JAVASCRIPT_FLOORS = [i for i in IMPLEMENTATIONS if i.protocol == "raw-tcp" and i.runtime in ("node", "bun")]
