@@ -1,6 +1,13 @@
 """The terminal report: rates only with one-character marks, aligned, within 120 columns; the plan line."""
 
+import os
+import subprocess
+import sys
+
+import pytest
+
 from pingpong.harness.analysis.summary import summarize_run
+from pingpong.harness.commands import report as report_command
 from pingpong.harness.measure.progress import plan_line
 from pingpong.harness.report.terminal import format_short, render_plain, terminal_report
 from pingpong.harness.results.records import Cell, RunResult, load
@@ -9,6 +16,7 @@ from tests.conftest import ROOT
 from tests.test_render import CONFIG, sample_run
 
 REFERENCE = ROOT / "results" / "reference" / "2026-11-21-default-matrix.json"
+DEFAULT_RUN = ROOT / "results" / "reference" / "2026-11-25-default-run-2.json"  # the README's headline run
 
 
 def reference_text() -> str:
@@ -68,3 +76,41 @@ def test_the_plan_names_cells_rounds_and_time():
         "plan: 4 cell(s) at 2 points to measure (2 skipped, reasons in the files), 6 round(s) over them -> 24 "
         "attempt(s) of 0.2 s warmup + 0.5 s; about 0m24s; then more rounds of every cell alike while a whole round "
         "fits (up to 20, 270 s in all); a fresh server per attempt, order seed 7")
+
+
+def report_in_a_pipe(columns: str | None) -> list[str]:
+    """`run_bench.py report DEFAULT_RUN --format terminal | cat`, with COLUMNS set to `columns` (None: unset)."""
+    env = {name: value for name, value in os.environ.items() if name not in ("COLUMNS", "LINES")}
+    if columns is not None:
+        env["COLUMNS"] = columns
+    completed = subprocess.run([sys.executable, "run_bench.py", "report", str(DEFAULT_RUN), "--format", "terminal"],
+                               cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               timeout=120)
+    assert completed.returncode == 0, completed.stderr
+    return completed.stdout.splitlines()
+
+
+def test_columns_sets_the_width_when_the_output_is_piped():
+    """COLUMNS=80 is the width in a pipe, as on a terminal (and as rich and most terminal tools take it): no line
+    wider (counted in characters, each of them one column: ×, ±, µ, –), the tables split into parts."""
+    lines = report_in_a_pipe("80")
+    assert max(len(line) for line in lines) <= 80
+    assert any("(part 1 of " in line for line in lines)  # the matrix does not fit whole: it comes in parts
+
+
+def test_a_pipe_without_columns_gets_120_and_a_wider_columns_no_more():
+    unset = report_in_a_pipe(None)
+    assert 80 < max(len(line) for line in unset) <= 120  # the widest a report gets
+    assert report_in_a_pipe("200") == unset
+
+
+@pytest.mark.parametrize("columns,width", [("80", 80), ("200", 200), ("0", 120), ("wide", 120), (None, 120)])
+def test_the_width_is_columns_when_it_is_a_positive_number_else_120_in_a_pipe(columns, width, monkeypatch):
+    """report.terminal_width() in this process, whose stdout pytest captures (no terminal): the width the
+    report is asked for, before terminal_report() caps it at 120."""
+    monkeypatch.delenv("COLUMNS", raising=False)
+    if columns is not None:
+        monkeypatch.setenv("COLUMNS", columns)
+    with open(os.devnull, "w") as no_terminal:  # behind stdout, even under -s
+        monkeypatch.setattr(sys, "__stdout__", no_terminal)
+        assert report_command.terminal_width() == width

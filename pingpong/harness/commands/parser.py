@@ -101,8 +101,8 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
                               "code on every worker)")
     output = parser.add_argument_group("output")
     output.add_argument("--format", choices=report.FORMATS, default="terminal",
-                        help="what to print on stdout (default terminal: tables that fit 120 columns; "
-                             "--list takes md, json or csv)")
+                        help="what to print on stdout (default terminal: tables that fit the terminal or COLUMNS, "
+                             "at most 120; --list takes md, json or csv)")
     output.add_argument("--results-dir", type=Path, default=DEFAULT_RESULTS_DIR,
                         help="where <timestamp>.json/.md/.csv/.html and latest.* go (default results/)")
     output.add_argument("--resume", type=Path, metavar="FILE",

@@ -28,8 +28,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("results", type=Path, nargs="+", metavar="RESULTS.json",
                         help="a results file a run saved; several of the same settings combine across runs")
     parser.add_argument("--format", choices=FORMATS, default="terminal",
-                        help="terminal (default: tables that fit 120 columns), md, csv, json or html; several "
-                             "files: terminal, md or json")
+                        help="terminal (default: tables that fit the terminal or COLUMNS, at most 120), md, csv, "
+                             "json or html; several files: terminal, md or json")
 
 
 def run(options: argparse.Namespace) -> int:
@@ -64,13 +64,26 @@ def show_combined(paths: list[Path], output_format: str) -> int:
 
 
 def show(result: RunResult, summaries: Summaries, output_format: str, source: str | None = None) -> None:
-    """The run on stdout: drawn with rich when the terminal format goes to a terminal, else as text."""
-    if output_format == "terminal" and sys.stdout.isatty():
-        columns = shutil.get_terminal_size((terminal.WIDTH, 24)).columns
-        terminal.print_rich(terminal.terminal_report(result, summaries, source, width=columns))
+    """The run on stdout: drawn with rich when the terminal format goes to a terminal, else as text.
+
+    The terminal format fits terminal_width(), on a terminal and in a pipe alike (at most terminal.WIDTH)."""
+    if output_format == "terminal":
+        report = terminal.terminal_report(result, summaries, source, width=terminal_width())
+        if sys.stdout.isatty():
+            terminal.print_rich(report)
+            return
+        sys.stdout.write(terminal.render_plain(report))
+        sys.stdout.flush()
     else:
         sys.stdout.write(rendered(result, summaries, output_format, source))
         sys.stdout.flush()
+
+
+def terminal_width() -> int:
+    """The columns the terminal format is laid out for: COLUMNS when it is set to a positive number (in a pipe too,
+    as rich and most terminal tools do), else the terminal's own width, else terminal.WIDTH (a pipe, a CI log).
+    shutil.get_terminal_size reads COLUMNS first; it only ever took effect on a terminal, where this was asked."""
+    return shutil.get_terminal_size((terminal.WIDTH, 24)).columns
 
 
 def read(path: Path) -> RunResult:
