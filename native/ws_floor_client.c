@@ -376,13 +376,25 @@ int main(int argc, char **argv) {
     }
     char host[256] = {0}, room[1024] = "/";
     int port = 0;
-    if (!url || sscanf(url, "ws://%255[^:/]:%d%1023s", host, &port, room) < 2 || duration <= 0 || warmup < 0 ||
-        size < 1 || size > (long)WS_MAX_MESSAGE || stall_timeout <= 0 || strcmp(loop, "auto") ||
-        (strcmp(compression, "default") && strcmp(compression, "off")) ||
-        (strcmp(kind, "text-ascii") && strcmp(kind, "text-utf8") && strcmp(kind, "binary"))) {
-        fprintf(stderr, "usage: ws_floor_client --url ws://H:P/ROOM --duration S --warmup W [--payload-size N] "
-                        "[--payload-kind text-ascii|text-utf8|binary] [--compression default|off] "
-                        "[--stall-timeout S] [--no-latency]\n");
+    const char *problem = NULL;
+    char text[256];
+    if (!url || sscanf(url, "ws://%255[^:/]:%d%1023s", host, &port, room) < 2)
+        problem = "--url ws://H:P/ROOM is required (no TLS)";
+    else if (duration <= 0 || warmup < 0 || stall_timeout <= 0)
+        problem = "--duration and --stall-timeout must be > 0, --warmup >= 0";
+    else if (size < 1 || size > (long)WS_MAX_MESSAGE)
+        problem = "--payload-size must be 1 to 64 MiB";
+    else if (strcmp(kind, "text-ascii") && strcmp(kind, "text-utf8") && strcmp(kind, "binary"))
+        problem = "--payload-kind must be text-ascii, text-utf8 or binary";
+    else if (strcmp(loop, "auto"))
+        snprintf(text, sizeof text, "--loop %s is not supported (only auto: blocking)", loop), problem = text;
+    else if (strcmp(compression, "default") && strcmp(compression, "off"))
+        snprintf(text, sizeof text, "--compression %s is not supported (no permessage-deflate)", compression),
+            problem = text;
+    if (problem) {
+        fprintf(stderr, "ws_floor_client: %s; usage: ws_floor_client --url ws://H:P/ROOM --duration S --warmup W "
+                        "[--payload-size N] [--payload-kind text-ascii|text-utf8|binary] [--compression default|off] "
+                        "[--stall-timeout S] [--no-latency]\n", problem);
         return 2;
     }
     random_bytes(&mask_state, sizeof mask_state);

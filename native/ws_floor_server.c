@@ -291,9 +291,17 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--compression")) compression = argv[i + 1];
         else { fprintf(stderr, "ws_floor_server: unknown option %s (no TLS, no workers)\n", argv[i]); return 2; }
     }
-    if (argc % 2 == 0 || port < 0 || port > 65535 || strcmp(loop, "auto") ||
-        (strcmp(compression, "default") && strcmp(compression, "off"))) {
-        fprintf(stderr, "usage: ws_floor_server --host H --port P [--loop auto] [--compression default|off]\n");
+    const char *problem = argc % 2 == 0 ? "every option needs a value" : port < 0 || port > 65535
+                          ? "--port P (0-65535) is required" : NULL;
+    char text[256];
+    if (!problem && strcmp(loop, "auto"))
+        snprintf(text, sizeof text, "--loop %s is not supported (only auto: epoll)", loop), problem = text;
+    if (!problem && strcmp(compression, "default") && strcmp(compression, "off"))
+        snprintf(text, sizeof text, "--compression %s is not supported (no permessage-deflate)", compression),
+            problem = text;
+    if (problem) {
+        fprintf(stderr, "ws_floor_server: %s; usage: ws_floor_server --host H --port P [--loop auto] "
+                        "[--compression default|off]\n", problem);
         return 2;
     }
     struct sigaction action = {.sa_handler = on_signal};

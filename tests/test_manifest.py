@@ -43,12 +43,16 @@ def test_project_manifest_lists_the_seed_matrix():
 
 
 def test_the_compiled_websocket_programs_are_a_named_set_outside_the_default_matrix():
-    """Go, Rust and C++ servers and clients, one each, in set native only; the plain programs (measured from
-    outside) in set plain; the multi-process servers (feature workers) in set workers; every other entry in the
-    default set; set lemire is Lemire's four servers and his two clients as written."""
+    """Go, Rust and C++ servers and clients, one each, and cpprestsdk's client, in set native only; the protocol
+    floor's server and client in set native and protocol-floor; the plain programs (measured from outside) in set
+    plain; the multi-process servers (feature workers) in set workers; every other entry in the default set; set
+    lemire is Lemire's four servers and his two clients as written."""
     native = {(i.role, i.name) for i in IMPLEMENTATIONS if "native" in i.sets}
+    protocol_floor = {(role, "c-ws-floor") for role in ("server", "client")}
     assert native == {(role, name) for role in ("server", "client")
-                      for name in ("go-gorilla", "rust-tungstenite", "cpp-websocketpp")}
+                      for name in ("go-gorilla", "rust-tungstenite", "cpp-websocketpp")} | {
+        ("client", "cpp-cpprestsdk")} | protocol_floor
+    assert {(i.role, i.name) for i in IMPLEMENTATIONS if "protocol-floor" in i.sets} == protocol_floor
     plain = {i.name for i in IMPLEMENTATIONS if i.outside}
     assert plain == {"websockets-plain", "aiohttp-plain", "node-ws-plain"}
     lemire = {(i.role, i.name) for i in IMPLEMENTATIONS if "lemire" in i.sets}
@@ -56,8 +60,9 @@ def test_the_compiled_websocket_programs_are_a_named_set_outside_the_default_mat
                       ("client", "websockets-plain"), ("client", "node-ws-plain")}
     for implementation in IMPLEMENTATIONS:
         key = (implementation.role, implementation.name)
-        expected = ("native",) if key in native else ("plain",) if implementation.outside else (
-            ("workers",) if "workers" in implementation.features else ("default",))
+        expected = ("native", "protocol-floor") if key in protocol_floor else ("native",) if key in native else (
+            ("plain",) if implementation.outside else ("workers",) if "workers" in implementation.features
+            else ("default",))
         assert set(implementation.sets) - {"lemire"} == set(expected), implementation.name
         if key in native:
             assert implementation.runtime == "native" and implementation.protocol == "websocket"
@@ -75,8 +80,8 @@ def test_beyond_the_seed_anchors_are_listed():
 
 
 def test_c_floor_is_built_by_the_setup():
-    """npm ci's postinstall builds the C floor: both binaries exist and are executable."""
-    for program in ("raw_tcp_server", "raw_tcp_client"):
+    """npm ci's postinstall builds the C floors, raw TCP and the protocol's: the binaries exist and are executable."""
+    for program in ("raw_tcp_server", "raw_tcp_client", "ws_floor_server", "ws_floor_client"):
         path = ROOT / "build" / program
         assert path.exists() and path.stat().st_mode & 0o111, f"{path} missing: npm ci should build it"
 

@@ -24,7 +24,11 @@ from tests.test_run_bench import run_bench
 NATIVE = [i for i in IMPLEMENTATIONS if "native" in i.sets]
 NATIVE_SERVERS = [i for i in NATIVE if i.role == "server"]
 NATIVE_CLIENTS = [i for i in NATIVE if i.role == "client"]
-LANGUAGES = {"go-gorilla": "go", "rust-tungstenite": "rust", "cpp-websocketpp": "c++"}
+LANGUAGES = {"go-gorilla": "go", "rust-tungstenite": "rust", "cpp-websocketpp": "c++", "cpp-cpprestsdk": "c++",
+             "c-ws-floor": "c"}
+PROTOCOL_FLOOR = "c-ws-floor"  # RFC 6455 with no library: no libraries to name, no TLS
+LIBRARY_SERVERS = [i.name for i in NATIVE_SERVERS if i.name != PROTOCOL_FLOOR]
+LIBRARY_CLIENTS = [i.name for i in NATIVE_CLIENTS if i.name != PROTOCOL_FLOOR]
 SHORT = CellSettings(duration_s=0.3, warmup_s=0.1, loop="auto", compression="default", payload_size=4,
                      payload_kind="text-ascii", ready_timeout_s=20, stall_timeout_s=5, pin=True)
 
@@ -71,7 +75,7 @@ def test_a_native_client_reports_its_language_library_and_offer(client, shared_s
     assert report["format_version"] == contract.CLIENT_REPORT_FORMAT_VERSION and report["role"] == "client"
     assert report["implementation"] == client.name and report["runtime"]["name"] == LANGUAGES[client.name]
     assert report["runtime"]["version"] and report["loop"]
-    assert report["libraries"] and all(report["libraries"].values())
+    assert (report["libraries"] or client.name == PROTOCOL_FLOOR) and all(report["libraries"].values())
     assert report["settings"][contract.COMPRESSION_OFFERED_SETTING] is False
     assert report["settings"][contract.COMPRESSION_SETTING] == "default"
     assert report["workload"] == "pingpong" and report["pairs"] == 1
@@ -90,8 +94,10 @@ def test_a_native_server_reports_itself_and_refuses_deflate_by_default(server, s
     info = attempt.server_info
     assert info["format_version"] == contract.SERVER_REPORT_FORMAT_VERSION and info["role"] == "server"
     assert info["implementation"] == server.name and info["runtime"]["name"] == LANGUAGES[server.name]
-    assert info["libraries"] and all(info["libraries"].values()) and info["loop"]
-    assert info["settings"] == {"compression": "default", "compression_effective": False, "tls": False}
+    assert (info["libraries"] or server.name == PROTOCOL_FLOOR) and all(info["libraries"].values()) and info["loop"]
+    contract_settings = {"compression": "default", "compression_effective": False, "tls": False}
+    assert (info["settings"] == contract_settings or server.name == PROTOCOL_FLOOR
+            and contract_settings.items() <= info["settings"].items())
     assert attempt.client_report["settings"][contract.COMPRESSION_OFFERED_SETTING] is True
     assert all(c["extensions"] is None for c in attempt.client_report["connections"])
 
@@ -119,15 +125,15 @@ def test_compression_on_negotiates_permessage_deflate_with_a_python_peer(role, n
 
 @pytest.mark.timeout(660)
 def test_native_servers_and_clients_speak_wss_with_each_other_and_python(tmp_path):
-    """--tls: every native server with every native client and the websockets client, over wss:// trusting only
-    the run's CA; each side says it spoke TLS."""
-    names = ",".join(LANGUAGES)
-    completed = run_bench("--tls", "--servers", names, "--clients", f"{names},websockets", "--duration", "0.3",
-                          "--warmup", "0.1", "--repeat", "1", "--results-dir", str(tmp_path), "--format", "json",
-                          timeout=600)
+    """--tls: every native library's server with every native library's client and the websockets client, over
+    wss:// trusting only the run's CA; each side says it spoke TLS."""
+    completed = run_bench("--tls", "--servers", ",".join(LIBRARY_SERVERS), "--clients",
+                          ",".join([*LIBRARY_CLIENTS, "websockets"]), "--duration", "0.3", "--warmup", "0.1",
+                          "--repeat", "1", "--results-dir", str(tmp_path), "--format", "json", timeout=600)
     assert completed.returncode == 0, completed.stderr
     cells = json.loads(completed.stdout)["cells"]
-    assert len(cells) == 12 and not any(cell["skipped"] for cell in cells)
+    assert len(cells) == len(LIBRARY_SERVERS) * (len(LIBRARY_CLIENTS) + 1) == 15
+    assert not any(cell["skipped"] for cell in cells)
     for cell in cells:
         attempt = cell["attempts"][0]
         assert attempt["status"] == "ok", (cell["server"], cell["client"], attempt["reason"])
@@ -136,17 +142,24 @@ def test_native_servers_and_clients_speak_wss_with_each_other_and_python(tmp_pat
 
 
 def test_the_native_set_runs_beside_the_default_one_with_its_floor_cost_split(tmp_path):
-    """--servers native,raw-tcp-c --clients native,raw-tcp-c: the named set measures its 9 WebSocket cells plus
-    the C floor, and each native side's WebSocket cost is split against the C floor (runtime native)."""
+    """--servers native,raw-tcp-c --clients native,raw-tcp-c: the named set measures its 20 WebSocket cells plus
+    the C floor, and each native side's WebSocket cost is split against the C floor (runtime native). The protocol
+    floor's own pair is a row of that cost table (what RFC 6455 costs with no library), never a ranked pair."""
     completed = run_bench("--servers", "native,raw-tcp-c", "--clients", "native,raw-tcp-c", "--duration", "0.3",
                           "--warmup", "0.1", "--repeat", "1", "--results-dir", str(tmp_path), "--format", "json",
                           timeout=600)
     assert completed.returncode == 0, completed.stderr
     result = json.loads(completed.stdout)
     measured = {(c["server"], c["client"]) for c in result["cells"] if not c["skipped"]}
-    assert measured == {(s, c) for s in LANGUAGES for c in LANGUAGES} | {("raw-tcp-c", "raw-tcp-c")}
+    assert measured == ({(s.name, c.name) for s in NATIVE_SERVERS for c in NATIVE_CLIENTS}
+                        | {("raw-tcp-c", "raw-tcp-c")})
+    assert len(measured) == 21
     markdown = (tmp_path / "latest.md").read_text()
     assert "go-gorilla" in markdown and "WebSocket cost" in markdown
+    assert f"| {PROTOCOL_FLOOR} | {PROTOCOL_FLOOR} | " in markdown.split("WebSocket cost per roundtrip")[1]
+    terminal = run_bench("report", str(tmp_path / "latest.json"), "--format", "terminal", timeout=60)
+    ranking = terminal.stdout.split("Fastest WebSocket pairs")[1].split("\n\n")[0]
+    assert "cpp-websocketpp" in ranking and PROTOCOL_FLOOR not in ranking
 
 
 def test_no_native_server_is_left_running_after_a_port_clash(tmp_path):
