@@ -62,11 +62,16 @@ BROKER_CHANNEL_PREFIX = "pingpong:room:"
 # --workload broadcast with several client processes: one pipe shared by all. A receivers process writes one byte
 # to its write end when all its receivers have a message; the sender reads --ack-processes bytes per message here.
 ACK_FD_ENV = "PINGPONG_ACK_FD"
-# glibc malloc's state in the Python programs (pingpong/kit/allocator.py): "settled" (the default) raises its dynamic
-# mmap threshold past asyncio's 256 KiB reads before anything is measured; "as-is" leaves it as the process finds it.
+# glibc malloc's state in every process the suite starts (pingpong/kit/allocator.py): "settled" (the default) fixes
+# its mmap and trim thresholds through GLIBC_TUNABLES, so no process's first moments decide whether each read buffer
+# is mapped and unmapped; "as-is" leaves glibc's dynamic thresholds as each process finds them.
 MALLOC_ENV = "PINGPONG_MALLOC"
 MALLOC_MODES = ("settled", "as-is")
 DEFAULT_MALLOC = "settled"
+GLIBC_TUNABLES_ENV = "GLIBC_TUNABLES"
+# Above every read buffer of every runtime here (asyncio's 256 KiB, libuv's 64 KiB): served from the heap, never
+# mapped per read; and a free heap top kept up to 64 MiB instead of returned to the kernel and faulted back in.
+SETTLED_MALLOC_TUNABLES = ("glibc.malloc.mmap_threshold=4194304", "glibc.malloc.trim_threshold=67108864")
 
 # The lines on those fds, each ended by a newline. With START_FD_ENV set, a client first writes ARMED_EVENT once it
 # is loaded and blocks until it reads GO_LINE on START_FD_ENV (end of file instead: it exits 0 at once, without a

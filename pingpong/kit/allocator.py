@@ -1,56 +1,67 @@
-"""glibc malloc's state in the Python programs, settled before anything is measured (docs/methodology.md).
+"""glibc malloc's state in every process the suite starts, settled before anything runs (docs/methodology.md).
 
-asyncio's selector transports read with `sock.recv(256 KiB)`. CPython allocates the whole 256 KiB for each read and
-shrinks the bytes object to what arrived. glibc serves a request that large with mmap until its *dynamic mmap
-threshold* (128 KiB at start) is raised, which happens the first time a mapped block larger than the threshold is
-freed whole (mallopt(3), M_MMAP_THRESHOLD). A shrunk read buffer never is, so until something else frees one, every
-read costs mmap + mremap + munmap and two page faults. Whether something does (a read that found nothing, whose
-buffer is freed whole; a large temporary object) depends on the timing of the process's first moments, so fresh
-processes of the same program fell into a fast or a slow mode, 1.6-1.8x apart in CPU per roundtrip, for their
-whole life.
+glibc serves a request above its *dynamic mmap threshold* (128 KiB at start) with mmap, and raises the threshold the
+first time a mapped block larger than it is freed whole; it returns a free heap top above the *trim threshold* to the
+kernel (mallopt(3)). asyncio's selector transports read with `sock.recv(256 KiB)` and shrink each buffer to what
+arrived, so until something raises the threshold every read costs mmap + mremap + munmap and two page faults.
+Whether and when something does depends on the timing of a process's first moments (and later on what else it
+frees: a growing array, a deflate window), so fresh processes of the same program fell into a fast or a slow mode,
+1.6-1.8x apart in CPU per roundtrip, for their whole life.
 
-"settled" makes the event that raises the threshold happen once, on purpose, at start: one non-blocking read of
-asyncio's size on an empty socket, whose buffer is freed whole. A process reaches it by itself only if one of its
-reads finds nothing or it frees a large block whole, which a steady ping-pong does not do: measured, plain scripts
-kept the slow mode for a whole minute (docs/methodology.md). "as-is" leaves the allocator as the process finds it.
+"settled" takes the thresholds out of the process's hands: GLIBC_TUNABLES fixes both (glibc's manual, "Memory
+Allocation Tunables"; a fixed threshold also turns the dynamic one off), for any glibc program in whatever runtime,
+whatever its read size. The orchestrator puts them in the environment of every process it starts
+(tunables_environment); a Python program started by hand with settled asked for re-executes itself once with them
+(settle), since glibc reads its tunables only when a process starts. "as-is" leaves the allocator as the process
+finds it.
 """
 
 from __future__ import annotations
 
 import os
-import socket
 import sys
 
-from pingpong.contract import DEFAULT_MALLOC, MALLOC_ENV, MALLOC_MODES
-
-FALLBACK_READ_SIZE = 256 * 1024  # asyncio's selector transports' max_size since Python 3.4
+from pingpong.contract import DEFAULT_MALLOC, GLIBC_TUNABLES_ENV, MALLOC_ENV, MALLOC_MODES, SETTLED_MALLOC_TUNABLES
 
 
-def asyncio_read_size() -> int:
-    """The bytes asyncio's selector transports ask recv() for on every read."""
-    try:
-        from asyncio.selector_events import _SelectorTransport
-    except ImportError:  # not CPython's asyncio
-        return FALLBACK_READ_SIZE
-    return int(getattr(_SelectorTransport, "max_size", FALLBACK_READ_SIZE))
+def with_settled_tunables(tunables: str | None) -> str:
+    """GLIBC_TUNABLES with the settled thresholds: any other tunable kept, our two replacing any earlier value."""
+    ours = {entry.split("=", 1)[0] for entry in SETTLED_MALLOC_TUNABLES}
+    kept = [entry for entry in (tunables or "").split(":") if entry and entry.split("=", 1)[0] not in ours]
+    return ":".join([*kept, *SETTLED_MALLOC_TUNABLES])
 
 
-def empty_read(size: int) -> None:
-    """One non-blocking recv(size) on a socket with nothing to read: CPython frees its size-byte buffer whole."""
-    reader, writer = socket.socketpair()
-    with reader, writer:
-        reader.setblocking(False)
-        try:
-            reader.recv(size)
-        except BlockingIOError:
-            pass
+def is_settled(tunables: str | None) -> bool:
+    """Whether GLIBC_TUNABLES holds the settled thresholds."""
+    present = set((tunables or "").split(":"))
+    return all(entry in present for entry in SETTLED_MALLOC_TUNABLES)
+
+
+def tunables_environment(mode: str, environ: dict[str, str]) -> dict[str, str]:
+    """The environment a process is started with for this malloc mode: settled adds the tunables; as-is removes
+    ours (a user's own GLIBC_TUNABLES stays)."""
+    environment = dict(environ)
+    if mode == "settled":
+        environment[GLIBC_TUNABLES_ENV] = with_settled_tunables(environ.get(GLIBC_TUNABLES_ENV))
+        return environment
+    ours = {entry.split("=", 1)[0] for entry in SETTLED_MALLOC_TUNABLES}
+    kept = [entry for entry in environ.get(GLIBC_TUNABLES_ENV, "").split(":")
+            if entry and entry.split("=", 1)[0] not in ours]
+    environment.pop(GLIBC_TUNABLES_ENV, None)
+    if kept:
+        environment[GLIBC_TUNABLES_ENV] = ":".join(kept)
+    return environment
 
 
 def settle(environ=os.environ) -> str:
-    """Apply the mode PINGPONG_MALLOC asks for (default settled) and return it, for the program's report."""
+    """The mode PINGPONG_MALLOC asks for (default settled), in force: a settled process started without the tunables
+    (by hand) re-executes itself once with them, before anything else happens. Returns the mode, for the report."""
     mode = environ.get(MALLOC_ENV) or DEFAULT_MALLOC
     if mode not in MALLOC_MODES:
         sys.exit(f"{MALLOC_ENV}={mode!r}: expected one of {', '.join(MALLOC_MODES)}")
-    if mode == "settled":
-        empty_read(asyncio_read_size())
+    if mode == "settled" and not is_settled(environ.get(GLIBC_TUNABLES_ENV)) and environ is os.environ:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.environ[GLIBC_TUNABLES_ENV] = with_settled_tunables(os.environ.get(GLIBC_TUNABLES_ENV))
+        os.execv(sys.executable, [sys.executable, *sys.orig_argv[1:]])
     return mode

@@ -12,6 +12,7 @@ from pingpong.contract import MALLOC_ENV, NODE_EXTRA_CA_CERTS_ENV, NODE_MODULES_
 from pingpong.harness.settings.cell import CellSettings, pairs_per_process
 from pingpong.harness.settings.manifest import Implementation, resolve_command
 from pingpong.harness.system import profilers
+from pingpong.kit.allocator import tunables_environment
 
 STDERR_TAIL_LINES = 20  # the lines of a process's stderr an attempt keeps when something went wrong
 ROOM_PROBE_TIMEOUT_S = 3.0  # the handshake that shows a long-lived server still answers, before each attempt
@@ -121,8 +122,9 @@ def with_jit_warmup(settings: CellSettings, client_runtime: str | None, server_r
 
 
 def process_environment(settings: CellSettings, **extra: str) -> dict[str, str]:
-    """The environment of a server or client process: ours, plus the package environment's location."""
-    environment = {**os.environ, **extra, MALLOC_ENV: settings.malloc}
+    """The environment of a server or client process: ours, its malloc mode (glibc's tunables fixed when settled,
+    kit/allocator.py), plus the package environment's location."""
+    environment = tunables_environment(settings.malloc, {**os.environ, **extra, MALLOC_ENV: settings.malloc})
     if settings.tls_ca:  # the WHATWG clients (Node built-in, Bun) take no CA option: the runtime reads this
         environment[NODE_EXTRA_CA_CERTS_ENV] = settings.tls_ca
     if settings.node_modules:
