@@ -60,7 +60,7 @@ async def _many_pairs(pairs: list[tuple[Connection, Connection]], ping: Any, pon
     start = min(window[1] for window in windows)
     end = max(window[2] for window in windows)
     elapsed_s = (end - start) / 1e9
-    recorded = [value for window in windows for value in window[3]]
+    recorded = [value for window in windows for chunk in window[3] for value in chunk]
     result = {
         "warmup": {"roundtrips": progress.warmup_roundtrips, "elapsed_s": (start - warmup_start) / 1e9},
         "roundtrips": count,
@@ -71,7 +71,8 @@ async def _many_pairs(pairs: list[tuple[Connection, Connection]], ping: Any, pon
                     "hdr_histogram": encode_histogram(recorded) if not args.no_latency else None},
     }
     if not args.no_latency:
-        result["per_pair_hdr_histograms"] = [encode_histogram(window[3]) for window in windows]
+        result["per_pair_hdr_histograms"] = [encode_histogram([value for chunk in window[3] for value in chunk])
+                                             for window in windows]
     return result
 
 
@@ -119,7 +120,7 @@ async def _ping_pong(a: Connection, b: Connection, ping: Any, pong: Any, args: a
 
     count = sum(window[0] for window in windows)
     elapsed_s = sum(window[2] - window[1] for window in windows) / 1e9
-    recorded = [value for window in windows for value in window[3]]
+    recorded = [value for window in windows for chunk in window[3] for value in chunk]
     result = {
         "warmup": {"roundtrips": progress.warmup_roundtrips, "elapsed_s": (windows[0][1] - warmup_start) / 1e9},
         "roundtrips": count,
@@ -142,17 +143,26 @@ async def _ping_pong(a: Connection, b: Connection, ping: Any, pong: Any, args: a
     return result
 
 
+# Latencies are recorded into chunks of this many (64 KiB each, far below any mmap threshold): appending to one array
+# for the whole window grew it by reallocation, which at tens of thousands of roundtrips moved it into glibc's mapped
+# blocks and back, and made a long window slower than a short one (benchmarks/window_length.py measures it).
+LATENCY_CHUNK = 8192
+
+
 async def _measured_window(send_a, recv_a, send_b, recv_b, ping: Any, pong: Any, duration_ns: int, record: bool,
-                           progress: Progress) -> tuple[int, int, int, array]:
-    """The measured loop: (roundtrips, start ns, end ns, latencies ns). Recording is one array append."""
+                           progress: Progress) -> tuple[int, int, int, list[array]]:
+    """The measured loop: (roundtrips, start ns, end ns, latencies ns in chunks). Recording is one array append, and
+    a new chunk every LATENCY_CHUNK roundtrips: its cost per roundtrip does not grow with the window."""
     clock = time.monotonic_ns
-    latencies = array("q")
-    progress.window = latencies
+    chunk = array("q")
+    chunks = [chunk]
+    progress.window = chunk
     start = clock()
     deadline = start + duration_ns
     roundtrip_start = start
     if record:
-        append = latencies.append
+        append = chunk.append
+        room = LATENCY_CHUNK
         while True:
             await send_a(ping)
             received = await recv_b()
@@ -165,8 +175,16 @@ async def _measured_window(send_a, recv_a, send_b, recv_b, ping: Any, pong: Any,
             end = clock()
             append(end - roundtrip_start)
             roundtrip_start = end
+            room -= 1
+            if not room:
+                progress.window_roundtrips += LATENCY_CHUNK
+                chunk = array("q")
+                chunks.append(chunk)
+                progress.window = chunk
+                append = chunk.append
+                room = LATENCY_CHUNK
             if end >= deadline:
-                return len(latencies), start, end, latencies
+                return sum(len(recorded) for recorded in chunks), start, end, chunks
     count = 0
     while True:
         await send_a(ping)
@@ -181,4 +199,4 @@ async def _measured_window(send_a, recv_a, send_b, recv_b, ping: Any, pong: Any,
         progress.window_roundtrips = count
         end = clock()
         if end >= deadline:
-            return count, start, end, latencies
+            return count, start, end, []
