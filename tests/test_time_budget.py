@@ -57,18 +57,41 @@ def test_stat_gives_user_and_system_ticks_after_the_name():
 
 
 def test_a_delta_counts_the_threads_present_at_both_edges_only():
-    """A thread that started or exited inside the window is left out with what it did; ticks per process."""
-    before = SchedulingSample(threads={(10, 10): (1_000, 5, 1), (10, 11): (9_000, 90, 9)}, ticks={10: (100, 20)})
-    after = SchedulingSample(threads={(10, 10): (4_000, 25, 3), (10, 12): (7_000, 70, 7)}, ticks={10: (130, 25),
-                                                                                                  20: (50, 50)})
-    assert scheduling.delta(before, after) == Scheduling(run_delay_ns=3_000, voluntary_switches=20,
-                                                         involuntary_switches=2, user_ticks=30, system_ticks=5,
-                                                         threads=1)
-    assert scheduling.delta(before, SchedulingSample(threads={(10, 12): (1, 1, 1)})) is None
+    """A thread that started or exited inside the window is left out with what it did; ticks per process; the main
+    thread's (tid = pid) CPU and run delay apart from the other threads'."""
+    before = SchedulingSample(threads={(10, 10): (1_000, 5, 1, 100), (10, 11): (9_000, 90, 9, 900),
+                                       (10, 13): (0, 0, 0, 50)}, ticks={10: (100, 20)})
+    after = SchedulingSample(threads={(10, 10): (4_000, 25, 3, 600), (10, 12): (7_000, 70, 7, 700),
+                                      (10, 13): (500, 1, 1, 250)}, ticks={10: (130, 25), 20: (50, 50)})
+    assert scheduling.delta(before, after) == Scheduling(run_delay_ns=3_500, voluntary_switches=21,
+                                                         involuntary_switches=3, user_ticks=30, system_ticks=5,
+                                                         threads=2, main_thread_cpu_ns=500, other_threads_cpu_ns=200,
+                                                         main_thread_run_delay_ns=3_000)
+    assert scheduling.delta(before, SchedulingSample(threads={(10, 12): (1, 1, 1, 1)})) is None
+
+
+def test_schedstat_gives_the_cpu_time_and_the_run_delay():
+    assert scheduling.parse_runtime_and_delay_ns(b"124075692 41035725 157\n") == (124075692, 41035725)
+
+
+def test_the_budget_puts_the_main_thread_on_the_roundtrip_and_the_other_threads_beside_it():
+    """A client whose thread pool does a quarter of its CPU (deflate in Node's zlib pool): the roundtrip is the main
+    thread's CPU, its run delay and the time it was blocked; the pool's CPU runs beside it, so blocked stays >= 0."""
+    reading = replace(CLIENT_READING, main_thread_cpu_ns=3_000, other_threads_cpu_ns=1_000,
+                      main_thread_run_delay_ns=50_000_000)
+    good = [replace(ok(repeat, 1000), client_scheduling=reading) for repeat in (1, 2, 3)]
+    budget = time_budget(good, "client", cpu_us_per_roundtrip=900.0, median_rate=1000.0)
+    assert budget.main_thread_cpu_us == pytest.approx(675) and budget.other_threads_cpu_us == pytest.approx(225)
+    assert budget.run_delay_us == pytest.approx(10)  # the main thread's: 50 ms over 5,000 roundtrips
+    assert budget.blocked_us == pytest.approx(1000 - 675 - 10)
+    assert budget.main_thread_cpu_us + budget.run_delay_us + budget.blocked_us == pytest.approx(1000)
 
 
 def test_hosts_readings_add_up_and_a_missing_one_makes_none():
     assert scheduling.combined([SERVER_READING, CLIENT_READING]) == Scheduling(350_000_000, 15_000, 550, 30, 10, 3)
+    split = replace(SERVER_READING, main_thread_cpu_ns=1, other_threads_cpu_ns=2, main_thread_run_delay_ns=3)
+    assert scheduling.combined([split, split]).other_threads_cpu_ns == 4
+    assert scheduling.combined([split, SERVER_READING]).main_thread_cpu_ns is None  # one without the split
     assert scheduling.combined([SERVER_READING, None]) is None and scheduling.combined([]) is None
 
 
@@ -163,13 +186,14 @@ def budgeted_run() -> RunResult:
 
 def test_with_readings_the_markdown_csv_html_and_terminal_show_the_budget():
     """The Markdown's table has a row per side of each cell with readings, the CSV its columns (empty for a cell
-    without), the HTML a bar per side with a legend, the terminal a line per side of the flagged cells only."""
+    without), the HTML a bar per side with a legend; the terminal none, a flagged cell's included (its cause's one
+    line points to the files)."""
     run = budgeted_run()
     summaries = summarize_run(run)
     markdown = render_markdown(run, summaries)
     section = markdown.split("## Where a roundtrip's time goes")[1]
-    assert "| steady | c | server | 1000.0 | 150.0 | 50.0 | 50.0 | 750.0 | 2.00 | 0.01 |" in section
-    assert "| steady | c | client | 1000.0 | – | – | 20.0 | 80.0 | 1.00 | 0.10 |" in section
+    assert "| steady | c | server | 1000.0 | 150.0 | 50.0 | – | – | 50.0 | 750.0 | 2.00 | 0.01 |" in section
+    assert "| steady | c | client | 1000.0 | – | – | – | – | 20.0 | 80.0 | 1.00 | 0.10 |" in section
     assert "| old |" not in section
     rows = list(csv.DictReader(io.StringIO(render_csv(run, summaries))))
     assert set(TIME_BUDGET_COLUMNS) <= set(rows[0])
@@ -180,11 +204,11 @@ def test_with_readings_the_markdown_csv_html_and_terminal_show_the_budget():
     assert 'class="budget-user" style="width:15.00%"' in page
     assert 'class="budget-blocked" style="width:75.00%"' in page
     unflagged = {key: replace(summary, flags=()) for key, summary in summaries.items()}
-    assert "Where a flagged cell's roundtrip goes" not in render_plain(terminal_report(run, unflagged))
     flagged = {**unflagged, ("steady", "c"): replace(summaries[("steady", "c")], flags=("odd on purpose",))}
-    terminal = render_plain(terminal_report(run, flagged))
-    assert "steady × c server: 1000.0 µs = user 150.0 + system 50.0 + run delay 50.0 + blocked 750.0" in terminal
-    assert "steady × c client: 1000.0 µs = CPU 900.0 (no user/system split)" in terminal
+    for shown in (unflagged, flagged):
+        terminal = render_plain(terminal_report(run, shown))
+        assert "750.0" not in terminal and "run delay" not in terminal
+    assert "  odd on purpose: steady × c." in terminal and "time budget are in the files" in terminal
 
 
 # A real pair: the websockets server (one Python thread) and the websockets client

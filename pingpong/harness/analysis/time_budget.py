@@ -32,19 +32,26 @@ class TimeBudget:
     cpu_us: float  # the side's CPU time per roundtrip (user + system, the summary's <side>_cpu_us_per_roundtrip)
     user_us: float | None  # cpu_us × the user ticks' share over the cell's attempts; None without a tick
     system_us: float | None  # cpu_us × the system ticks' share
-    run_delay_us: float  # runnable but waiting for a CPU
-    # roundtrip_us - cpu_us - run_delay_us: blocked, waiting on the other side, the network path, wake-ups. Below 0
-    # when the side's CPU runs on more than one timeline (several client processes, a runtime's busy threads)
+    run_delay_us: float  # runnable but waiting for a CPU (its main threads' when the split below is known)
+    # roundtrip_us - main-thread CPU - run_delay_us (cpu_us without the split): blocked, waiting on the other side,
+    # the network path, wake-ups. Below 0 when the side's main threads run on more than one timeline (several client
+    # processes or workers)
     blocked_us: float
     voluntary_switches: float  # per roundtrip: the side's threads gave up their CPU (blocked)
     involuntary_switches: float  # per roundtrip: preempted while runnable
     ticks: int  # the user and system ticks the split was taken from (its precision: 1/ticks)
+    # cpu_us split by the threads' own CPU times (schedstat): each process's main thread, where its event loop runs,
+    # and its other threads (a thread pool's zlib, GC, the JIT), which run beside it and so are no part of the
+    # roundtrip's timeline. None in files from before the split
+    main_thread_cpu_us: float | None = None
+    other_threads_cpu_us: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {"roundtrip_us": self.roundtrip_us, "cpu_us": self.cpu_us, "user_us": self.user_us,
                 "system_us": self.system_us, "run_delay_us": self.run_delay_us, "blocked_us": self.blocked_us,
                 "voluntary_switches": self.voluntary_switches, "involuntary_switches": self.involuntary_switches,
-                "ticks": self.ticks}
+                "ticks": self.ticks, "main_thread_cpu_us": self.main_thread_cpu_us,
+                "other_threads_cpu_us": self.other_threads_cpu_us}
 
 
 def window_roundtrips(attempt: Attempt) -> float | None:
@@ -62,6 +69,17 @@ def user_share(readings: list[Scheduling]) -> tuple[float | None, int]:
     return (user / ticks if ticks > 0 else None), ticks
 
 
+def main_thread_share(readings: list[Scheduling]) -> float | None:
+    """The main threads' share of the threads' CPU time over all the readings; None without the split (older files)
+    or without any CPU time."""
+    split = [(r.main_thread_cpu_ns, r.other_threads_cpu_ns) for r in readings
+             if r.main_thread_cpu_ns is not None and r.other_threads_cpu_ns is not None]
+    if not split or len(split) < len(readings):
+        return None
+    total = sum(main + other for main, other in split)
+    return sum(main for main, _ in split) / total if total > 0 else None
+
+
 def time_budget(good: list[Attempt], side: str, cpu_us_per_roundtrip: float | None,
                 median_rate: float | None) -> TimeBudget | None:
     """One side's budget from the cell's good attempts; None when no attempt read its scheduling, or the CPU or the
@@ -71,13 +89,20 @@ def time_budget(good: list[Attempt], side: str, cpu_us_per_roundtrip: float | No
     if not measured or cpu_us_per_roundtrip is None or not median_rate:
         return None
     share, ticks = user_share([reading for reading, _ in measured])
-    run_delay_us = statistics.median(reading.run_delay_ns / 1e3 / roundtrips for reading, roundtrips in measured)
+    main_share = main_thread_share([reading for reading, _ in measured])
+    main_cpu_us = None if main_share is None else cpu_us_per_roundtrip * main_share
+    run_delay_us = statistics.median(
+        (reading.run_delay_ns if main_share is None else reading.main_thread_run_delay_ns) / 1e3 / roundtrips
+        for reading, roundtrips in measured)
     roundtrip_us = 1e6 / median_rate
     return TimeBudget(
         roundtrip_us=roundtrip_us, cpu_us=cpu_us_per_roundtrip,
         user_us=None if share is None else cpu_us_per_roundtrip * share,
         system_us=None if share is None else cpu_us_per_roundtrip * (1 - share),
-        run_delay_us=run_delay_us, blocked_us=roundtrip_us - cpu_us_per_roundtrip - run_delay_us,
+        run_delay_us=run_delay_us,
+        blocked_us=roundtrip_us - (cpu_us_per_roundtrip if main_cpu_us is None else main_cpu_us) - run_delay_us,
+        main_thread_cpu_us=main_cpu_us,
+        other_threads_cpu_us=None if main_cpu_us is None else cpu_us_per_roundtrip - main_cpu_us,
         voluntary_switches=statistics.median(reading.voluntary_switches / roundtrips
                                              for reading, roundtrips in measured),
         involuntary_switches=statistics.median(reading.involuntary_switches / roundtrips

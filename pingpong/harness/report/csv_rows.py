@@ -30,7 +30,9 @@ CSV_COLUMNS = ["server", "client", "status", "n", "roundtrips_per_s_median", "ro
 TIME_BUDGET_PARTS = (("user_us_per_roundtrip", "user_us"), ("system_us_per_roundtrip", "system_us"),
                      ("run_delay_us_per_roundtrip", "run_delay_us"), ("blocked_us_per_roundtrip", "blocked_us"),
                      ("voluntary_switches_per_roundtrip", "voluntary_switches"),
-                     ("involuntary_switches_per_roundtrip", "involuntary_switches"))
+                     ("involuntary_switches_per_roundtrip", "involuntary_switches"),
+                     ("main_thread_us_per_roundtrip", "main_thread_cpu_us"),
+                     ("other_threads_us_per_roundtrip", "other_threads_cpu_us"))
 TIME_BUDGET_COLUMNS = [f"{side}_{suffix}" for side in SIDES for suffix, _ in TIME_BUDGET_PARTS]
 # the WebSocket cost, µs per roundtrip beyond the floors (server + client + other = end_to_end), each with its
 # interval and the interval's coverage (for other a lower bound): websocket_cost_<part>_us, _low_us, _high_us, _coverage

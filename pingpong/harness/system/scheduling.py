@@ -40,8 +40,14 @@ class Scheduling:
     user_ticks: int  # utime of /proc/PID/stat, clock ticks (SC_CLK_TCK a second)
     system_ticks: int  # stime
     threads: int  # the threads counted: present at both edges
+    # CPU time (schedstat's 1st field, ns) of each process's main thread (tid = pid), where its event loop runs, and
+    # of its other threads (a runtime's thread pool, GC and compiler threads), which run beside it. None in files
+    # from before this split
+    main_thread_cpu_ns: int | None = None
+    other_threads_cpu_ns: int | None = None
+    main_thread_run_delay_ns: int | None = None  # the main threads' share of run_delay_ns
 
-    def to_dict(self) -> dict[str, int]:
+    def to_dict(self) -> dict[str, int | None]:
         return asdict(self)
 
     @classmethod
@@ -49,17 +55,18 @@ class Scheduling:
         """The record from its JSON mapping; None stays None (files and hosts from before the readings)."""
         if data is None:
             return None
-        return cls(**{f.name: data[f.name] for f in fields(cls)})
+        return cls(**{f.name: data.get(f.name) for f in fields(cls)})
 
 
 def combined(readings: list["Scheduling | None"]) -> Scheduling | None:
     """Several hosts' (or processes') figures added up, as one reading of all of them; None if any is missing."""
     if not readings or any(reading is None for reading in readings):
         return None
-    return Scheduling(**{f.name: sum(getattr(reading, f.name) for reading in readings) for f in fields(Scheduling)})
+    return Scheduling(**{f.name: None if any(getattr(reading, f.name) is None for reading in readings)
+                         else sum(getattr(reading, f.name) for reading in readings) for f in fields(Scheduling)})
 
 
-ThreadFigures = tuple[int, int, int]  # run delay ns, voluntary switches, involuntary switches
+ThreadFigures = tuple[int, int, int, int]  # run delay ns, voluntary switches, involuntary switches, CPU time ns
 
 
 @dataclass
@@ -73,6 +80,12 @@ class SchedulingSample:
 def parse_run_delay_ns(text: bytes) -> int:
     """The run delay, ns, from one task's schedstat: "<runtime ns> <run delay ns> <timeslices>"."""
     return int(text.split()[1])
+
+
+def parse_runtime_and_delay_ns(text: bytes) -> tuple[int, int]:
+    """(CPU time ns, run delay ns) from one task's schedstat."""
+    runtime, delay = text.split()[:2]
+    return int(runtime), int(delay)
 
 
 def parse_context_switches(text: bytes) -> tuple[int, int]:
@@ -114,8 +127,9 @@ def sample(pids: list[int]) -> SchedulingSample:
         for tid in tids:
             task = f"/proc/{pid}/task/{tid}"
             try:
-                reading.threads[(pid, int(tid))] = (parse_run_delay_ns(_read(f"{task}/schedstat")),
-                                                    *parse_context_switches(_read(f"{task}/status")))
+                runtime_ns, delay_ns = parse_runtime_and_delay_ns(_read(f"{task}/schedstat"))
+                reading.threads[(pid, int(tid))] = (delay_ns, *parse_context_switches(_read(f"{task}/status")),
+                                                    runtime_ns)
             except (OSError, ValueError, IndexError, KeyError):  # the thread exited since the listing
                 continue
     return reading
@@ -126,10 +140,14 @@ def delta(before: SchedulingSample, after: SchedulingSample) -> Scheduling | Non
     common = before.threads.keys() & after.threads.keys()
     if not common:
         return None
-    grown = [tuple(now - then for now, then in zip(after.threads[key], before.threads[key])) for key in common]
+    grown = {key: tuple(now - then for now, then in zip(after.threads[key], before.threads[key])) for key in common}
     processes = before.ticks.keys() & after.ticks.keys()
     return Scheduling(
-        run_delay_ns=sum(figures[0] for figures in grown), voluntary_switches=sum(figures[1] for figures in grown),
-        involuntary_switches=sum(figures[2] for figures in grown),
+        run_delay_ns=sum(figures[0] for figures in grown.values()),
+        voluntary_switches=sum(figures[1] for figures in grown.values()),
+        involuntary_switches=sum(figures[2] for figures in grown.values()),
         user_ticks=sum(after.ticks[pid][0] - before.ticks[pid][0] for pid in processes),
-        system_ticks=sum(after.ticks[pid][1] - before.ticks[pid][1] for pid in processes), threads=len(common))
+        system_ticks=sum(after.ticks[pid][1] - before.ticks[pid][1] for pid in processes), threads=len(common),
+        main_thread_cpu_ns=sum(figures[3] for (pid, tid), figures in grown.items() if pid == tid),
+        other_threads_cpu_ns=sum(figures[3] for (pid, tid), figures in grown.items() if pid != tid),
+        main_thread_run_delay_ns=sum(figures[0] for (pid, tid), figures in grown.items() if pid == tid))
