@@ -32,6 +32,9 @@ RETRANSMITS_PER_ROUNDTRIP_LIMIT = 0.01
 # more per message (a Python side with --malloc as-is: glibc's mmap per asyncio read); a garbage collector's few
 # stay far below.
 FAULTS_PER_ROUNDTRIP_LIMIT = 0.5
+# A side whose allocator is settled takes at most this many minor page faults per roundtrip in its window: its heap
+# grew at start-up; a garbage collector's or the kernel's few pages stay below. Above it, the cell says so (unsettled).
+SETTLED_FAULTS_PER_ROUNDTRIP = 0.1
 SMALL_MESSAGE_BYTES = 1024  # below this, deflate cannot save bytes worth its CPU, and a message fits one segment
 WAITING_UTILIZATION = 0.3  # CPU time / wall time below this on both sides: the pair waits, it does not compute
 ENVELOPE_TOLERANCE = 2.0  # an expectation may exceed the best rate seen in its row or column by this much at most
@@ -245,5 +248,36 @@ def annotate(summaries: dict, payload_size: int, workload: str = "pingpong",
         flags += rule_flags(summary, payload_size, workload,
                             {"server": runtimes.get(("server", cell[0])), "client": runtimes.get(("client", cell[1]))},
                             malloc)
-        annotated[cell] = replace(summary, flags=tuple(flags))
+        annotated[cell] = replace(summary, flags=tuple(flags),
+                                  unsettled=unsettled_notes(summary, runtimes.get(("server", cell[0])),
+                                                            runtimes.get(("client", cell[1])), malloc))
     return annotated
+
+
+def unsettled_notes(summary, server_runtime: str | None, client_runtime: str | None,
+                    malloc: str | None) -> tuple[str, ...]:
+    """One line per side whose allocator did not stay settled in some attempt (summary.SETTLED_FAULTS_PER_ROUNDTRIP),
+    with why as far as the suite knows; nothing with --malloc as-is, which settles nothing on purpose."""
+    if malloc == "as-is":
+        return ()
+    notes = []
+    for side, runtime in (("server", server_runtime), ("client", client_runtime)):
+        cpu = summary.cpu(side)
+        if cpu.unsettled_attempts:
+            notes.append(f"{side} not settled in {cpu.unsettled_attempts} of {cpu.faults_checked} attempts: up to "
+                         f"{cpu.max_faults_per_roundtrip:.2f} page faults per roundtrip (over "
+                         f"{SETTLED_FAULTS_PER_ROUNDTRIP:g}; {unsettled_cause(runtime)})")
+    return tuple(notes)
+
+
+def unsettled_cause(runtime: str | None) -> str:
+    """Why a side of this runtime can take page faults with glibc's thresholds fixed, as far as the suite knows."""
+    if runtime == "python":
+        return "a Python side with glibc's thresholds fixed: its heap still grew in the window"
+    if runtime == "node":
+        return "V8's garbage collector releasing and taking back pages of its young generation"
+    if runtime == "bun":
+        return "Bun's own allocator and JavaScriptCore's heap: glibc's tunables do not reach them"
+    if runtime == "native":
+        return "a compiled side: its allocator or its runtime's garbage collector"
+    return "its runtime is not recorded"

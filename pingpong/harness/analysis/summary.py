@@ -53,6 +53,15 @@ class SideCpu:
     # "<side>_minor_faults_per_roundtrip": minor page faults of its process tree per roundtrip (about 1 per message
     # received when its allocator maps and unmaps each read buffer)
     minor_faults_per_roundtrip: float | None = None
+    # "<side>_faults_checked": attempts whose window counted its page faults; "<side>_unsettled_attempts": those with
+    # more than SETTLED_FAULTS_PER_ROUNDTRIP (a settled process maps no memory per message); "<side>_max_faults_per_
+    # roundtrip": the most any attempt had
+    faults_checked: int = 0
+    unsettled_attempts: int = 0
+    max_faults_per_roundtrip: float | None = None
+
+
+SETTLED_FAULTS_PER_ROUNDTRIP = anomalies.SETTLED_FAULTS_PER_ROUNDTRIP
 
 
 @dataclass(frozen=True)
@@ -92,6 +101,10 @@ class CellSummary:
     expected_roundtrips_per_s: float | None = None  # "expected_roundtrips_per_s": the matrix model's prediction
     rate_vs_expected: float | None = None  # "rate_vs_expected": observed median / expected
     flags: tuple[str, ...] | None = None  # "flags": one-line anomaly reasons; None (absent) until annotated
+    # "unsettled": per side whose allocator did not stay settled in some attempt (more than
+    # SETTLED_FAULTS_PER_ROUNDTRIP page faults per roundtrip in its window), one line saying in how many and why;
+    # filled in by anomalies.annotate (it knows the runtimes), absent when every attempt was settled
+    unsettled: tuple[str, ...] = ()
     # "workload": the figures of broadcast, open loop or idle connections (workload_figures.summarize_workload)
     workload: dict[str, Any] | None = None
 
@@ -133,6 +146,9 @@ class CellSummary:
             data[f"{side}_cpu_utilization"] = self.cpu(side).utilization
             if self.cpu(side).minor_faults_per_roundtrip is not None:
                 data[f"{side}_minor_faults_per_roundtrip"] = self.cpu(side).minor_faults_per_roundtrip
+                data[f"{side}_max_faults_per_roundtrip"] = self.cpu(side).max_faults_per_roundtrip
+                data[f"{side}_faults_checked"] = self.cpu(side).faults_checked
+                data[f"{side}_unsettled_attempts"] = self.cpu(side).unsettled_attempts
         for side in SIDES:
             if self.time_budget(side) is not None:
                 data[f"{side}_time_budget"] = self.time_budget(side).to_json()
@@ -152,6 +168,8 @@ class CellSummary:
                         rate_vs_expected=self.rate_vs_expected)
         if self.flags is not None:
             data["flags"] = list(self.flags)
+        if self.unsettled:
+            data["unsettled"] = list(self.unsettled)
         if self.workload is not None:
             data["workload"] = self.workload
         return data
@@ -214,7 +232,10 @@ def side_cpu(good: list, side: str) -> SideCpu:
               if getattr(a, f"{side}_minor_faults", None) is not None and a.roundtrips_per_s and a.window_wall_s]
     return SideCpu(us_per_roundtrip=statistics.median(per_roundtrip) if per_roundtrip else None,
                    utilization=statistics.median(utilization) if utilization else None,
-                   minor_faults_per_roundtrip=statistics.median(faults) if faults else None)
+                   minor_faults_per_roundtrip=statistics.median(faults) if faults else None,
+                   faults_checked=len(faults),
+                   unsettled_attempts=sum(value > SETTLED_FAULTS_PER_ROUNDTRIP for value in faults),
+                   max_faults_per_roundtrip=max(faults) if faults else None)
 
 
 MESSAGES_PER_ROUNDTRIP = 4  # A -> server, server -> B, B -> server, server -> A: each a send() with data

@@ -30,7 +30,7 @@ from pingpong.harness.results import histograms
 from pingpong.harness.results.files import DEFAULT_RESULTS_DIR, prepare_results_dir
 from pingpong.harness.results.records import Cell, load, write_atomically
 from pingpong.harness.settings.catalog import PROJECT_ROOT, find, load_manifests, skip_reason
-from pingpong.harness.settings.cell import CellSettings
+from pingpong.harness.settings.cell import CellSettings, placement_of
 from pingpong.harness.settings.configuration import (RunConfiguration, add_measuring_options, add_package_options,
                                                      build_configuration, resolve_options, with_package_environments,
                                                      with_tls_files)
@@ -191,15 +191,22 @@ def plan_switches(server: Implementation, client: Implementation, baseline: Cell
                                        replace(baseline, loop=loop), mechanism=False))
     if any(side.runtime == "python" for side in (server, client)):
         other = "as-is" if baseline.malloc == "settled" else "settled"
-        switches.append(Switch(f"malloc-{other}", "glibc malloc left as each Python process finds it (by chance, "
-                               "an mmap and munmap per asyncio read)" if other == "as-is" else
-                               "glibc malloc's mmap threshold raised in every Python process before measuring",
+        switches.append(Switch(f"malloc-{other}", "glibc malloc left as each process finds it (by chance, an mmap "
+                               "and munmap per asyncio read)" if other == "as-is" else
+                               "glibc malloc's thresholds fixed in every process (GLIBC_TUNABLES)",
                                replace(baseline, malloc=other), mechanism=True))
     switches.append(Switch("localhost", "the client connects to 'localhost' instead of the literal 127.0.0.1",
                            replace(baseline, client_host="localhost"), mechanism=True))
-    switches.append(Switch("unpinned" if baseline.pin else "pinned",
-                           "no CPU pinning" if baseline.pin else "server and client pinned to separate CPUs",
-                           replace(baseline, pin=not baseline.pin), mechanism=False))
+    placement = placement_of(baseline)
+    if placement != "split":
+        switches.append(Switch("placement-split", "server and client on CPUs of their own: a cross-CPU wakeup per "
+                               "message", replace(baseline, pin=True, placement="split"), mechanism=False))
+    if placement != "same-cpu":
+        switches.append(Switch("placement-same-cpu", "server and client on one CPU, the orchestrator on another",
+                               replace(baseline, pin=True, placement="same-cpu"), mechanism=False))
+    if placement != "unpinned":
+        switches.append(Switch("unpinned", "no CPU pinning: the kernel places both sides",
+                               replace(baseline, pin=False), mechanism=False))
     return switches
 
 

@@ -10,6 +10,7 @@ from typing import Any, Callable
 from pingpong.harness.analysis.summary import summarize_run
 from pingpong.harness.commands.report import show
 from pingpong.harness.measure.engine import measure_rounds
+from pingpong.harness.measure.host_wakeup import measure_host_wakeup
 from pingpong.harness.measure.local import LocalMeasurer
 from pingpong.harness.measure.measurer import Measurer
 from pingpong.harness.report import sweep
@@ -45,6 +46,13 @@ def run_points(configuration: RunConfiguration, measurer: Measurer | None = None
                                          sweep.point_suffix(point, swept) if len(points) > 1 else ""))
     if configuration.resume:
         runs[0], paths[0] = resume(configuration.resume, runs[0], configuration.results_dir)
+    if measurer is None and configuration.measures_host_figure():
+        host = measure_host_wakeup(list(configuration.implementations), configuration.settings_at(points[0]),
+                                   PROJECT_ROOT)
+        if host is not None:
+            print(f"host: {host.sentence()}", file=sys.stderr, flush=True)
+            for run in runs:
+                run.host_wakeup = host.to_json()
     for run, path in zip(runs, paths):
         save_record(run, path)
     measure_rounds(configuration, runs, paths, measurer or LocalMeasurer())

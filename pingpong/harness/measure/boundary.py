@@ -162,6 +162,7 @@ class Turn:
     server_pid: int | None = None
     server_cpus: list[int] | None = None
     client_cpus: list[int] | None = None
+    cpu_placement: str | None = None  # same-cpu, split or unpinned (settings/cell.placement_of)
 
 
 def attempt_from(turn: Turn, outcome: Outcome, server_exit_code: int | None = None) -> Attempt:
@@ -170,7 +171,8 @@ def attempt_from(turn: Turn, outcome: Outcome, server_exit_code: int | None = No
     measured = outcome.measured
     return Attempt(
         repeat=turn.repeat, status=outcome.status, reason=outcome.reason, started_at=turn.started_at,
-        port=turn.port, server_cpus=turn.server_cpus, client_cpus=turn.client_cpus, server_pid=turn.server_pid,
+        port=turn.port, server_cpus=turn.server_cpus, client_cpus=turn.client_cpus, cpu_placement=turn.cpu_placement,
+        server_pid=turn.server_pid,
         client_pid=outcome.client.pid, ready_after_s=outcome.server.ready_after_s,
         roundtrips=measured and measured.roundtrips, elapsed_s=measured and measured.elapsed_s,
         roundtrips_per_s=measured and measured.roundtrips_per_s,

@@ -21,7 +21,7 @@ from pingpong.harness.report.exporters import save
 from pingpong.harness.report.formatting import rate_unit
 from pingpong.harness.results.files import ResultPaths, save_record
 from pingpong.harness.results.records import Attempt, Cell, RoundsOutcome, RunResult
-from pingpong.harness.settings.cell import CellSettings
+from pingpong.harness.settings.cell import CellSettings, placement_of
 from pingpong.harness.settings.configuration import RunConfiguration
 from pingpong.harness.settings.manifest import Implementation
 from pingpong.harness.settings.round_policy import RoundPolicy
@@ -69,8 +69,8 @@ def measure_rounds(configuration: RunConfiguration, runs: list[RunResult], paths
                                for index, run in enumerate(runs) for cell in run.cells if not cell.skipped}
     units = list(cells)
 
-    def server_key(unit: Unit) -> tuple:
-        return tuple(points[unit.point].get(name) for name in SERVER_DIMENSIONS)
+    def server_key(unit: Unit) -> tuple:  # and where its attempts run (auto differs with the point's pairs)
+        return (*(points[unit.point].get(name) for name in SERVER_DIMENSIONS), placement_of(settings_of[unit.point]))
 
     began = clock()
     timings = Timings()

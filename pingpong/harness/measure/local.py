@@ -29,7 +29,7 @@ from pingpong.harness.measure.start_barrier import StartBarrier
 from pingpong.harness.measure.window import HeldConnections, WindowWatcher
 from pingpong.harness.results.records import Attempt
 from pingpong.harness.settings.catalog import PROJECT_ROOT
-from pingpong.harness.settings.cell import CellSettings, cpus_for
+from pingpong.harness.settings.cell import CellSettings, cpus_for, orchestrator_cpus, placement_of
 from pingpong.harness.settings.manifest import Implementation
 from pingpong.harness.system import processes
 from pingpong.harness.system.broker import BrokerNotReady
@@ -79,8 +79,9 @@ def run_attempt(server: Implementation, client: Implementation, settings: CellSe
             return attempt_from(Turn(repeat, started_at), failed("not-ready", f"the Redis broker: {exc}"))
         running: list[processes.ManagedProcess] = []
         try:
-            outcome = started.problem or _measure_client(started, client, settings, repeat, project_root,
-                                                         client_cpus, running)
+            with processes.this_process_on(orchestrator_cpus(settings)):
+                outcome = started.problem or _measure_client(started, client, settings, repeat, project_root,
+                                                             client_cpus, running)
         except Exception as exc:  # a bug or an OS error in one cell must not end the run
             outcome = _orchestrator_error(exc)
         finally:
@@ -91,7 +92,8 @@ def run_attempt(server: Implementation, client: Implementation, settings: CellSe
         unclean_stop = server_code not in processes.CLEAN_EXIT_CODES  # kept: why it did not stop cleanly
         if (not outcome.ok or unclean_stop) and outcome.server.stderr_tail is None:
             outcome = replace(outcome, server=replace(outcome.server, stderr_tail=started.stderr_tail()))
-        attempt = attempt_from(started.turn(repeat, started_at, client_cpus), outcome, server_code)
+        attempt = attempt_from(started.turn(repeat, started_at, client_cpus, placement_of(settings)), outcome,
+                               server_code)
         if started.worker_stats_dir is None:
             return attempt
         return replace(attempt, workers=workers_record(started, outcome, settings, repeat))
@@ -119,14 +121,17 @@ def run_attempt_on(started: LocalServer, client: Implementation, settings: CellS
     started_at = _now()
     running: list[processes.ManagedProcess] = []
     waiting = started.take_turn(client, settings, repeat)
-    # the next client loads on the server's CPUs while this one finishes (moved to the client's before its go)
-    spawn_next = (lambda: spawn_ahead(started, server_cpus)) if started.upcoming else None
+    # the next client loads on the server's CPUs while this one finishes (moved to the client's before its go);
+    # same-cpu: beside the orchestrator, off the CPU this attempt measures on
+    loading_cpus = orchestrator_cpus(settings) or server_cpus
+    spawn_next = (lambda: spawn_ahead(started, loading_cpus)) if started.upcoming else None
     try:
-        outcome = started.problem or room_probe(started, settings)
-        if outcome is None:
-            started.settle_waiting(settings.ready_timeout_s)  # none may be loading during the window
-            outcome = _measure_client(started, client, settings, repeat, project_root, client_cpus, running,
-                                      waiting, spawn_next)
+        with processes.this_process_on(orchestrator_cpus(settings)):
+            outcome = started.problem or room_probe(started, settings)
+            if outcome is None:
+                started.settle_waiting(settings.ready_timeout_s)  # none may be loading during the window
+                outcome = _measure_client(started, client, settings, repeat, project_root, client_cpus, running,
+                                          waiting, spawn_next)
     except Exception as exc:
         outcome = _orchestrator_error(exc)
     finally:
@@ -136,7 +141,7 @@ def run_attempt_on(started: LocalServer, client: Implementation, settings: CellS
             if waiting is not None:  # used (its process is in running) or not (a server problem, a failed probe)
                 waiting.close()
                 processes.stop(waiting.process)
-    return attempt_from(started.turn(repeat, started_at, client_cpus), outcome)
+    return attempt_from(started.turn(repeat, started_at, client_cpus, placement_of(settings)), outcome)
 
 
 def _measure_client(started: LocalServer, client: Implementation, settings: CellSettings, repeat: int,

@@ -18,7 +18,7 @@ from pingpong.harness.measure.attempt_plan import (ROOM_PROBE_TIMEOUT_S, STDERR_
                                                    room_probe_path, server_command, server_scheme, with_jit_warmup)
 from pingpong.harness.measure.boundary import Outcome, ServerFacts, Turn, failed
 from pingpong.harness.measure.clients_ahead import CLIENTS_AHEAD_AT_SERVER_START, WaitingClient, can_start_ahead
-from pingpong.harness.settings.cell import CellSettings, cpus_for
+from pingpong.harness.settings.cell import CellSettings, cpus_for, orchestrator_cpus
 from pingpong.harness.settings.manifest import Implementation
 from pingpong.harness.system import broker as redis_broker
 from pingpong.harness.system import listeners, processes
@@ -130,10 +130,10 @@ class LocalServer:
         """What an attempt on it records of the server: when it was ready, what it said about itself."""
         return ServerFacts(ready_after_s=self.ready_after_s, info=_read_json_file(self.info_path))
 
-    def turn(self, repeat: int, started_at: str, client_cpus: set[int] | None) -> Turn:
+    def turn(self, repeat: int, started_at: str, client_cpus: set[int] | None, placement: str | None = None) -> Turn:
         return Turn(repeat=repeat, started_at=started_at, port=self.port, server_pid=self.process.pid,
                     server_cpus=sorted(self.cpus) if self.cpus else None,
-                    client_cpus=sorted(client_cpus) if client_cpus else None)
+                    client_cpus=sorted(client_cpus) if client_cpus else None, cpu_placement=placement)
 
 
 def start_server(server: Implementation, settings: CellSettings, project_root: Path, work_dir: Path,
@@ -156,8 +156,10 @@ def start_server(server: Implementation, settings: CellSettings, project_root: P
         if upcoming:
             started.upcoming, started.project_root = list(upcoming), project_root
             client_cpus = cpus_for(settings)[1]
-            spawn_ahead(started, client_cpus, clients_ahead)
-            if server_cpus and client_cpus and len(started.waiting) > 1:
+            # same-cpu: clients load beside the orchestrator, off the CPU the attempts measure on
+            loading_cpus = orchestrator_cpus(settings) or client_cpus
+            spawn_ahead(started, loading_cpus, clients_ahead)
+            if server_cpus and client_cpus and server_cpus != client_cpus and len(started.waiting) > 1:
                 # once the server is ready, its CPUs idle while its relay is verified: clients still loading may
                 # use them too (at its turn, each client moves to the client's CPUs)
                 on_ready = lambda: [processes.pin_threads(waiting.process.pid, server_cpus | client_cpus)  # noqa

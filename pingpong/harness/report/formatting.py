@@ -83,6 +83,8 @@ def matrix_cell_text(summary: CellSummary) -> str:
         text += " ᶻ"
     if summary.flags:
         text += " ⚑"
+    if summary.unsettled:
+        text += " ᵐ"
     if status == "partial":
         text += f" ({len(summary.failures)} failed)"
     return text
@@ -359,13 +361,20 @@ def time_budgets(summaries: Summaries) -> list[tuple[tuple[str, str], str, TimeB
 
 
 def time_budget_text(budget: TimeBudget) -> str:
-    """A side's budget on one line: '412 µs = user 80.1 + system 40.0 + run delay 5.0 + blocked 287; switches
-    1.02 voluntary, 0.02 involuntary per roundtrip' (CPU unsplit when no tick was counted)."""
+    """A side's budget on one line: '412 µs = main thread 110.0 + run delay 5.0 + blocked 297; other threads 10.1
+    beside it; CPU user 80.1 + system 40.0; switches 1.02 voluntary, 0.02 involuntary per roundtrip'. Files from
+    before the threads' split: '412 µs = user 80.1 + system 40.0 + run delay 5.0 + blocked 287; ...'."""
     cpu = (f"CPU {budget.cpu_us:.1f} (no user/system split)" if budget.user_us is None
            else f"user {budget.user_us:.1f} + system {budget.system_us:.1f}")
-    return (f"{budget.roundtrip_us:.1f} µs = {cpu} + run delay {budget.run_delay_us:.1f} + blocked "
-            f"{budget.blocked_us:.1f}; switches {budget.voluntary_switches:.2f} voluntary, "
-            f"{budget.involuntary_switches:.2f} involuntary per roundtrip")
+    switches = (f"switches {budget.voluntary_switches:.2f} voluntary, {budget.involuntary_switches:.2f} involuntary "
+                f"per roundtrip")
+    if budget.main_thread_cpu_us is None:
+        return (f"{budget.roundtrip_us:.1f} µs = {cpu} + run delay {budget.run_delay_us:.1f} + blocked "
+                f"{budget.blocked_us:.1f}; {switches}")
+    return (f"{budget.roundtrip_us:.1f} µs = main thread {budget.main_thread_cpu_us:.1f} + run delay "
+            f"{budget.run_delay_us:.1f} + blocked {budget.blocked_us:.1f}; other threads "
+            f"{budget.other_threads_cpu_us:.1f} beside it; all threads' CPU {budget.cpu_us:.1f}"
+            f"{'' if budget.user_us is None else f' = {cpu}'}; {switches}")
 
 
 def percentiles(latency) -> tuple[int | None, ...]:
@@ -400,9 +409,22 @@ def point_label(entry: dict[str, Any], swept: list[str]) -> str:
                      f"loop {value}" if dimension == "loop" else
                      f"compression {value}" if dimension == "compression" else
                      f"malloc {value}" if dimension == "malloc" else
+                     f"placement {value}" if dimension == "placement" else
                      f"{value} worker{'s' if value != 1 else ''}" if dimension == "workers" else
                      f"{value} receiver{'s' if value != 1 else ''}" if dimension == "receivers" else
                      f"{value:,} idle" if dimension == "idle_connections" else
                      ("closed loop" if value is None else f"{value:g}/s offered") if dimension == "rate" else
                      str(value))
     return ", ".join(parts) or "—"
+
+
+def placement_text(config: dict[str, Any]) -> str:
+    """Where a run's two sides ran, from its configuration: its --placement, or (files from before it) pinned or not."""
+    placement = config.get("placement")
+    if placement is None or not config.get("pinned", True) and placement == "auto":
+        return "server and client pinned to separate CPUs" if config.get("pinned") else "not pinned"
+    return {"auto": "placement auto (one pair: server and client on one CPU, the orchestrator on another; more: "
+                    "each side on CPUs of its own)",
+            "same-cpu": "server and client on one CPU, the orchestrator on another",
+            "split": "server and client on CPUs of their own",
+            "unpinned": "not pinned"}.get(placement, f"placement {placement}")

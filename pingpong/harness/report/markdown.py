@@ -4,6 +4,7 @@ flags and every cell's details (a pure function of the record and its summaries)
 from __future__ import annotations
 
 from pingpong.harness.analysis.costs import websocket_costs
+from pingpong.harness.analysis.host_wakeup import HostWakeup
 from pingpong.harness.analysis.plain_twins import plain_twins
 from pingpong.harness.analysis.precision import precision_reach
 from pingpong.harness.analysis.stats import NOISY_CV
@@ -15,7 +16,7 @@ from pingpong.harness.report.formatting import (COST_PARTS, CV_MEANING, HALF_WID
                                                 floors, format_difference, format_duration_ns, format_optional,
                                                 format_rate, format_ratio, format_ratio_to_reference, half_width_text,
                                                 interval_legend, latency_name, matrix_cell_text, percentiles,
-                                                rate_unit, relative_to_fastest, rounds_text, short_extensions,
+                                                placement_text, rate_unit, relative_to_fastest, rounds_text, short_extensions,
                                                 time_budgets, topology_line, usual_label, with_loop, workload_title)
 from pingpong.harness.report import profile_report
 from pingpong.harness.report import workers as workers_report
@@ -113,13 +114,14 @@ def matrix_section(run: RunResult, summaries: Summaries, servers: list[str], cli
                                           f"{config.get('client_processes', 1)} client process(es); "
                                           if pairs != 1 else "")
         + ("TLS (wss://); " if config.get("tls") else "")
-        + ("server and client pinned to separate CPUs" if config.get("pinned") else "not pinned") + ".",
+        + placement_text(config) + ".",
         *([f"Precision: {reach.sentence()}."] if (reach := precision_reach(run)) else []),
+        *([f"Host: {host.sentence()}."] if (host := HostWakeup.from_json(run.host_wakeup)) else []),
         "",
         f"Each cell: median {unit} over the repeats, its CV, p99 "
         + latency_name(config) + " latency "
         f"(all repeats merged). {CV_MEANING}; (noisy) = CV ≥ {NOISY_CV:.0%}; ᶻ = permessage-deflate negotiated; "
-        "⚑ = flagged as odd (reasons below); — = not measured (see below). Each server and client is named with "
+        "⚑ = flagged as odd (reasons below); ᵐ = a side's allocator not settled in some attempt (below); — = not measured (see below). Each server and client is named with "
         "the event loop it reported running on.",
         "",
         "| server \\ client | " + " | ".join(with_loop(client, client_loops) for client in clients) + " |",
@@ -210,17 +212,22 @@ def time_budget_section(summaries: Summaries) -> list[str]:
              "Each side's share of a roundtrip (1e6 / the cell's median rate), in µs: its CPU time, split into user "
              "and system time by the share of its clock ticks over all the cell's rounds (ticks are 10 ms, so the "
              "split is coarse; the CPU time is not); its run delay, runnable but waiting for a CPU; and the rest, "
-             "blocked: waiting on the other side, the kernel's network path, a wake-up (below 0 when the side's CPU "
-             "runs on several threads or processes at once). Context switches per roundtrip: voluntary (it blocked) "
+             "blocked: waiting on the other side, the kernel's network path, a wake-up. The CPU time is also split by "
+             "thread: each process's main thread, where its event loop runs and whose CPU, run delay and blocked "
+             "time add up to the roundtrip, and its other threads (a thread pool's zlib, GC, the JIT), which run "
+             "beside it (blocked is below 0 only when a side's main threads are several processes at once: several "
+             "client processes or workers). Context switches per roundtrip: voluntary (it blocked) "
              "and involuntary (preempted). Medians over the rounds, of the threads present at both edges of the "
              "window (docs/methodology.md, \"Where a roundtrip's time goes\").", "",
-             "| server | client | side | roundtrip µs | user µs | system µs | run delay µs | blocked µs "
-             "| voluntary switches/rt | involuntary switches/rt |",
-             "|---|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+             "| server | client | side | roundtrip µs | user µs | system µs | main thread µs | other threads µs "
+             "| run delay µs | blocked µs | voluntary switches/rt | involuntary switches/rt |",
+             "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for (server, client), side, budget in budgets:
         lines.append("| " + " | ".join([
             server, client, side, f"{budget.roundtrip_us:.1f}", format_optional(budget.user_us, "{:.1f}"),
-            format_optional(budget.system_us, "{:.1f}"), f"{budget.run_delay_us:.1f}", f"{budget.blocked_us:.1f}",
+            format_optional(budget.system_us, "{:.1f}"), format_optional(budget.main_thread_cpu_us, "{:.1f}"),
+            format_optional(budget.other_threads_cpu_us, "{:.1f}"), f"{budget.run_delay_us:.1f}",
+            f"{budget.blocked_us:.1f}",
             f"{budget.voluntary_switches:.2f}", f"{budget.involuntary_switches:.2f}"]) + " |")
     return lines
 
@@ -251,6 +258,19 @@ def flagged_section(summaries: Summaries) -> list[str]:
              "line. `python run_bench.py diagnose SERVER CLIENT` measures a flagged cell in depth.", ""]
     for (server, client), flags in flagged:
         lines.append(f"- **{server} × {client}**: " + "; ".join(flags))
+    return lines + unsettled_section(summaries)
+
+
+def unsettled_section(summaries: Summaries) -> list[str]:
+    """'## Allocators not settled': each cell (ᵐ) where a side took more page faults per roundtrip than a settled
+    allocator does, in how many attempts, and why."""
+    unsettled = [(key, summary.unsettled) for key, summary in summaries.items() if summary.unsettled]
+    if not unsettled:
+        return []
+    lines = ["", "## Allocators not settled", "",
+             "Every process runs with glibc's malloc thresholds fixed (--malloc settled); a side that still took "
+             "more than 0.1 page faults per roundtrip in an attempt's window is named here, with why.", ""]
+    lines += [f"- **{server} × {client}**: " + "; ".join(notes) for (server, client), notes in unsettled]
     return lines
 
 

@@ -186,7 +186,7 @@ def figure_sweep(index: dict[str, Any]):
     x_label = {"payload_size": "payload size (bytes)", "pairs": "pairs (each its own room)",
                "payload_kind": "payload kind", "loop": "event loop of the Python implementations",
                "compression": "--compression", "tls": "TLS", "malloc": "--malloc (Python programs)",
-               "workers": "--workers (the server's processes)",
+               "workers": "--workers (the server's processes)", "placement": "--placement (where the sides run)",
                "receivers": "receivers of each message",
                "idle_connections": "idle connections held", "rate": "offered messages/s per pair"}[x_dimension]
     for axis, y_label in ((rate_axis, f"median {unit}"), (latency_axis, "p99 latency (µs)")):

@@ -35,6 +35,9 @@ class Attempt:
     port: int | None = None
     server_cpus: list[int] | None = None  # CPUs the server was pinned to; None when not pinned
     client_cpus: list[int] | None = None
+    # where the sides ran (settings/cell.py): same-cpu (one CPU for both, the orchestrator elsewhere), split (each
+    # side on CPUs of its own) or unpinned; None in files from before placement was a setting (they were split)
+    cpu_placement: str | None = None
     server_pid: int | None = None  # leader of the server's process group (checked to be gone after the attempt)
     client_pid: int | None = None
     ready_after_s: float | None = None  # from server start to its first completed WebSocket handshake
@@ -153,6 +156,9 @@ class RunResult:
     # run --profile: per profiled cell ("server × client"), its profiles set against a healthy pair's
     # (commands/run_profiles.py), or {"note": why not}; None without --profile
     profiles: dict[str, Any] | None = None
+    # what one cross-CPU wakeup costs on this host, from the C floor in both placements before the rounds
+    # (analysis/host_wakeup.HostWakeup.to_json); None when not measured (--host-figure, files from before it)
+    host_wakeup: dict[str, Any] | None = None
     format_version: int = FORMAT_VERSION
     suite: str = SUITE
 

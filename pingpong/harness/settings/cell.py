@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass
 
 from pingpong.contract import DEFAULT_MALLOC
 
+# Where the two sides of an attempt run (docs/methodology.md, "Placement"). same-cpu: server and client on one CPU,
+# the orchestrator and its sampling on the others: a serial ping-pong, where one side works while the other waits,
+# then pays no cross-CPU wakeup (about 35 µs each on this VM, four per roundtrip). split: each side on CPUs of its
+# own (the server k of them, the client the next k). auto: same-cpu for a serial workload (one pair, one client
+# process, one worker, closed loop; broadcast is never serial), split for one with parallelism it can use.
+# unpinned: the kernel places them (--no-pin).
+PLACEMENTS = ("auto", "same-cpu", "split", "unpinned")
+DEFAULT_PLACEMENT = "auto"
 DEFAULT_SATURATION_P99_MS = 10.0  # open loop: p99 above this (or < 95% of the offered rate achieved) = saturated
 
 
@@ -23,6 +32,7 @@ class CellSettings:
     ready_timeout_s: float
     stall_timeout_s: float
     pin: bool
+    placement: str = DEFAULT_PLACEMENT  # PLACEMENTS; placement_of() says what an attempt with these settings gets
     client_grace_s: float = 30.0  # a client may run warmup + duration + this before it is stopped as hung
     start_barrier_timeout_s: float = 30.0  # several client processes: all must be connected and ready within this
     pairs: int = 1  # independent pairs per cell, each in its own room
@@ -64,23 +74,69 @@ def pairs_per_process(pairs: int, client_processes: int) -> list[int]:
     return [pairs // count + (1 if index < pairs % count else 0) for index in range(count)]
 
 
+@functools.cache
+def our_cpus() -> tuple[int, ...]:
+    """The CPUs this process may use when the run starts (read once: an attempt moves the orchestrator away from the
+    CPU it measures on, and the plan must not shrink with it)."""
+    return tuple(sorted(os.sched_getaffinity(0)))
+
+
+def is_serial(settings: CellSettings) -> bool:
+    """Whether the workload is one chain of messages, one side working while the other waits: one pair in one client
+    process, one server worker, a closed loop, no broadcast. Only such a workload gains nothing from a second CPU."""
+    return (settings.workload in ("pingpong", "handshake") and settings.pairs == 1 and settings.client_processes == 1
+            and settings.workers == 1 and settings.rate is None)
+
+
+def placement_of(settings: CellSettings) -> str:
+    """What an attempt with these settings gets: same-cpu, split or unpinned (auto resolved; a host with one CPU of
+    ours can only share it)."""
+    if not settings.pin or settings.placement == "unpinned":
+        return "unpinned"
+    if len(our_cpus()) < 2:
+        return "same-cpu"
+    if settings.placement != "auto":
+        return settings.placement
+    return "same-cpu" if is_serial(settings) else "split"
+
+
 def plan_cpus(pin: bool, server_workers: int = 1) -> tuple[set[int] | None, set[int] | None]:
-    """Disjoint CPUs for server and client when pinning is on and at least two CPUs are ours.
+    """Disjoint CPUs for server and client (placement split) when pinning is on and at least two CPUs are ours.
 
     server_workers: the most worker processes a server of the run gets (--workers): the server has k = min(N, half
     the CPUs) of them and the client the next k, so one each on a 2-CPU host whatever N, one each with N = 1 as
     before, and the same CPUs at every point of a --workers sweep."""
     if not pin:
         return None, None
-    available = sorted(os.sched_getaffinity(0))
+    available = list(our_cpus())
     if len(available) < 2:
         return None, None
     server_count = max(1, min(server_workers, len(available) // 2))
     return set(available[:server_count]), set(available[server_count:2 * server_count])
 
 
+def shared_cpu() -> int:
+    """The CPU both sides share with placement same-cpu: our last one (the orchestrator keeps the others)."""
+    return our_cpus()[-1]
+
+
 def cpus_for(settings: CellSettings) -> tuple[set[int] | None, set[int] | None]:
-    """The run's planned CPUs when it has them, else a plan for these settings (diagnose's pinning switches)."""
-    if settings.pin and settings.server_cpus is not None and settings.client_cpus is not None:
+    """The server's and the client's CPUs for an attempt with these settings: the run's planned split when it has
+    one, else a plan for these settings (diagnose's pinning switches); one CPU for both with same-cpu."""
+    placement = placement_of(settings)
+    if placement == "unpinned":
+        return None, None
+    if placement == "same-cpu":
+        return {shared_cpu()}, {shared_cpu()}
+    if settings.server_cpus is not None and settings.client_cpus is not None:
         return set(settings.server_cpus), set(settings.client_cpus)
     return plan_cpus(settings.pin, settings.workers)
+
+
+def orchestrator_cpus(settings: CellSettings) -> set[int] | None:
+    """Where the orchestrator (its sampling, clients loading ahead of their turn) runs during an attempt: off the
+    shared CPU with same-cpu when another CPU is ours; None: where it is (split and unpinned attempts)."""
+    if placement_of(settings) != "same-cpu":
+        return None
+    others = set(our_cpus()) - {shared_cpu()}
+    return others or None

@@ -13,7 +13,8 @@ from pingpong.contract import (COMPRESSION_MODES, DEFAULT_COMPRESSION, DEFAULT_D
                                DEFAULT_WARMUP_S, DEFAULT_WORKLOAD, LOOPS, MALLOC_MODES, PAYLOAD_KINDS, WORKLOADS)
 from pingpong.harness.settings import package_envs
 from pingpong.harness.settings.catalog import DEFAULT_MANIFEST, PROJECT_ROOT
-from pingpong.harness.settings.cell import DEFAULT_SATURATION_P99_MS, CellSettings, plan_cpus
+from pingpong.harness.settings.cell import (DEFAULT_PLACEMENT, DEFAULT_SATURATION_P99_MS, PLACEMENTS, CellSettings,
+                                           plan_cpus)
 from pingpong.harness.settings.manifest import Implementation
 from pingpong.harness.settings.round_policy import RoundPolicy, parse_duration, parse_precision
 from pingpong.harness.settings.usage import UsageError
@@ -101,8 +102,13 @@ def add_measuring_options(parser: argparse.ArgumentParser, duration: float = DEF
     measuring.add_argument("--saturation-p99", type=float, default=DEFAULT_SATURATION_P99_MS, metavar="MS",
                            help="open loop: a rate saturates a pair when its p99 latency exceeds MS milliseconds "
                                 "or it achieves less than 95%% of the offered rate (default %(default)g)")
+    measuring.add_argument("--placement", default=DEFAULT_PLACEMENT, metavar="PLACE[,PLACE...]",
+                           help=f"where the two sides run: {' | '.join(PLACEMENTS)} (same-cpu: server and client on "
+                                "one CPU, the orchestrator on another: a serial ping-pong pays no cross-CPU wakeup; "
+                                "split: each side on CPUs of its own; auto: same-cpu for one pair, split for "
+                                "workloads with parallelism); a list is a dimension, e.g. same-cpu,split")
     measuring.add_argument("--no-pin", action="store_true",
-                           help="do not pin server and client to separate CPUs")
+                           help="pin nothing: the kernel places server and client (--placement unpinned)")
     measuring.add_argument("--ready-timeout", type=float, default=DEFAULT_READY_TIMEOUT_S,
                            help="seconds a server may take to accept its first WebSocket (default %(default)g)")
     measuring.add_argument("--stall-timeout", type=float, default=DEFAULT_STALL_TIMEOUT_S,
@@ -127,6 +133,10 @@ def add_round_options(parser: argparse.ArgumentParser) -> None:
                         help="rounds no cell goes beyond (default %(default)s)")
     rounds.add_argument("--seed", type=int, default=None,
                         help="seed of the rounds' shuffled order (default: drawn at random; always recorded)")
+    rounds.add_argument("--host-figure", choices=("auto", "on", "off"), default="auto",
+                        help="before the rounds, measure the C raw-TCP floor on one CPU and on two, back to back, "
+                             "and derive what one cross-CPU wakeup costs on this host (about 3 s); auto: when "
+                             "raw-tcp-c is both a server and a client of the run, as in the default matrix")
     rounds.add_argument("--fresh-server", action="store_true",
                         help="a new server process for every attempt (default: one per server per round, each "
                              "client a new process in a room of its own)")
@@ -168,6 +178,14 @@ class RunConfiguration:
     command_line: tuple[str, ...]  # as recorded in the results: interpreter, run_bench.py, the arguments
 
     tls_files: tuple[str, str, str] | None = None  # the run's throwaway CA, certificate chain and key (with_tls_files)
+    host_figure: str = "off"  # whether the run measures the host's wakeup cost first: auto, on or off
+
+    def measures_host_figure(self) -> bool:
+        """--host-figure on, or auto with the C floor on both axes (measure/host_wakeup.py)."""
+        if self.host_figure == "auto":
+            return (any(s.name == "raw-tcp-c" for s in self.servers) and any(c.name == "raw-tcp-c" for c in self.clients)
+                    and self.resume is None)
+        return self.host_figure == "on"
 
     @property
     def repeat(self) -> int:
@@ -224,6 +242,7 @@ class ResolvedOptions:
     idle_connections: tuple[int, ...]
     rates: tuple[float | None, ...]  # --rate's offered rates per pair; (None,): a closed loop
     workers: tuple[int, ...]  # --workers: worker processes per server
+    placements: tuple[str, ...]  # --placement: where the two sides run (settings/cell.py)
     workload: str
     client_processes: int
     saturation_p99_ms: float
@@ -237,6 +256,7 @@ class ResolvedOptions:
     results_dir: Path
     output_format: str  # what goes to stdout: terminal, md, csv, json or html (exporters.FORMATS; diagnose: md, json)
     resume: Path | None  # run --resume: the interrupted run to continue (diagnose: None)
+    host_figure: str = "off"  # run --host-figure: auto, on or off (measure/host_wakeup.py)
 
 
 def resolve_options(options: argparse.Namespace) -> ResolvedOptions:
@@ -263,6 +283,7 @@ def resolve_options(options: argparse.Namespace) -> ResolvedOptions:
     loops = _choice_list("--loop", options.loop, LOOPS, problems)
     compressions = _choice_list("--compression", options.compression, COMPRESSION_MODES, problems)
     mallocs = _choice_list("--malloc", options.malloc, MALLOC_MODES, problems)
+    placements = _choice_list("--placement", options.placement, PLACEMENTS, problems)
     tls_modes = [mode == "on" for mode in _choice_list("--tls", options.tls, ("off", "on"), problems)]
     if options.client_processes < 1:
         problems.append(f"--client-processes must be at least 1, got {options.client_processes}")
@@ -290,12 +311,12 @@ def resolve_options(options: argparse.Namespace) -> ResolvedOptions:
         compressions=tuple(compressions), mallocs=tuple(mallocs), tls_modes=tuple(tls_modes),
         payload_sizes=tuple(payload_sizes), payload_kinds=tuple(payload_kinds), pairs=tuple(pairs),
         receivers=tuple(receivers), idle_connections=tuple(idle_connections), rates=tuple(rates),
-        workers=tuple(workers), workload=options.workload, client_processes=options.client_processes,
+        workers=tuple(workers), placements=tuple(placements), workload=options.workload, client_processes=options.client_processes,
         saturation_p99_ms=options.saturation_p99, pin=not options.no_pin, ready_timeout_s=options.ready_timeout,
         stall_timeout_s=options.stall_timeout, client_grace_s=options.client_grace,
         manifests=tuple(options.manifest or [DEFAULT_MANIFEST]), python_packages=options.python_packages,
         node_packages=options.node_packages, results_dir=options.results_dir, output_format=options.format,
-        resume=options.resume if in_rounds else None)
+        resume=options.resume if in_rounds else None, host_figure=getattr(options, "host_figure", "off"))
 
 
 def _workload_lists(options: argparse.Namespace, pairs: list[int],
@@ -386,6 +407,8 @@ def sweep_points(resolved: ResolvedOptions) -> list[dict[str, Any]]:
               for rate in resolved.rates]
     if resolved.workers != (1,):  # a dimension only when asked for: other runs' points stay as they were
         points = [dict(point, workers=workers) for workers in resolved.workers for point in points]
+    if len(resolved.placements) > 1:  # the same: one placement is a setting, not a dimension
+        points = [dict(point, placement=placement) for placement in resolved.placements for point in points]
     return points
 
 
@@ -403,6 +426,7 @@ def build_configuration(resolved: ResolvedOptions, command_line: list[str], impl
                             payload_size=DEFAULT_PAYLOAD_SIZE,
                             payload_kind=DEFAULT_PAYLOAD_KIND, ready_timeout_s=resolved.ready_timeout_s,
                             stall_timeout_s=resolved.stall_timeout_s, pin=resolved.pin,
+                            placement=resolved.placements[0],
                             client_grace_s=resolved.client_grace_s, workload=resolved.workload,
                             saturation_p99_ms=resolved.saturation_p99_ms,
                             sample_server_memory=any(resolved.idle_connections),
@@ -414,7 +438,8 @@ def build_configuration(resolved: ResolvedOptions, command_line: list[str], impl
                             manifests=resolved.manifests, python_packages=resolved.python_packages,
                             node_packages=resolved.node_packages, package_environments={},
                             results_dir=resolved.results_dir, output_format=resolved.output_format,
-                            resume=resolved.resume, command_line=tuple(command_line))
+                            resume=resolved.resume, command_line=tuple(command_line),
+                            host_figure=resolved.host_figure)
 
 
 def with_package_environments(configuration: RunConfiguration) -> RunConfiguration:

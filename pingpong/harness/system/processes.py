@@ -112,6 +112,21 @@ def _calling_thread_on(cpus: frozenset[int] | None):
         os.sched_setaffinity(0, previous)
 
 
+@contextmanager
+def this_process_on(cpus: set[int] | None):
+    """While the block runs, every thread of this process (the orchestrator: its sampling, its helper threads) runs
+    on cpus, then back where it was; None: left where it is."""
+    if not cpus:
+        yield
+        return
+    previous = os.sched_getaffinity(0)
+    pin_threads(os.getpid(), cpus)
+    try:
+        yield
+    finally:
+        pin_threads(os.getpid(), previous)
+
+
 def pin_threads(pid: int, cpus: set[int]) -> None:
     """Move every thread of a running process to cpus: affinity is per thread, and a runtime starts its helper
     threads (V8's, libuv's) at start-up. Threads it starts later inherit the new set."""
