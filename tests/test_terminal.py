@@ -6,9 +6,13 @@ import sys
 
 import pytest
 
+from pingpong.harness.analysis.anomalies import CAUSES
+from pingpong.harness.analysis.costs import CostSplit
+from pingpong.harness.analysis.stats import Difference
 from pingpong.harness.analysis.summary import summarize_run
 from pingpong.harness.commands import report as report_command
 from pingpong.harness.measure.progress import plan_line
+from pingpong.harness.report import terminal
 from pingpong.harness.report.terminal import format_short, render_plain, terminal_report
 from pingpong.harness.results.records import Cell, RunResult, load
 from pingpong.harness.settings.round_policy import RoundPolicy
@@ -99,8 +103,11 @@ def test_columns_sets_the_width_when_the_output_is_piped():
 
 
 def test_a_pipe_without_columns_gets_120_and_a_wider_columns_no_more():
+    """At 120 columns the default run's report is one screen: at most 80 lines (119 when each flagged cell had a
+    line per side of its time budget)."""
     unset = report_in_a_pipe(None)
     assert 80 < max(len(line) for line in unset) <= 120  # the widest a report gets
+    assert len(unset) <= 80
     assert report_in_a_pipe("200") == unset
 
 
@@ -114,3 +121,44 @@ def test_the_width_is_columns_when_it_is_a_positive_number_else_120_in_a_pipe(co
     with open(os.devnull, "w") as no_terminal:  # behind stdout, even under -s
         monkeypatch.setattr(sys, "__stdout__", no_terminal)
         assert report_command.terminal_width() == width
+
+
+def test_flagged_cells_take_one_line_per_cause_with_their_cells_cost_and_mechanism():
+    """No per-side budgets after the tables: each cause is one line (wrapped to the width), naming its cells as
+    products, their WebSocket cost from the cost table and what the cause does; the details are in the files."""
+    text = reference_text()
+    section = text[text.index("Flagged (12 cells), by cause"):text.index("Details: ")].splitlines()
+    causes = [line for line in section if line.startswith("  ") and not line.startswith("    ")]
+    assert len(causes) == 1 and len(section) == 5  # the heading's two lines, the cause's three
+    assert " ".join(line.strip() for line in section[2:]) == (
+        "permessage-deflate on small messages: blacksheep, aiohttp, websockets × websockets, node-ws, node-builtin, "
+        "bun. Cost +146 to +239 µs per roundtrip, end to end (median +221). Every message goes through zlib both "
+        "ways, saving nothing this small.")
+    assert "run delay" not in text and "switches" not in text  # the time budgets are in the files
+
+
+def test_every_cause_has_its_mechanism():
+    assert {cause for _, cause in CAUSES} == set(terminal.MECHANISMS)
+
+
+def test_a_causes_cells_are_written_as_the_products_they_make():
+    cells = [("sanic", "bun"), ("aiohttp", "ws"), ("aiohttp", "bun"), ("blacksheep", "ws"), ("blacksheep", "bun")]
+    assert terminal.cells_text(cells) == "sanic × bun; aiohttp, blacksheep × ws, bun"
+    assert terminal.cells_text([("a", "b")]) == "a × b"
+
+
+def test_a_causes_cost_is_its_cells_range_and_median_of_the_part_it_shows_in():
+    def split(server, end_to_end):
+        figure = (lambda value: None if value is None else Difference(value, None, None, None, None, 1))
+        return CostSplit(figure(server), None, None, figure(end_to_end), None, None, None)
+
+    costs = {("a", "x"): split(80.4, 200), ("a", "y"): split(120, 300), ("b", "x"): split(100, None),
+             ("b", "y"): split(None, 250)}
+    cells = list(costs)
+    assert terminal.cause_cost_text(cells, costs, "server") == (
+        "Cost +80 to +120 µs per roundtrip, its server part (median +100)")
+    assert terminal.cause_cost_text(cells, costs, "end_to_end") == (
+        "Cost +200 to +300 µs per roundtrip, end to end (median +250)")
+    assert terminal.cause_cost_text([("b", "x")], costs, "server") == "Cost +100 µs per roundtrip, its server part"
+    assert terminal.cause_cost_text([("b", "x")], costs, "client") == ""  # no figure: no cost said
+    assert terminal.cause_cost_text([("c", "z")], costs, "server") == ""  # no floors in the run

@@ -19,8 +19,8 @@ from pingpong.harness.analysis.summary import CellSummary, Summaries
 from pingpong.harness.analysis.workers import workers_figures
 from pingpong.harness.report.formatting import (REFERENCE_TEXT, Headline, axes, axis_loops, fastest_cell, floors,
                                                 format_duration_ns, format_rate, is_contender, is_floor, rate_unit,
-                                                relative_to_fastest, rounds_text, short_rate, time_budget_text,
-                                                time_budgets, topology_line, usual_label, with_loop, workload_title)
+                                                relative_to_fastest, rounds_text, short_rate, topology_line,
+                                                usual_label, with_loop, workload_title)
 from pingpong.harness.report.workloads import cell_figures
 from pingpong.harness.report import profile_report
 from pingpong.harness.report import workers as workers_report
@@ -138,8 +138,7 @@ def terminal_report(run: RunResult, summaries: Summaries, source: str | None = N
                      + ", ".join(f"{s} × {c} {format_short(rate)}" for (s, c), rate in floor_cells) + ".")
     if more:
         notes.append(f"… and {more} more pair(s) in the ranking; every pair is in the .md, .csv and .html files.")
-    notes += flag_notes(summaries)
-    notes += flagged_time_budgets(summaries)
+    notes += flag_notes(run, summaries)
     notes += profile_report.run_terminal_notes(run.profiles)
     failed = [f"{s} × {c}" for (s, c), summary in summaries.items() if summary.status in ("failed", "partial")]
     if failed:
@@ -153,34 +152,76 @@ def terminal_report(run: RunResult, summaries: Summaries, source: str | None = N
                           width=width)
 
 
-def flag_notes(summaries: Summaries) -> list[str]:
-    """The flagged cells grouped by cause (anomalies.CAUSES): one line per cause with its cells."""
-    by_cause: dict[str, list[str]] = {}
+# What each cause (anomalies.CAUSES) does to a roundtrip, in a sentence; the cells' own reasons are in the files.
+MECHANISMS = {
+    "slow for this pair (the model)": "Slower than its server and client are with others, and no signal says why.",
+    "saturated at the offered rate": "The pair cannot answer the offered rate: messages queue and latency grows.",
+    "messages written in pieces": "A side writes each message in several TCP segments.",
+    "delayed ACKs": "Nagle's algorithm holds a write back until the peer's delayed ACK (~40 ms).",
+    "retransmissions on loopback": "TCP resends segments that loopback dropped.",
+    "permessage-deflate on small messages": "Every message goes through zlib both ways, saving nothing this small.",
+    "TCP_NODELAY off": "Nagle's algorithm may hold small writes back.",
+    "page faults, server side": "The server maps fresh memory for messages: a page fault per new page.",
+    "page faults, client side": "The client maps fresh memory for messages: a page fault per new page.",
+    "both sides mostly wait": "Neither side computes most of the roundtrip: it waits on wake-ups.",
+}
+# The part of a cell's WebSocket cost (analysis/costs.py) a cause shows in: its side's, else the whole roundtrip's.
+COST_PARTS = {"page faults, server side": "server", "page faults, client side": "client"}
+COST_PART_NAMES = {"server": "its server part", "client": "its client part", "end_to_end": "end to end"}
+
+
+def flag_notes(run: RunResult, summaries: Summaries) -> list[str]:
+    """The flagged cells grouped by cause (anomalies.CAUSES), one line per cause: its cells, their WebSocket cost in
+    µs per roundtrip (the part the cause shows in), and what the cause does (MECHANISMS). Each cell's reasons, and
+    where its roundtrip goes side by side, are in the files."""
+    by_cause: dict[str, list[tuple[str, str]]] = {}
     flagged = 0
-    for (server, client), summary in summaries.items():
+    for key, summary in summaries.items():
         if not summary.flags:
             continue
         flagged += 1
         for flag in summary.flags:
             cells = by_cause.setdefault(flag_cause(flag), [])
-            if f"{server} × {client}" not in cells:
-                cells.append(f"{server} × {client}")
+            if key not in cells:
+                cells.append(key)
     if not flagged:
         return []
-    return [f"Flagged ({flagged} cell{'s' if flagged != 1 else ''}), by cause (each cell's reasons are in the files; "
-            "`run_bench.py diagnose SERVER CLIENT` digs into one):",
-            *(f"  {cause}: {', '.join(cells)}" for cause, cells in by_cause.items())]
+    costs = websocket_costs(run)
+    lines = [f"Flagged ({flagged} cell{'s' if flagged != 1 else ''}), by cause: its cells, their WebSocket cost (the "
+             "table above), what the cause does. Each cell's reasons and time budget are in the files; "
+             "`run_bench.py diagnose SERVER CLIENT` digs into one:"]
+    for cause, cells in by_cause.items():
+        cost = cause_cost_text(cells, costs, COST_PARTS.get(cause, "end_to_end"))
+        lines.append(f"  {cause}: {cells_text(cells)}." + (f" {cost}." if cost else "")
+                     + (f" {MECHANISMS[cause]}" if cause in MECHANISMS else ""))
+    return lines
 
 
-def flagged_time_budgets(summaries: Summaries) -> list[str]:
-    """Where a flagged cell's roundtrip goes, a line per side; nothing when no flagged cell has a time budget."""
-    budgets = [(key, side, budget) for key, side, budget in time_budgets(summaries) if summaries[key].flags]
-    if not budgets:
-        return []
-    return ["Where a flagged cell's roundtrip goes, per side (µs per roundtrip, medians over the rounds: CPU as user "
-            "+ system, run delay waiting for a CPU, blocked the rest; the files have every cell):",
-            *(f"  {server} × {client} {side}: {time_budget_text(budget)}"
-              for (server, client), side, budget in budgets)]
+def cells_text(cells: list[tuple[str, str]]) -> str:
+    """Cells as the few products they make: each server with its clients, servers of the same clients together
+    ('blacksheep, aiohttp × websockets, bun; sanic × bun'), in the order they came."""
+    clients_of: dict[str, list[str]] = {}
+    for server, client in cells:
+        clients_of.setdefault(server, []).append(client)
+    groups: dict[tuple[str, ...], list[str]] = {}
+    for server, clients in clients_of.items():
+        groups.setdefault(tuple(clients), []).append(server)
+    return "; ".join(f"{', '.join(servers)} × {', '.join(clients)}" for clients, servers in groups.items())
+
+
+def cause_cost_text(cells: list[tuple[str, str]], costs: dict[tuple[str, str], CostSplit], part: str) -> str:
+    """'Cost +82 to +121 µs per roundtrip, its server part (median +102)' over the cells with that figure; '' when
+    none has it (a run without raw-TCP floors)."""
+    values = sorted(figure.value for cell in cells if (split := costs.get(cell)) is not None
+                    and (figure := getattr(split, part)) is not None)
+    if not values:
+        return ""
+    middle = len(values) // 2
+    median = values[middle] if len(values) % 2 else (values[middle - 1] + values[middle]) / 2
+    if len(values) == 1:
+        return f"Cost {values[0]:+.0f} µs per roundtrip, {COST_PART_NAMES[part]}"
+    return (f"Cost {values[0]:+.0f} to {values[-1]:+.0f} µs per roundtrip, {COST_PART_NAMES[part]} "
+            f"(median {median:+.0f})")
 
 
 def open_loop_table(run: RunResult, summaries: Summaries) -> tuple[Table | None, int]:
