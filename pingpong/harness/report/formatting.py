@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any, Iterable
 
+from pingpong.harness.analysis.excess import Excess, flagged_excess
 from pingpong.harness.analysis.stats import Difference, Ratio, paired_ratio, percent
 from pingpong.harness.analysis.summary import SIDES, CellSummary, Summaries, workload_kind
 from pingpong.harness.analysis.time_budget import TimeBudget
@@ -428,3 +429,12 @@ def placement_text(config: dict[str, Any]) -> str:
             "same-cpu": "server and client on one CPU, the orchestrator on another",
             "split": "server and client on CPUs of their own",
             "unpinned": "not pinned"}.get(placement, f"placement {placement}")
+
+
+def excess_by_cell(run: RunResult, summaries: Summaries) -> dict[tuple[str, str], Excess]:
+    """Each flagged cell's µs per roundtrip beyond its healthy pair (analysis/excess.py), among the contenders."""
+    runtimes = {(role, name): entry.get("runtime") for role, entries in run.implementations.items()
+                for name, entry in entries.items()}
+    contenders = {server for server, _ in summaries
+                  if not is_floor(run, server) and not is_protocol_floor(run, "server", server)}
+    return flagged_excess(run, summaries, runtimes, contenders)

@@ -12,12 +12,13 @@ from pingpong.harness.analysis.summary import Summaries, workload_kind
 from pingpong.harness.analysis.workers import workers_figures
 from pingpong.harness.report import workloads as workload_report
 from pingpong.harness.report.formatting import (COST_PARTS, CV_MEANING, HALF_WIDTH_MEANING, NEGATIVE_COST_TEXT,
-                                                NODELAY_TEXT, axes, axis_loops, cv_text, fastest_cell, faults_text,
-                                                floors, format_difference, format_duration_ns, format_optional,
-                                                format_rate, format_ratio, format_ratio_to_reference, half_width_text,
-                                                interval_legend, latency_name, matrix_cell_text, percentiles,
-                                                placement_text, rate_unit, relative_to_fastest, rounds_text, short_extensions,
-                                                time_budgets, topology_line, usual_label, with_loop, workload_title)
+                                                NODELAY_TEXT, axes, axis_loops, cv_text, excess_by_cell, fastest_cell,
+                                                faults_text, floors, format_difference, format_duration_ns,
+                                                format_optional, format_rate, format_ratio, format_ratio_to_reference,
+                                                half_width_text, interval_legend, latency_name, matrix_cell_text,
+                                                percentiles, placement_text, rate_unit, relative_to_fastest,
+                                                rounds_text, short_extensions, time_budgets, topology_line,
+                                                usual_label, with_loop, workload_title)
 from pingpong.harness.report import profile_report
 from pingpong.harness.report import workers as workers_report
 from pingpong.harness.results.records import RunResult
@@ -82,7 +83,7 @@ def render_markdown(run: RunResult, summaries: Summaries) -> str:
     lines += plain_section(run, summaries)
     lines += workload_report.run_section(summaries, unit)
     lines += workers_report.markdown_section(workers_figures(run))
-    lines += flagged_section(summaries)
+    lines += flagged_section(run, summaries)
     lines += per_cell_section(run, summaries, unit)
     lines += time_budget_section(summaries)
     lines += profile_report.run_markdown_lines(run.profiles)
@@ -246,7 +247,7 @@ def problems_section(summaries: Summaries) -> list[str]:
     return lines
 
 
-def flagged_section(summaries: Summaries) -> list[str]:
+def flagged_section(run: RunResult, summaries: Summaries) -> list[str]:
     """'## Flagged cells': each odd cell with its one-line reasons, and how to dig further."""
     flagged = [(key, summary.flags) for key, summary in summaries.items() if summary.flags]
     if not flagged:
@@ -256,8 +257,11 @@ def flagged_section(summaries: Summaries) -> list[str]:
              "A cell is flagged when it runs under 1/3 of the rate its row and column predict (log-space model "
              "rate ≈ server factor × client factor, fitted without it), or when one of its signals is out of "
              "line. `python run_bench.py diagnose SERVER CLIENT` measures a flagged cell in depth.", ""]
+    excess = excess_by_cell(run, summaries)
     for (server, client), flags in flagged:
-        lines.append(f"- **{server} × {client}**: " + "; ".join(flags))
+        beyond = excess.get((server, client))
+        lines.append(f"- **{server} × {client}**: " + "; ".join(flags)
+                     + (f". It costs {beyond.text()}" if beyond else ""))
     return lines + unsettled_section(summaries)
 
 

@@ -12,15 +12,16 @@ from dataclasses import dataclass
 
 from pingpong.harness.analysis.anomalies import flag_cause
 from pingpong.harness.analysis.costs import CostSplit, websocket_costs
+from pingpong.harness.analysis.host_wakeup import HostWakeup
 from pingpong.harness.analysis.plain_twins import plain_twins
 from pingpong.harness.analysis.precision import precision_reach
 from pingpong.harness.analysis.stats import NOISY_CV
 from pingpong.harness.analysis.summary import CellSummary, Summaries
 from pingpong.harness.analysis.workers import workers_figures
 from pingpong.harness.report.formatting import (REFERENCE_TEXT, Headline, axes, axis_loops, fastest_cell, floors,
-                                                format_duration_ns, format_rate, is_contender, is_floor, rate_unit,
-                                                relative_to_fastest, rounds_text, short_rate, topology_line,
-                                                usual_label, with_loop, workload_title)
+                                                format_duration_ns, format_rate, is_contender, is_floor,
+                                                placement_text, rate_unit, relative_to_fastest, rounds_text,
+                                                short_rate, topology_line, usual_label, with_loop, workload_title)
 from pingpong.harness.report.workloads import cell_figures
 from pingpong.harness.report import profile_report
 from pingpong.harness.report import workers as workers_report
@@ -31,7 +32,8 @@ NARROWEST = 60  # below this a terminal is taken as this wide (tables then split
 RANKED = 10  # pairs shown in the ranking; the files have them all
 
 MARKS = {"!": "flagged as odd (reasons in the files)", "~": f"noisy (CV ≥ {NOISY_CV:.0%})",
-         "z": "permessage-deflate negotiated", "?": "some repeats failed"}
+         "z": "permessage-deflate negotiated", "m": "a side's allocator not settled (reasons in the files)",
+         "?": "some repeats failed"}
 
 
 @dataclass(frozen=True)
@@ -58,7 +60,7 @@ format_short = short_rate  # a rate in at most 5 characters: 850, 7.3k, 23.1k, 2
 def marks(summary: CellSummary) -> str:
     """The cell's one-character marks, in MARKS' order."""
     found = {"!": bool(summary.flags), "~": bool(summary.noisy), "z": bool(summary.compression_negotiated),
-             "?": summary.status == "partial"}
+             "m": bool(summary.unsettled), "?": summary.status == "partial"}
     return "".join(mark for mark, present in found.items() if present)
 
 
@@ -136,6 +138,8 @@ def terminal_report(run: RunResult, summaries: Summaries, source: str | None = N
     if floor_cells:
         notes.append("Raw-TCP floors (the same relay without WebSocket, for scale): "
                      + ", ".join(f"{s} × {c} {format_short(rate)}" for (s, c), rate in floor_cells) + ".")
+    if (host := HostWakeup.from_json(run.host_wakeup)) is not None:
+        notes.append(f"Host: {host.sentence()}.")
     if more:
         notes.append(f"… and {more} more pair(s) in the ranking; every pair is in the .md, .csv and .html files.")
     notes += flag_notes(run, summaries)
@@ -360,7 +364,7 @@ def settings_line(run: RunResult) -> str:
             f"{config.get('warmup_s', 0):g} s warmup; payload {config.get('payload_size')} B {config.get('payload_kind')}; compression "
             f"{config.get('compression')}; loop {config.get('loop')}"
             + (f"; {pairs} pairs per cell" if pairs != 1 else "") + ("; TLS" if config.get("tls") else "")
-            + ("; pinned to separate CPUs" if config.get("pinned") else "; not pinned")
+            + f"; {placement_text(config)}"
             + f". Run {run.started_at}" + (" (interrupted)" if run.interrupted else "") + ".")
 
 

@@ -1,0 +1,153 @@
+"""Where the two sides run (--placement): the plan for each workload, the orchestrator moved off the shared CPU, every
+thread of a runtime on its side's CPUs, the setting as a dimension, and the host's wakeup figure from the C floor."""
+
+import os
+import subprocess
+import sys
+from dataclasses import replace
+
+import pytest
+
+from pingpong.harness.analysis.excess import flagged_excess, healthy_pair
+from pingpong.harness.analysis.host_wakeup import HostWakeup, share_of_roundtrip, wakeup_cost
+from pingpong.harness.analysis.summary import summarize_run
+from pingpong.harness.measure.local import run_attempt
+from pingpong.harness.measure.server import start_server, stop_server
+from pingpong.harness.results.records import Cell, RunResult
+from pingpong.harness.settings import cell
+from pingpong.harness.settings.cell import CellSettings, cpus_for, orchestrator_cpus, placement_of
+from pingpong.harness.system import processes
+from pingpong.harness.system.listeners import process_tree
+from tests.conftest import ROOT, by_name
+from tests.test_render import ok
+
+SETTINGS = CellSettings(duration_s=0.2, warmup_s=0.1, loop="auto", compression="default", payload_size=4,
+                        payload_kind="text-ascii", ready_timeout_s=20, stall_timeout_s=10, pin=True)
+two_cpus = pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="placement needs two CPUs of ours")
+
+
+@pytest.fixture
+def cpus_0_and_1(monkeypatch):
+    """The plan as on a host whose CPUs 0 and 1 are ours."""
+    monkeypatch.setattr(cell, "our_cpus", lambda: (0, 1))
+
+
+def test_auto_gives_a_serial_workload_one_cpu_and_a_parallel_one_the_sides_their_own(cpus_0_and_1):
+    assert placement_of(SETTINGS) == "same-cpu"
+    assert cpus_for(SETTINGS) == ({1}, {1}) and orchestrator_cpus(SETTINGS) == {0}
+    assert placement_of(replace(SETTINGS, workload="handshake")) == "same-cpu"
+    for parallel in (dict(pairs=2), dict(client_processes=2), dict(workers=2), dict(rate=1000.0),
+                     dict(workload="broadcast")):
+        settings = replace(SETTINGS, **parallel)
+        assert placement_of(settings) == "split", parallel
+        assert cpus_for(settings) == ({0}, {1}) and orchestrator_cpus(settings) is None
+
+
+def test_an_explicit_placement_wins_and_no_pin_means_unpinned(cpus_0_and_1):
+    assert placement_of(replace(SETTINGS, placement="split")) == "split"
+    assert placement_of(replace(SETTINGS, pairs=4, placement="same-cpu")) == "same-cpu"
+    assert cpus_for(replace(SETTINGS, placement="unpinned")) == (None, None)
+    assert placement_of(replace(SETTINGS, pin=False, placement="split")) == "unpinned"
+    planned = replace(SETTINGS, placement="split", server_cpus=(0,), client_cpus=(1,))
+    assert cpus_for(planned) == ({0}, {1})
+
+
+def test_one_cpu_of_ours_can_only_be_shared(monkeypatch):
+    monkeypatch.setattr(cell, "our_cpus", lambda: (3,))
+    settings = replace(SETTINGS, placement="split")
+    assert placement_of(settings) == "same-cpu" and cpus_for(settings) == ({3}, {3})
+    assert orchestrator_cpus(settings) is None  # nowhere else to go
+
+
+@two_cpus
+def test_the_orchestrator_leaves_the_cpu_and_comes_back():
+    """this_process_on moves every thread of this process and restores them, so the plan never shrinks."""
+    before = os.sched_getaffinity(0)
+    target = {min(before)}
+    with processes.this_process_on(target):
+        assert os.sched_getaffinity(0) == target
+    assert os.sched_getaffinity(0) == before
+    assert cell.our_cpus() == tuple(sorted(before))
+
+
+@two_cpus
+@pytest.mark.parametrize("server_name", ["node-ws", "sanic"])
+def test_every_thread_of_a_server_runs_on_its_sides_cpus(server_name, tmp_path):
+    """Node.js (its libuv pool, V8's threads) and sanic (its worker process) started on one CPU have every thread
+    of every process there."""
+    shared = max(os.sched_getaffinity(0))
+    started = start_server(by_name("server", server_name), SETTINGS, ROOT, tmp_path, {shared})
+    try:
+        assert started.problem is None, started.problem
+        tree = process_tree(started.process.pid)
+        threads = [(pid, int(tid)) for pid in tree for tid in os.listdir(f"/proc/{pid}/task")]
+        assert len(threads) > 1
+        assert {frozenset(os.sched_getaffinity(tid)) for _, tid in threads} == {frozenset({shared})}
+    finally:
+        stop_server(started)
+
+
+@two_cpus
+def test_a_same_cpu_attempt_records_its_placement_and_its_one_cpu():
+    attempt = run_attempt(by_name("server", "node-ws"), by_name("client", "websockets"), SETTINGS, 1, ROOT)
+    assert attempt.ok, attempt.reason
+    shared = max(os.sched_getaffinity(0))
+    assert (attempt.cpu_placement, attempt.server_cpus, attempt.client_cpus) == ("same-cpu", [shared], [shared])
+    split = run_attempt(by_name("server", "node-ws"), by_name("client", "websockets"),
+                        replace(SETTINGS, placement="split"), 1, ROOT)
+    assert split.ok and split.cpu_placement == "split" and split.server_cpus != split.client_cpus
+
+
+def test_the_wakeup_cost_is_a_quarter_of_the_roundtrips_difference_per_round():
+    """60k/s on one CPU (16.7 µs a roundtrip) and 6k/s split (166.7 µs): 150 µs of four wakeups, 37.5 µs each."""
+    host = wakeup_cost("raw-tcp-c × raw-tcp-c", [60_000, 50_000, 60_000], [6_000, 6_000, 5_000])
+    assert host.wakeup_us.value == pytest.approx(37.5)
+    assert (host.wakeup_us.low, host.wakeup_us.high) == (pytest.approx(36.67, abs=0.01), pytest.approx(45.83,
+                                                                                                         abs=0.01))
+    assert HostWakeup.from_json(host.to_json()) == host
+    assert "37.5 µs" in host.sentence() and "60,000/s on one CPU" in host.sentence()
+    assert share_of_roundtrip(host, 6_000) == pytest.approx(0.9)
+    with pytest.raises(ValueError):
+        wakeup_cost("x", [1.0], [])
+
+
+def test_a_flagged_cell_is_set_against_the_same_clients_fastest_unflagged_server_of_its_runtime():
+    """Its cost beyond that pair in µs per roundtrip, paired by round: 1e6/500 - 1e6/1000 = 1000 µs each round."""
+    run = RunResult(started_at="t", command_line=[], configuration={}, environment={}, implementations={
+        "server": {"slow-py": {"runtime": "python"}, "fast-py": {"runtime": "python"},
+                   "fastest-node": {"runtime": "node"}}},
+        cells=[Cell("slow-py", "c", attempts=[ok(r, 500) for r in (1, 2, 3)]),
+               Cell("fast-py", "c", attempts=[ok(r, 1000) for r in (1, 2, 3)]),
+               Cell("fastest-node", "c", attempts=[ok(r, 4000) for r in (1, 2, 3)])])
+    summaries = summarize_run(run)
+    summaries[("slow-py", "c")] = replace(summaries[("slow-py", "c")], flags=("odd",))
+    summaries[("fast-py", "c")] = replace(summaries[("fast-py", "c")], flags=())
+    summaries[("fastest-node", "c")] = replace(summaries[("fastest-node", "c")], flags=())
+    runtimes = {("server", name): entry["runtime"] for name, entry in run.implementations["server"].items()}
+    contenders = {"slow-py", "fast-py", "fastest-node"}
+    assert healthy_pair(("slow-py", "c"), summaries, runtimes, contenders) == ("fast-py", "c")
+    excess = flagged_excess(run, summaries, runtimes, contenders)
+    assert list(excess) == [("slow-py", "c")]
+    assert excess[("slow-py", "c")].difference.value == pytest.approx(1000)
+    assert excess[("slow-py", "c")].text().startswith("+1,000 µs per roundtrip over fast-py × c")
+    assert healthy_pair(("slow-py", "c"), summaries, runtimes, {"slow-py"}) is None
+
+
+def test_placement_as_a_list_is_a_dimension_of_the_run():
+    """Two placements are two points of one run, interleaved in its rounds, each its own server processes."""
+    from pingpong.harness.settings.configuration import sweep_points
+
+    resolved = type("Resolved", (), dict(loops=("auto",), compressions=("default",), tls_modes=(False,),
+                                         mallocs=("settled",), payload_sizes=(4,), payload_kinds=("text-ascii",),
+                                         pairs=(1,), receivers=(1,), idle_connections=(0,), rates=(None,),
+                                         workers=(1,), placements=("same-cpu", "split")))
+    assert [point["placement"] for point in sweep_points(resolved)] == ["same-cpu", "split"]
+    assert "placement" not in sweep_points(type("One", (resolved,), dict(placements=("auto",))))[0]
+
+
+def test_an_unknown_placement_is_one_line_and_exit_2():
+    completed = subprocess.run([sys.executable, "run_bench.py", "--placement", "same-cpu,nowhere", "--quick"],
+                               cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert completed.returncode == 2
+    assert "--placement 'same-cpu,nowhere': choose from auto, same-cpu, split, unpinned" in completed.stderr
+    assert len(completed.stderr.strip().splitlines()) == 1
