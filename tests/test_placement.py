@@ -151,3 +151,36 @@ def test_an_unknown_placement_is_one_line_and_exit_2():
     assert completed.returncode == 2
     assert "--placement 'same-cpu,nowhere': choose from auto, same-cpu, split, unpinned" in completed.stderr
     assert len(completed.stderr.strip().splitlines()) == 1
+
+
+def test_the_pace_figures_say_how_much_of_a_cells_spread_the_cpus_pace_accounts_for():
+    """Two cells whose slow rounds ran on a slow CPU: roundtrip time and pace correlate, and divided by the pace the
+    rounds' spread is gone."""
+    from pingpong.harness.analysis.pace import attempt_pace, pace_figures
+
+    def paced(repeat, rate, pace):
+        return replace(ok(repeat, rate), cpu_pace_ns={"cpu1": pace})
+
+    slow_rounds = {1: 1.0, 2: 1.5, 3: 1.0, 4: 2.0}
+    cells = [Cell(name, "c", attempts=[paced(r, base / factor, 90 * factor) for r, factor in slow_rounds.items()])
+             for name, base in (("a", 1000), ("b", 4000))]
+    run = RunResult(started_at="t", command_line=[], configuration={}, environment={}, implementations={},
+                    cells=cells)
+    figures = pace_figures(run)
+    assert figures.cells == 2 and figures.attempts == 8
+    assert figures.median_correlation == pytest.approx(1.0)
+    assert figures.median_cv_per_pace == pytest.approx(0.0, abs=1e-9) and figures.median_cv > 0.3
+    assert "median correlation +1.00 over 2 cells" in figures.sentence()
+    assert attempt_pace(ok(1, 1000)) is None
+    assert pace_figures(RunResult(started_at="t", command_line=[], configuration={}, environment={},
+                                  implementations={}, cells=[Cell("a", "c", attempts=[ok(1, 1000)])])) is None
+
+
+@two_cpus
+def test_the_pace_probe_runs_on_the_cpu_asked_and_leaves_the_thread_where_it_was():
+    from pingpong.harness.system.pace import paces
+
+    before = os.sched_getaffinity(0)
+    found = paces(before)
+    assert set(found) == {f"cpu{cpu}" for cpu in before} and all(10 < value < 10_000 for value in found.values())
+    assert os.sched_getaffinity(0) == before

@@ -14,7 +14,8 @@ JSON mapping (every field is a plain JSON value; absent figures are null):
   "cpu_steal_s": {cpu: s}|null, "spread": {...}|null, "wall_s": float|null, "server_peak_rss_bytes": int|null,
   "tcp_counters": {name: delta}|null, "sockets": {"server"?: ..., "client": ...}|null, "syscalls": {...}|null,
   "sampling_s": float|null, "start_wall_ns", "end_wall_ns": int|null, "connection_counters": {name: delta}|null,
-  "profiles": {"server"?, "client"?: system/profilers.Capture's fields}|null, "broker": {...}|null};
+  "profiles": {"server"?, "client"?: system/profilers.Capture's fields}|null, "broker": {...}|null,
+  "cpu_pace_ns": {cpu: ns}|null};
   the Attempt fields they become are documented in docs/results-format.md.
 """
 
@@ -75,6 +76,8 @@ class WindowSamples:
     # --workers: the Redis broker over the window (system/broker.window_figures: publishes, cpu_s,
     # cpu_us_per_publish), sampled with the sides' CPU; None without a broker
     broker: dict[str, Any] | None = None
+    # the pace of the sides' CPUs right after the window (system/pace.py): {"cpu1": ns per iteration}
+    cpu_pace_ns: dict[str, float] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -181,7 +184,8 @@ def attempt_from(turn: Turn, outcome: Outcome, server_exit_code: int | None = No
         cpu_source=window.cpu_source if window.server_cpu_s is not None else None,
         server_minor_faults=window.server_minor_faults, client_minor_faults=window.client_minor_faults,
         server_scheduling=window.server_scheduling, client_scheduling=window.client_scheduling,
-        cpu_steal_s=window.cpu_steal_s, window_wall_s=window.wall_s, window_spread=window.spread,
+        cpu_steal_s=window.cpu_steal_s, cpu_pace_ns=window.cpu_pace_ns, window_wall_s=window.wall_s,
+        window_spread=window.spread,
         server_peak_rss_bytes=window.server_peak_rss_bytes, tcp_counters=window.tcp_counters,
         sockets=window.sockets, syscalls=window.syscalls, profiles=window.profiles,
         signal_sampling_s=window.sampling_s,

@@ -15,9 +15,9 @@ from typing import Any, Callable
 from pingpong.contract import READY_EVENT, WINDOW_END_EVENT, WINDOW_START_EVENT
 from pingpong.harness.measure.boundary import HeldSample, WindowSamples
 from pingpong.harness.measure.start_barrier import window_spread
-from pingpong.harness.settings.cell import CellSettings
+from pingpong.harness.settings.cell import CellSettings, cpus_for
 from pingpong.harness.system import broker as redis_broker
-from pingpong.harness.system import cpu, kernel_signals, listeners, profilers, scheduling
+from pingpong.harness.system import cpu, kernel_signals, listeners, pace, profilers, scheduling
 from pingpong.harness.system.syscall_trace import SyscallTracer
 
 
@@ -98,6 +98,10 @@ class WindowWatcher:
         self.sockets: dict[str, Any] | None = None
         self.syscalls: dict[str, Any] | None = None
         self.sampling_s: float | None = None  # CPU time this thread spent sampling inside the window (at its start)
+        # the pace of the sides' CPUs right after the window (system/pace.py): {"cpu1": ns per iteration}
+        server_cpus, client_cpus = cpus_for(settings)
+        self.pace_cpus = (server_cpus or set()) | (client_cpus or set())
+        self.cpu_pace_ns: dict[str, float] | None = None
         # the window's edges on this host's wall clock (ns): a cluster run forwards them to the server's host
         self.start_wall_ns: int | None = None
         self.end_wall_ns: int | None = None
@@ -124,7 +128,8 @@ class WindowWatcher:
             server_peak_rss_bytes=self.server_peak_rss_bytes, tcp_counters=self.tcp_counters, sockets=self.sockets,
             syscalls=self.syscalls, profiles=self.profiles, sampling_s=self.sampling_s,
             start_wall_ns=self.start_wall_ns,
-            end_wall_ns=self.end_wall_ns, connection_counters=self.connection_counters, broker=self.broker_figures)
+            end_wall_ns=self.end_wall_ns, connection_counters=self.connection_counters, broker=self.broker_figures,
+            cpu_pace_ns=self.cpu_pace_ns)
 
     @property
     def spread(self) -> dict[str, Any] | None:
@@ -252,6 +257,7 @@ class WindowWatcher:
                     profiling = {}
                     if self.server_pid is not None:
                         self.server_peak_rss_bytes = cpu.peak_rss_bytes(self.server_pid)
+                    self.cpu_pace_ns = pace.paces(self.pace_cpus)  # after the window: ~2 ms per CPU
                     if ends >= self.window_processes:
                         self.ended.set()
         finally:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pingpong.harness.analysis.costs import websocket_costs
 from pingpong.harness.analysis.host_wakeup import HostWakeup
+from pingpong.harness.analysis.pace import pace_figures
 from pingpong.harness.analysis.plain_twins import plain_twins
 from pingpong.harness.analysis.precision import precision_reach
 from pingpong.harness.analysis.stats import NOISY_CV
@@ -118,6 +119,7 @@ def matrix_section(run: RunResult, summaries: Summaries, servers: list[str], cli
         + placement_text(config) + ".",
         *([f"Precision: {reach.sentence()}."] if (reach := precision_reach(run)) else []),
         *([f"Host: {host.sentence()}."] if (host := HostWakeup.from_json(run.host_wakeup)) else []),
+        *([f"CPU pace: {paced.sentence()}."] if (paced := pace_figures(run)) else []),
         "",
         f"Each cell: median {unit} over the repeats, its CV, p99 "
         + latency_name(config) + " latency "

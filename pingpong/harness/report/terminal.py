@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pingpong.harness.analysis.anomalies import flag_cause
 from pingpong.harness.analysis.costs import CostSplit, websocket_costs
 from pingpong.harness.analysis.host_wakeup import HostWakeup
+from pingpong.harness.analysis.pace import pace_figures
 from pingpong.harness.analysis.plain_twins import plain_twins
 from pingpong.harness.analysis.precision import precision_reach
 from pingpong.harness.analysis.stats import NOISY_CV
@@ -140,6 +141,8 @@ def terminal_report(run: RunResult, summaries: Summaries, source: str | None = N
                      + ", ".join(f"{s} × {c} {format_short(rate)}" for (s, c), rate in floor_cells) + ".")
     if (host := HostWakeup.from_json(run.host_wakeup)) is not None:
         notes.append(f"Host: {host.sentence()}.")
+    if (paced := pace_figures(run)) is not None:
+        notes.append(f"CPU pace: {paced.sentence()}.")
     if more:
         notes.append(f"… and {more} more pair(s) in the ranking; every pair is in the .md, .csv and .html files.")
     notes += flag_notes(run, summaries)

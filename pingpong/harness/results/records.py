@@ -60,6 +60,9 @@ class Attempt:
     # seconds of each CPU's steal time over the window (/proc/stat): the hypervisor ran something else while this
     # guest's CPU was ready; {"cpu0": 0.0, "cpu1": 0.012}. A disturbed round shows here, on a shared VM.
     cpu_steal_s: dict[str, float] | None = None
+    # the pace of the sides' CPUs right after the window (system/pace.py): ns of CPU per iteration of a fixed loop
+    # run on each, {"cpu1": 92.1}; the same work takes longer on a vCPU whose physical core is busy elsewhere
+    cpu_pace_ns: dict[str, float] | None = None
     window_wall_s: float | None = None  # wall time between the orchestrator's two CPU samples
     # Several client processes (released together by the start barrier): processes, and the spread in s of their
     # ready, window-start and window-end events as they reached the orchestrator (start_barrier.window_spread).
