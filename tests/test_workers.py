@@ -107,9 +107,9 @@ def test_a_cluster_server_host_gives_each_worker_a_cpu_and_its_broker_is_read_at
 
 def test_the_server_gets_min_n_half_the_cpus_and_the_client_as_many(monkeypatch):
     """On 2 CPUs one each whatever N; on 8, N = 2 gives the server two and the client the next two."""
-    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
+    monkeypatch.setattr(cell, "our_cpus", lambda: (0, 1))
     assert cell.plan_cpus(True, 2) == ({0}, {1}) == cell.plan_cpus(True, 1)
-    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(8)))
+    monkeypatch.setattr(cell, "our_cpus", lambda: tuple(range(8)))
     assert cell.plan_cpus(True, 1) == ({0}, {1})
     assert cell.plan_cpus(True, 2) == ({0, 1}, {2, 3})
     assert cell.plan_cpus(True, 16) == ({0, 1, 2, 3}, {4, 5, 6, 7})
