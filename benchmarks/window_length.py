@@ -47,6 +47,8 @@ def main() -> int:
     base = replace(matrix_settings(), placement=args.placement)
     lengths = {"short": replace(base, duration_s=args.short), "long": replace(base, duration_s=args.long)}
     rates: dict[str, dict[str, dict[int, float]]] = {c.name: {"short": {}, "long": {}} for c in clients}
+    # the client's minor page faults per roundtrip in each window: a recording that grows shows here first
+    faults: dict[str, dict[str, list[float]]] = {c.name: {"short": [], "long": []} for c in clients}
     measurer = LocalMeasurer()
     for number in range(1, args.rounds + 1):
         for protocol, server in servers.items():
@@ -62,6 +64,9 @@ def main() -> int:
                             attempt = measurer.attempt_on(started, client, lengths[length], number)
                             if attempt.ok:
                                 rates[client.name][length][number] = attempt.roundtrips_per_s
+                                window_roundtrips = attempt.roundtrips_per_s * (attempt.window_wall_s or 0)
+                                if attempt.client_minor_faults is not None and window_roundtrips:
+                                    faults[client.name][length].append(attempt.client_minor_faults / window_roundtrips)
                             else:
                                 print(f"{client.name} {length} round {number}: {attempt.status}: {attempt.reason}",
                                       file=sys.stderr)
@@ -76,12 +81,16 @@ def main() -> int:
             continue
         ratio = paired_ratio(long, short)
         within = ratio.low is not None and ratio.low >= 1 - TARGET and ratio.high <= 1 + TARGET
+        client_faults = {length: statistics.median(values) if values else None
+                         for length, values in faults[client.name].items()}
         report["clients"][client.name] = {"short_rates": short, "long_rates": long, "long_over_short": asdict(ratio),
-                                          "within_target": within}
+                                          "within_target": within,
+                                          "client_faults_per_roundtrip_median": client_faults}
         interval = f" [{ratio.low:.3f}-{ratio.high:.3f}, {ratio.label()}]" if ratio.low is not None else ""
         print(f"{client.name:<15} {statistics.median(short.values()):>9,.0f}/s in {args.short:g} s windows, "
               f"{statistics.median(long.values()):>9,.0f}/s in {args.long:g} s: long/short {ratio.value:.3f}"
-              f"{interval}{'' if within else '  (not shown within ±3%)'}", file=sys.stderr)
+              f"{interval}{'' if within else '  (not shown within ±3%)'}; client page faults per roundtrip "
+              f"{client_faults['short'] or 0:.2f} and {client_faults['long'] or 0:.2f}", file=sys.stderr)
     print(json.dumps(report, indent=1))
     return 0
 
