@@ -6,9 +6,11 @@ its buffer (page faults on each); settled (glibc's thresholds fixed by GLIBC_TUN
 whatever the read size.
 """
 
+import glob
 import json
 import os
 import platform
+import shutil
 import subprocess
 import sys
 
@@ -61,6 +63,49 @@ def test_as_is_every_read_of_asyncio_size_faults_and_settled_none_does():
     assert as_is["faults"] >= READS, as_is
     assert settled["faults"] < READS / 20, settled
     assert allocator.is_settled(settled["tunables"])
+
+
+def other_interpreters() -> list[str]:
+    """CPython 3.12 and later found here (on PATH, or pyenv's), each one that starts."""
+    found = [path for name in ("python3.12", "python3.13") if (path := shutil.which(name))]
+    found += sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.1[2-9]*/bin/python3")))
+    working = {}
+    for path in found:
+        try:
+            version = subprocess.run([path, "-c", "import sys; print(sys.version_info[:2])"], capture_output=True,
+                                     text=True, timeout=30).stdout.strip()
+        except OSError:
+            continue
+        if version and version not in working:
+            working[version] = path
+    return list(working.values())
+
+
+OTHER_INTERPRETERS = other_interpreters()
+
+
+@glibc_only
+@pytest.mark.skipif(not OTHER_INTERPRETERS, reason="no python3.12 or python3.13 on PATH")
+@pytest.mark.parametrize("interpreter", OTHER_INTERPRETERS)
+def test_settled_holds_on_other_interpreter_versions(interpreter):
+    """The tunables do not depend on CPython's version or its read path: as-is faults, settled does not."""
+    for mode, check in (("as-is", lambda faults: faults >= READS), ("settled", lambda faults: faults < READS / 20)):
+        environment = {key: value for key, value in os.environ.items() if key not in (MALLOC_ENV, GLIBC_TUNABLES_ENV)}
+        completed = subprocess.run([interpreter, "-c", READER, str(256 * 1024)], cwd=ROOT, capture_output=True,
+                                   text=True, timeout=60, check=True,
+                                   env={**environment, MALLOC_ENV: mode, "PYTHONPATH": str(ROOT)})
+        result = json.loads(completed.stdout)
+        assert result["mode"] == mode and check(result["faults"]), (interpreter, result)
+
+
+def test_a_program_read_from_standard_input_says_it_runs_as_is():
+    """It cannot be started again with the tunables: it says so in one line and reports as-is, never settled."""
+    environment = {key: value for key, value in os.environ.items() if key not in (MALLOC_ENV, GLIBC_TUNABLES_ENV)}
+    completed = subprocess.run([sys.executable, "-"], input="from pingpong.kit import allocator\n"
+                               "print(allocator.settle())\n", cwd=ROOT, env=environment, capture_output=True,
+                               text=True, timeout=60)
+    assert completed.stdout.strip() == "as-is"
+    assert "tunables are not in force" in completed.stderr and len(completed.stderr.strip().splitlines()) == 1
 
 
 @glibc_only

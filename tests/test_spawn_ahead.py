@@ -15,7 +15,7 @@ from pingpong.contract import EVENTS_FD_ENV, GO_LINE, START_FD_ENV
 from pingpong.harness.measure.clients_ahead import START_GATE_FEATURE, can_start_ahead, wait_until_armed
 from pingpong.harness.measure.local import LocalMeasurer, run_attempt_on
 from pingpong.harness.measure.server import start_server
-from pingpong.harness.settings.cell import CellSettings, cpus_for
+from pingpong.harness.settings.cell import CellSettings, cpus_for, orchestrator_cpus
 from pingpong.harness.settings.manifest import resolve_command
 from pingpong.harness.system import kernel_signals, processes
 from tests.conftest import ROOT, by_name
@@ -79,8 +79,9 @@ def test_a_driver_waits_unconnected_at_its_gate(client, shared_servers, tmp_path
 
 
 def test_a_servers_clients_all_start_while_it_gets_ready(tmp_path):
-    """By default every client of a server's group starts with the server, on the client's CPU (and the server's
-    once the server is ready), and waits there loaded and unconnected, numbered by the turn it will take (the C floor's, which has no gate, starts at its turn
+    """By default every client of a server's group starts with the server, off the CPU it will be measured on
+    (same-cpu: beside the orchestrator; split: the client's CPU, and the server's once it is ready), and waits there
+    loaded and unconnected, numbered by the turn it will take (the C floor's, which has no gate, starts at its turn
     and keeps its own turn's number); each attempt takes its own in order, measures and verifies as usual, with the
     warmup of its place (the Node.js client's jit warmup); the last leaves none."""
     settings = replace(SETTINGS, jit_warmup_s=0.3)
@@ -94,8 +95,10 @@ def test_a_servers_clients_all_start_while_it_gets_ready(tmp_path):
         assert [(w.client_name, w.number) for w in waiting] == [("websockets", 1), ("node-ws", 3), ("bun", 4)]
         for client in waiting:
             assert client.process.popen.poll() is None
-            # loaded on the client's CPUs, and the server's too once it was ready (it moves at its turn)
-            assert os.sched_getaffinity(client.process.pid) == server_cpus | client_cpus
+            # split: loaded on the client's CPUs, and the server's too once it was ready; same-cpu (one pair's
+            # default): beside the orchestrator, off the CPU the attempts measure on (it moves at its turn)
+            loading = orchestrator_cpus(settings) or server_cpus | client_cpus
+            assert os.sched_getaffinity(client.process.pid) == loading
             assert kernel_signals.inspect_sockets([client.process.pid], started.port, False)["sockets"] == 0
         attempts = [run_attempt_on(started, clients[0], settings, 1, ROOT)]
         assert all(w.armed for w in waiting)  # the first go came only once every waiting client had loaded

@@ -60,6 +60,10 @@ def settle(environ=os.environ) -> str:
     if mode not in MALLOC_MODES:
         sys.exit(f"{MALLOC_ENV}={mode!r}: expected one of {', '.join(MALLOC_MODES)}")
     if mode == "settled" and not is_settled(environ.get(GLIBC_TUNABLES_ENV)) and environ is os.environ:
+        if sys.argv[0] in ("", "-"):  # a program read from standard input cannot be started again
+            print("glibc's malloc tunables are not in force (a program read from standard input is not started "
+                  "again with them): running as-is", file=sys.stderr)
+            return "as-is"
         sys.stdout.flush()
         sys.stderr.flush()
         os.environ[GLIBC_TUNABLES_ENV] = with_settled_tunables(os.environ.get(GLIBC_TUNABLES_ENV))

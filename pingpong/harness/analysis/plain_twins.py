@@ -27,6 +27,9 @@ class PlainTwin:
     plain_cpu_us_per_roundtrip: float | None
     driver_cpu_us_per_roundtrip: float | None
     driver_allocator: str
+    # the plain program's: as-is in runs from before 2026-11-26 (only the suite's own programs were settled, at their
+    # start); since, every process the suite starts runs with the run's --malloc (configuration "malloc_scope")
+    plain_allocator: str = "as-is"
     runtime: str = "python"  # the plain program's: glibc's allocator mode explains page faults only in Python
 
     @property
@@ -45,10 +48,22 @@ class PlainTwin:
         return "page faults and client CPU per roundtrip alike"
 
 
+EVERY_PROCESS = "every process"  # configuration "malloc_scope": --malloc reaches every process the run starts
+
+
+def allocators_text(twin: PlainTwin) -> str:
+    """How the plain programs and the drivers ran their allocator, for the reports' notes."""
+    if twin.plain_allocator == twin.driver_allocator:
+        return f"the plain programs and the drivers both ran with --malloc {twin.driver_allocator}"
+    return (f"the plain programs ran with glibc's allocator {twin.plain_allocator}; the drivers with --malloc "
+            f"{twin.driver_allocator}")
+
+
 def plain_twins(run: RunResult, summaries: Summaries) -> list[PlainTwin]:
     """Every measured plain program with its driver twin measured on the same server in the same rounds."""
     clients = run.implementations.get("client", {})
     malloc = run.configuration.get("malloc") or "settled"
+    plain_malloc = malloc if run.configuration.get("malloc_scope") == EVERY_PROCESS else "as-is"
     found = []
     for cell in run.cells:
         twin = (clients.get(cell.client) or {}).get("twin")
@@ -64,5 +79,6 @@ def plain_twins(run: RunResult, summaries: Summaries) -> list[PlainTwin]:
             driver_faults_per_roundtrip=driver.client_cpu.minor_faults_per_roundtrip,
             plain_cpu_us_per_roundtrip=plain.client_cpu.us_per_roundtrip,
             driver_cpu_us_per_roundtrip=driver.client_cpu.us_per_roundtrip, driver_allocator=malloc,
+            plain_allocator=plain_malloc,
             runtime=(clients.get(cell.client) or {}).get("runtime", "python")))
     return found

@@ -15,7 +15,7 @@ from dataclasses import asdict
 from typing import Any
 
 from pingpong.harness.analysis.costs import CostSplit, websocket_costs
-from pingpong.harness.analysis.plain_twins import plain_twins
+from pingpong.harness.analysis.plain_twins import allocators_text, plain_twins
 from pingpong.harness.analysis.stats import Difference, Ratio
 from pingpong.harness.analysis.summary import SIDES, CellSummary, Summaries
 from pingpong.harness.analysis.time_budget import TimeBudget
@@ -311,8 +311,8 @@ def plain_beside_drivers(run: RunResult, summaries: Summaries) -> list[str]:
         return []
     lines = ["<h2>Plain programs beside the drivers</h2>",
              '<p class="note">A program as people write it, measured from outside, over the suite\'s driver client of '
-             "the same library on the same server: the median of the per-round ratios with its interval. The plain "
-             f"programs run with glibc's allocator as-is; the drivers ran with --malloc {e(twins[0].driver_allocator)}."
+             "the same library on the same server: the median of the per-round ratios with its interval; "
+             f"{e(allocators_text(twins[0]))}."
              "</p>", '<div class="scroll"><table id="plain">',
              "<thead><tr><th>server</th><th>plain / driver</th><th>plain ÷ driver</th><th>page faults per roundtrip"
              "</th><th>client µs per roundtrip</th><th>what differs</th></tr></thead>", "<tbody>"]

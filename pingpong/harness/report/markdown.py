@@ -6,7 +6,7 @@ from __future__ import annotations
 from pingpong.harness.analysis.costs import websocket_costs
 from pingpong.harness.analysis.host_wakeup import HostWakeup
 from pingpong.harness.analysis.pace import pace_figures
-from pingpong.harness.analysis.plain_twins import plain_twins
+from pingpong.harness.analysis.plain_twins import allocators_text, plain_twins
 from pingpong.harness.analysis.precision import precision_reach
 from pingpong.harness.analysis.stats import NOISY_CV
 from pingpong.harness.analysis.summary import Summaries, workload_kind
@@ -62,8 +62,8 @@ def plain_section(run: RunResult, summaries: Summaries) -> list[str]:
     usual = usual_label(ratios)
     lines = ["", "Plain programs beside the drivers: a program as people write it, measured from outside, over the "
              "suite's driver client of the same library on the same server (the median of the per-round ratios; "
-             f"{interval_legend(ratios)}), with each one's client page faults and CPU per roundtrip. The plain "
-             f"programs run with glibc's allocator as-is; the drivers ran with --malloc {twins[0].driver_allocator}:",
+             f"{interval_legend(ratios)}), with each one's client page faults and CPU per roundtrip; "
+             f"{allocators_text(twins[0])}:",
              "", "| server | plain / driver | plain ÷ driver | page faults per roundtrip, plain / driver "
              "| client µs per roundtrip, plain / driver | what differs |", "|---|---|---:|---:|---:|---|"]
     for twin in twins:

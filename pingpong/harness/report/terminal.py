@@ -7,6 +7,7 @@ percentiles, CPU, flags' reasons) are in the saved .md, .csv and .html files.
 
 from __future__ import annotations
 
+import statistics
 import textwrap
 from dataclasses import dataclass
 
@@ -14,15 +15,16 @@ from pingpong.harness.analysis.anomalies import flag_cause
 from pingpong.harness.analysis.costs import CostSplit, websocket_costs
 from pingpong.harness.analysis.host_wakeup import HostWakeup
 from pingpong.harness.analysis.pace import pace_figures
-from pingpong.harness.analysis.plain_twins import plain_twins
+from pingpong.harness.analysis.plain_twins import allocators_text, plain_twins
 from pingpong.harness.analysis.precision import precision_reach
 from pingpong.harness.analysis.stats import NOISY_CV
 from pingpong.harness.analysis.summary import CellSummary, Summaries
 from pingpong.harness.analysis.workers import workers_figures
-from pingpong.harness.report.formatting import (REFERENCE_TEXT, Headline, axes, axis_loops, fastest_cell, floors,
-                                                format_duration_ns, format_rate, is_contender, is_floor,
-                                                placement_text, rate_unit, relative_to_fastest, rounds_text,
-                                                short_rate, topology_line, usual_label, with_loop, workload_title)
+from pingpong.harness.report.formatting import (REFERENCE_TEXT, Headline, axes, axis_loops, excess_by_cell,
+                                                fastest_cell, floors, format_duration_ns, format_rate, is_contender,
+                                                is_floor, placement_text, rate_unit, relative_to_fastest,
+                                                rounds_text, short_rate, topology_line, usual_label, with_loop,
+                                                workload_title)
 from pingpong.harness.report.workloads import cell_figures
 from pingpong.harness.report import profile_report
 from pingpong.harness.report import workers as workers_report
@@ -194,14 +196,28 @@ def flag_notes(run: RunResult, summaries: Summaries) -> list[str]:
     if not flagged:
         return []
     costs = websocket_costs(run)
+    excess = excess_by_cell(run, summaries)
     lines = [f"Flagged ({flagged} cell{'s' if flagged != 1 else ''}), by cause: its cells, their WebSocket cost (the "
-             "table above), what the cause does. Each cell's reasons and time budget are in the files; "
+             "table above) and what they take beyond a healthy pair (the same client with an unflagged server), "
+             "what the cause does. Each cell's reasons and time budget are in the files; "
              "`run_bench.py diagnose SERVER CLIENT` digs into one:"]
     for cause, cells in by_cause.items():
         cost = cause_cost_text(cells, costs, COST_PARTS.get(cause, "end_to_end"))
+        beyond = excess_text(cells, excess)
         lines.append(f"  {cause}: {cells_text(cells)}." + (f" {cost}." if cost else "")
-                     + (f" {MECHANISMS[cause]}" if cause in MECHANISMS else ""))
+                     + (f" {beyond}." if beyond else "") + (f" {MECHANISMS[cause]}" if cause in MECHANISMS else ""))
     return lines
+
+
+def excess_text(cells: list[tuple[str, str]], excess: dict) -> str:
+    """'Beyond a healthy pair +90 to +107 µs per roundtrip (median +98)' over the cells that have one; '' else."""
+    values = sorted(found.difference.value for cell in cells if (found := excess.get(cell)) is not None)
+    if not values:
+        return ""
+    if len(values) == 1:
+        return f"Beyond a healthy pair {values[0]:+.0f} µs per roundtrip"
+    return (f"Beyond a healthy pair {values[0]:+.0f} to {values[-1]:+.0f} µs per roundtrip (median "
+            f"{statistics.median(values):+.0f})")
 
 
 def cells_text(cells: list[tuple[str, str]]) -> str:
@@ -338,7 +354,7 @@ def plain_table(run: RunResult, summaries: Summaries) -> Table | None:
 
     return Table(title="Plain programs (as written, measured from outside) over the driver of the same library, "
                        f"paired by round; interval: {usual or 'none (one round)'}; page faults per roundtrip of each "
-                       f"client (plain: allocator as-is; drivers: --malloc {twins[0].driver_allocator})",
+                       f"client ({allocators_text(twins[0])})",
                  header=("server", "plain", "driver", "ratio", "interval", "faults plain", "faults driver"),
                  rows=tuple((twin.server, twin.plain, twin.driver, f"{twin.ratio.value:.2f}×",
                              "–" if twin.ratio.low is None else f"{twin.ratio.low:.2f}–{twin.ratio.high:.2f}",

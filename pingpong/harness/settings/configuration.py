@@ -212,6 +212,7 @@ class RunConfiguration:
         dimensions = {name: list(dict.fromkeys(point[name] for point in self.points))
                       for name in (self.points[0] if self.points else {})}
         return {**asdict(settings), "repeat": self.repeat, "rounds": self.rounds.recorded(),
+                "malloc_scope": "every process",  # --malloc reaches every process the run starts (analysis/plain_twins)
                 "dimensions": {name: values for name, values in dimensions.items() if len(values) > 1},
                 "pinned": settings.server_cpus is not None,
                 "server_cpus": sorted(settings.server_cpus) if settings.server_cpus else None,
