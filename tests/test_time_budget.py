@@ -58,7 +58,7 @@ def test_stat_gives_user_and_system_ticks_after_the_name():
 
 def test_a_delta_counts_the_threads_present_at_both_edges_only():
     """A thread that started or exited inside the window is left out with what it did; ticks per process; the main
-    thread's (tid = pid) CPU and run delay apart from the other threads'."""
+    thread's (the busiest) CPU and run delay apart from the other threads'."""
     before = SchedulingSample(threads={(10, 10): (1_000, 5, 1, 100), (10, 11): (9_000, 90, 9, 900),
                                        (10, 13): (0, 0, 0, 50)}, ticks={10: (100, 20)})
     after = SchedulingSample(threads={(10, 10): (4_000, 25, 3, 600), (10, 12): (7_000, 70, 7, 700),
@@ -68,6 +68,16 @@ def test_a_delta_counts_the_threads_present_at_both_edges_only():
                                                          threads=2, main_thread_cpu_ns=500, other_threads_cpu_ns=200,
                                                          main_thread_run_delay_ns=3_000)
     assert scheduling.delta(before, SchedulingSample(threads={(10, 12): (1, 1, 1, 1)})) is None
+
+
+def test_the_main_thread_is_the_one_that_ran_the_loop_not_the_first():
+    """Go runs its goroutines on threads of its own and leaves the process's first thread idle: the busiest thread
+    of each process is its main one."""
+    before = SchedulingSample(threads={(10, 10): (0, 0, 0, 100), (10, 11): (0, 0, 0, 900), (20, 20): (0, 0, 0, 0)})
+    after = SchedulingSample(threads={(10, 10): (5, 1, 0, 110), (10, 11): (7, 2, 0, 5_900), (20, 20): (1, 1, 0, 40)})
+    reading = scheduling.delta(before, after)
+    assert (reading.main_thread_cpu_ns, reading.other_threads_cpu_ns) == (5_040, 10)
+    assert reading.main_thread_run_delay_ns == 8
 
 
 def test_schedstat_gives_the_cpu_time_and_the_run_delay():

@@ -40,9 +40,9 @@ class Scheduling:
     user_ticks: int  # utime of /proc/PID/stat, clock ticks (SC_CLK_TCK a second)
     system_ticks: int  # stime
     threads: int  # the threads counted: present at both edges
-    # CPU time (schedstat's 1st field, ns) of each process's main thread (tid = pid), where its event loop runs, and
-    # of its other threads (a runtime's thread pool, GC and compiler threads), which run beside it. None in files
-    # from before this split
+    # CPU time (schedstat's 1st field, ns) of each process's main thread, the one that ran its event loop (its
+    # busiest in the window: main_threads), and of its other threads (a runtime's thread pool, GC and compiler
+    # threads), which run beside it. None in files from before this split
     main_thread_cpu_ns: int | None = None
     other_threads_cpu_ns: int | None = None
     main_thread_run_delay_ns: int | None = None  # the main threads' share of run_delay_ns
@@ -141,6 +141,7 @@ def delta(before: SchedulingSample, after: SchedulingSample) -> Scheduling | Non
     if not common:
         return None
     grown = {key: tuple(now - then for now, then in zip(after.threads[key], before.threads[key])) for key in common}
+    main = main_threads(grown)
     processes = before.ticks.keys() & after.ticks.keys()
     return Scheduling(
         run_delay_ns=sum(figures[0] for figures in grown.values()),
@@ -148,6 +149,17 @@ def delta(before: SchedulingSample, after: SchedulingSample) -> Scheduling | Non
         involuntary_switches=sum(figures[2] for figures in grown.values()),
         user_ticks=sum(after.ticks[pid][0] - before.ticks[pid][0] for pid in processes),
         system_ticks=sum(after.ticks[pid][1] - before.ticks[pid][1] for pid in processes), threads=len(common),
-        main_thread_cpu_ns=sum(figures[3] for (pid, tid), figures in grown.items() if pid == tid),
-        other_threads_cpu_ns=sum(figures[3] for (pid, tid), figures in grown.items() if pid != tid),
-        main_thread_run_delay_ns=sum(figures[0] for (pid, tid), figures in grown.items() if pid == tid))
+        main_thread_cpu_ns=sum(figures[3] for key, figures in grown.items() if key in main),
+        other_threads_cpu_ns=sum(figures[3] for key, figures in grown.items() if key not in main),
+        main_thread_run_delay_ns=sum(figures[0] for key, figures in grown.items() if key in main))
+
+
+def main_threads(grown: dict[tuple[int, int], tuple[int, ...]]) -> set[tuple[int, int]]:
+    """Each process's thread that ran its event loop in the window: its busiest (the most CPU time, figures[3]).
+    Node.js, Bun and Python run their loop on the process's first thread; Go runs goroutines on threads of its
+    own and leaves the first one idle, so "the first thread" would say its server did nothing."""
+    busiest: dict[int, tuple[int, int]] = {}
+    for (pid, tid), figures in grown.items():
+        if pid not in busiest or figures[3] > grown[busiest[pid]][3]:
+            busiest[pid] = (pid, tid)
+    return set(busiest.values())
