@@ -273,7 +273,8 @@ def unsettled_notes(summary, server_runtime: str | None, client_runtime: str | N
 def unsettled_cause(runtime: str | None) -> str:
     """Why a side of this runtime can take page faults with glibc's thresholds fixed, as far as the suite knows."""
     if runtime == "python":
-        return "a Python side with glibc's thresholds fixed: its heap still grew in the window"
+        return ("a Python side with glibc's thresholds fixed: faults not per message but a few hundred a second, "
+                "not from CPython's arenas either (a lead: docs/methodology.md, the allocator's state)")
     if runtime == "node":
         return "V8's garbage collector releasing and taking back pages of its young generation"
     if runtime == "bun":
