@@ -78,7 +78,11 @@ def expected_precision(values: list[float], n: int) -> float:
     """The larger half-width, over the median, that the median's interval of n rounds is expected to have if the
     rounds fall as these values did."""
     ordered = sorted(values)
-    median = statistics.median(ordered)
+    return _expected_precision(ordered, statistics.median(ordered), n)
+
+
+def _expected_precision(ordered: list[float], median: float, n: int) -> float:
+    """expected_precision of values already sorted, with their median."""
     low_rank, high_rank, _ = order_statistic_ranks(n, disturbed_side=RATE_DISTURBED_SIDE)
     low = quantile(ordered, blom_position(low_rank, n))
     high = quantile(ordered, blom_position(n - high_rank + 1, n))
@@ -90,8 +94,10 @@ def rounds_needed(values: list[float], target: float, most: int = MOST_ROUNDS) -
     fewer than 3 values, `most` + 1 when not even `most` would do."""
     if len(values) < 3 or statistics.median(values) <= 0:
         return None
+    ordered = sorted(values)
+    median = statistics.median(ordered)
     for n in range(len(values) + 1, most + 1):
-        if expected_precision(values, n) <= target:
+        if _expected_precision(ordered, median, n) <= target:
             return n
     return most + 1
 

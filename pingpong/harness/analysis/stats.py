@@ -46,8 +46,10 @@ def order_statistic_rank(n: int, confidence: float = CONFIDENCE) -> tuple[int, f
     if n < 1:
         raise ValueError("an interval needs at least one value")
     best = 1
+    below = 0  # P(Binomial(n, 1/2) <= k-1) times 2ⁿ, summed as k grows: _coverage(n, k) without its sum anew
     for k in range(1, n // 2 + 1):
-        if _coverage(n, k) >= confidence:
+        below += math.comb(n, k - 1)
+        if 1 - (below + below) / 2**n >= confidence:
             best = k
         else:
             break
