@@ -28,6 +28,50 @@ COMPATIBLE_PAIRS = [(s, c) for s in SERVERS for c in CLIENTS if s.protocol == c.
 TEST_IMPLEMENTATIONS = load_manifest(ROOT / "tests" / "manifest.toml")
 
 
+# The slowest tests, 10 s or more each in a whole run on 2 CPUs (--durations, 2026-11-26): marked slow, so that
+# `python -m pytest -m "not slow"` is the quick subset while developing; `python -m pytest` still runs them all.
+SLOW_TESTS = {
+    "test_cluster.py::test_a_two_by_two_matrix_runs_across_hosts_with_each_side_counted_on_its_own_host",
+    "test_cluster.py::test_a_worker_lost_mid_run_fails_its_attempt_and_the_run_completes",
+    "test_cluster.py::test_kill_9_of_the_orchestrator_leaves_no_process_on_any_host",
+    "test_cluster.py::test_the_documented_commands_run_a_cluster",
+    "test_compare_alternate.py::test_two_checkouts_run_alternately_and_compare_across_runs",
+    "test_diagnosis.py::test_compression_flag_fires_when_deflate_is_negotiated_and_not_with_compression_off",
+    "test_diagnosis.py::test_diagnose_names_nagle_for_the_split_write_server",
+    "test_diagnosis.py::test_diagnose_on_a_healthy_pair_finds_no_anomaly_and_counts_syscalls",
+    "test_docs.py::test_the_documented_compression_comparison_runs",
+    "test_docs.py::test_the_documented_profiled_diagnosis_runs",
+    "test_native_websocket.py::test_native_servers_and_clients_speak_wss_with_each_other_and_python",
+    "test_native_websocket.py::test_the_native_set_runs_beside_the_default_one_with_its_floor_cost_split",
+    "test_outside.py::test_bad_programs_fail_their_cells_with_a_reason_and_the_run_goes_on",
+    "test_package_envs.py::test_a_cell_runs_with_2023_releases_and_records_them",
+    "test_profiling.py::test_a_bun_side_runs_its_own_profiler_kept_to_the_window",
+    "test_profiling.py::test_a_function_burning_known_cpu_tops_its_sides_profile_at_that_cost",
+    "test_profiling.py::test_ctrl_c_while_profiling_leaves_no_process_behind",
+    "test_profiling.py::test_run_profile_profiles_the_named_cell_beside_its_rows_fastest_client",
+    "test_reliability.py::test_faulty_servers_fail_their_cells_and_the_run_goes_on",
+    "test_reliability.py::test_resume_measures_only_missing_attempts_and_refuses_other_settings",
+    "test_reliability.py::test_servers_under_abuse_keep_serving_other_rooms",
+    "test_run_bench.py::test_one_server_process_per_round_serves_the_row_and_fresh_server_does_not",
+    "test_run_bench.py::test_sub_matrix_writes_json_and_markdown",
+    "test_terminal_screen.py::test_a_quick_run_in_a_real_terminal_shows_its_plan_progress_and_whole_matrix",
+    "test_tls.py::test_tls_cells_run_end_to_end_with_a_throwaway_certificate",
+    "test_workers.py::test_a_run_over_workers_records_the_broker_and_leaves_nothing",
+    "test_workloads.py::test_a_client_without_pairs_support_is_skipped_with_the_reason",
+    "test_workloads.py::test_broadcast_delivers_every_message_to_every_receiver_across_client_processes",
+    "test_workloads.py::test_idle_connections_are_held_and_seen_by_the_kernel_on_the_server_side",
+    "test_workloads.py::test_open_loop_latency_grows_past_the_saturation_of_a_slow_server",
+    "test_workloads.py::test_pairs_spread_over_client_processes_add_up",
+    "test_workloads.py::test_payload_sweep_carries_exact_sizes_and_kinds_through_python_and_node_clients",
+}
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if f"{item.path.name}::{getattr(item, 'originalname', item.name)}" in SLOW_TESTS:
+            item.add_marker(pytest.mark.slow)
+
+
 def url_scheme(implementation) -> str:
     return "tcp" if implementation.protocol == "raw-tcp" else "ws"
 
