@@ -154,6 +154,8 @@ def test_the_native_set_runs_beside_the_default_one_with_its_floor_cost_split(tm
     assert measured == ({(s.name, c.name) for s in NATIVE_SERVERS for c in NATIVE_CLIENTS}
                         | {("raw-tcp-c", "raw-tcp-c")})
     assert len(measured) == 21
+    # the C floor on both axes: the host's figure is measured before the rounds (other tests turn it off)
+    assert result["host_wakeup"]["floor"] == "raw-tcp-c × raw-tcp-c", result["host_wakeup"]
     markdown = (tmp_path / "latest.md").read_text()
     assert "go-gorilla" in markdown and "WebSocket cost" in markdown
     assert f"| {PROTOCOL_FLOOR} | {PROTOCOL_FLOOR} | " in markdown.split("WebSocket cost per roundtrip")[1]
