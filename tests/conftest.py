@@ -57,11 +57,9 @@ SLOW_TESTS = {
     "test_terminal_screen.py::test_a_quick_run_in_a_real_terminal_shows_its_plan_progress_and_whole_matrix",
     "test_tls.py::test_tls_cells_run_end_to_end_with_a_throwaway_certificate",
     "test_workers.py::test_a_run_over_workers_records_the_broker_and_leaves_nothing",
-    "test_workloads.py::test_a_client_without_pairs_support_is_skipped_with_the_reason",
     "test_workloads.py::test_broadcast_delivers_every_message_to_every_receiver_across_client_processes",
     "test_workloads.py::test_idle_connections_are_held_and_seen_by_the_kernel_on_the_server_side",
     "test_workloads.py::test_open_loop_latency_grows_past_the_saturation_of_a_slow_server",
-    "test_workloads.py::test_pairs_spread_over_client_processes_add_up",
     "test_workloads.py::test_payload_sweep_carries_exact_sizes_and_kinds_through_python_and_node_clients",
 }
 
