@@ -24,11 +24,15 @@ import sys
 from pingpong.contract import DEFAULT_MALLOC, GLIBC_TUNABLES_ENV, MALLOC_ENV, MALLOC_MODES, SETTLED_MALLOC_TUNABLES
 
 
+def others_tunables(tunables: str | None) -> list[str]:
+    """The entries of GLIBC_TUNABLES that are not ours (a user's own), in their order."""
+    ours = {entry.split("=", 1)[0] for entry in SETTLED_MALLOC_TUNABLES}
+    return [entry for entry in (tunables or "").split(":") if entry and entry.split("=", 1)[0] not in ours]
+
+
 def with_settled_tunables(tunables: str | None) -> str:
     """GLIBC_TUNABLES with the settled thresholds: any other tunable kept, our two replacing any earlier value."""
-    ours = {entry.split("=", 1)[0] for entry in SETTLED_MALLOC_TUNABLES}
-    kept = [entry for entry in (tunables or "").split(":") if entry and entry.split("=", 1)[0] not in ours]
-    return ":".join([*kept, *SETTLED_MALLOC_TUNABLES])
+    return ":".join([*others_tunables(tunables), *SETTLED_MALLOC_TUNABLES])
 
 
 def is_settled(tunables: str | None) -> bool:
@@ -41,15 +45,11 @@ def tunables_environment(mode: str, environ: dict[str, str]) -> dict[str, str]:
     """The environment a process is started with for this malloc mode: settled adds the tunables; as-is removes
     ours (a user's own GLIBC_TUNABLES stays)."""
     environment = dict(environ)
-    if mode == "settled":
-        environment[GLIBC_TUNABLES_ENV] = with_settled_tunables(environ.get(GLIBC_TUNABLES_ENV))
-        return environment
-    ours = {entry.split("=", 1)[0] for entry in SETTLED_MALLOC_TUNABLES}
-    kept = [entry for entry in environ.get(GLIBC_TUNABLES_ENV, "").split(":")
-            if entry and entry.split("=", 1)[0] not in ours]
     environment.pop(GLIBC_TUNABLES_ENV, None)
-    if kept:
-        environment[GLIBC_TUNABLES_ENV] = ":".join(kept)
+    tunables = (with_settled_tunables(environ.get(GLIBC_TUNABLES_ENV)) if mode == "settled"
+                else ":".join(others_tunables(environ.get(GLIBC_TUNABLES_ENV))))
+    if tunables:
+        environment[GLIBC_TUNABLES_ENV] = tunables
     return environment
 
 
