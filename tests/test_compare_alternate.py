@@ -15,6 +15,7 @@ from pingpong.harness.settings.catalog import PROJECT_ROOT
 from pingpong.harness.settings.usage import UsageError
 from pingpong.harness.system import guardian
 from tests.conftest import ROOT, TEST_TOKEN_ENV, processes_carrying
+from tests.interactive import sigint_at_default
 from tests.test_cli_input import assert_one_line_error
 
 FLOOR_RUN = ["--servers", "raw-tcp-python", "--clients", "raw-tcp-python", "--duration", "0.2", "--warmup", "0.1"]
@@ -104,15 +105,12 @@ def test_ctrl_c_stops_the_run_in_progress_and_leaves_no_process(checkouts, tmp_p
 
     compare is started as from a terminal, SIGINT at its default, whatever this test process inherited: under
     `nohup ... &` or a script's background job SIGINT comes ignored, and run_bench.py keeps an ignored SIGINT
-    ignored on purpose (tests/test_run_bench.py holds that case), so the Ctrl-C here would never arrive."""
-    def interactive_sigint() -> None:
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
-
+    ignored on purpose, so the Ctrl-C here would never arrive (tests/interactive.py)."""
     kept = tmp_path / "kept"
     process = subprocess.Popen([sys.executable, "run_bench.py", "compare", "--alternate", *map(str, checkouts),
                                 "--runs", "2", "--keep", str(kept), "--", *FLOOR_RUN, "--repeat", "40"],
                                cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               preexec_fn=interactive_sigint)
+                               preexec_fn=sigint_at_default)
     token = os.environ[TEST_TOKEN_ENV]
     seen = []
     try:

@@ -19,6 +19,7 @@ from pingpong.harness.commands import diagnose_profiles
 from pingpong.harness.results.records import Attempt
 from pingpong.harness.system import profilers
 from tests.conftest import ROOT
+from tests.interactive import sigint_at_default
 from tests.test_html_report import BROWSER, Elements, chromium, needs_browser
 
 def py_spy_cannot_attach() -> str | None:
@@ -123,7 +124,7 @@ def test_ctrl_c_while_profiling_leaves_no_process_behind(tmp_path):
     """SIGINT once the profilers are attached: diagnose ends, and neither py-spy nor the pair runs on."""
     process = subprocess.Popen([*DIAGNOSE, "--profile-rounds", "3", "--duration", "3", "--results-dir",
                                 str(tmp_path)], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                               start_new_session=True)
+                               start_new_session=True, preexec_fn=sigint_at_default)
     try:
         deadline = time.monotonic() + 120
         while not list(tmp_path.glob("*-profiles/*/server*.log")) or not processes_naming(str(tmp_path)):

@@ -26,6 +26,7 @@ from pingpong.harness.settings.catalog import skip_reason
 from pingpong.harness.settings.configuration import build_configuration, resolve_options
 from pingpong.harness.system import broker, listeners, processes
 from tests.conftest import IMPLEMENTATIONS, ROOT, CellSettings, by_name, stopped_cleanly
+from tests.interactive import sigint_at_default
 from tests.test_contract import node_exports
 
 WORKER_SERVERS = [i for i in IMPLEMENTATIONS if i.role == "server" and "workers" in i.features]
@@ -235,7 +236,7 @@ def start_run_in_background(tmp_path: Path) -> subprocess.Popen:
         return subprocess.Popen([sys.executable, str(ROOT / "run_bench.py"), "--servers", "sanic-workers",
                                  "--clients", "websockets", "--workers", "2", "--repeat", "6", "--duration", "2",
                                  "--warmup", "0.2", "--results-dir", str(tmp_path / "results")], cwd=ROOT,
-                                stdout=subprocess.DEVNULL, stderr=stderr)
+                                stdout=subprocess.DEVNULL, stderr=stderr, preexec_fn=sigint_at_default)
 
 
 def wait_for_broker_and_workers(process: subprocess.Popen) -> list[int]:
