@@ -61,6 +61,8 @@ RUN_BY = {
         "tests/test_docs.py::test_the_documented_profiled_diagnosis_runs",
     ("docs/diagnosing.md", "run_bench.py --compression default"):
         "tests/test_docs.py::test_the_documented_compression_comparison_runs",
+    ("docs/workloads.md", "run_bench.py scaling results/reference"):
+        "tests/test_scaling.py::test_the_documented_command_predicts_each_cell_at_each_n",
 }
 
 

@@ -10,7 +10,7 @@ import tempfile
 from pathlib import Path
 
 from pingpong.harness.cluster import commands as cluster_commands
-from pingpong.harness.commands import abuse, compare, compare_alternate, diagnose, report, run_profiles
+from pingpong.harness.commands import abuse, compare, compare_alternate, diagnose, report, run_profiles, scaling
 from pingpong.harness.commands import run as matrix
 from pingpong.harness.commands.parser import COMMANDS, build_parser
 from pingpong.harness.results.files import prepare_results_dir
@@ -55,6 +55,8 @@ def run(argv: list[str] | None) -> int:
         if compare_alternate.asked(options, run_options):
             return compare_alternate.run(options, run_options)
         return compare.run(options)
+    if options.command == "scaling":
+        return scaling.run(options)
     if options.command == "abuse":
         return abuse.run(options)
     if options.command == "report":

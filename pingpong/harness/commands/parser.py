@@ -11,14 +11,15 @@ from pathlib import Path
 
 from pingpong import SUITE_VERSION
 from pingpong.harness.cluster import commands as cluster_commands
-from pingpong.harness.commands import abuse, compare, diagnose, report
+from pingpong.harness.commands import abuse, compare, diagnose, report, scaling
 from pingpong.harness.results.files import DEFAULT_RESULTS_DIR
 from pingpong.harness.settings.catalog import PROJECT_ROOT
 from pingpong.harness.settings.configuration import (DEFAULT_MATRIX_DURATION_S, DEFAULT_MATRIX_WARMUP_S,
                                                      add_measuring_options, add_package_options, add_round_options)
 from pingpong.harness.settings.usage import OneLineArgumentParser
 
-COMMANDS = ("run", "measure", "list", "report", "diagnose", "compare", "abuse", "cluster-certs", "cluster")
+COMMANDS = ("run", "measure", "list", "report", "diagnose", "compare", "scaling", "abuse", "cluster-certs",
+            "cluster")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -55,6 +56,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Measure one server x client cell in depth and explain its rate."))
     compare.add_arguments(commands.add_parser("compare", help="compare two runs cell by cell",
                                               description=compare.DESCRIPTION))
+    scaling.add_arguments(commands.add_parser(
+        "scaling", help="from a --workers sweep, what N server CPUs would give on a bigger host (a fitted model)",
+        description=scaling.DESCRIPTION))
     abuse.add_arguments(commands.add_parser("abuse", help="rogue clients against every server: does a pair go on?",
                                             description=abuse.DESCRIPTION))
     certificates = commands.add_parser(
