@@ -1,5 +1,7 @@
-// Ping-pong relay server on websocketpp (standalone Asio, one thread running the io_context), in the style of
-// websocketpp's broadcast_server and echo_server_tls examples. The request path without its query is the room.
+// Ping-pong relay server on websocketpp (standalone Asio), in the style of websocketpp's broadcast_server and
+// echo_server_tls examples. The request path without its query is the room. One thread runs the io_context; with
+// --workers N, N threads run it, as websocketpp's testee_server example does (the main thread and N - 1 more), and the
+// rooms, which every thread's handlers read and change, sit behind one mutex, as broadcast_server's connections do.
 #define ASIO_STANDALONE
 #include <websocketpp/config/asio.hpp>
 #include <websocketpp/server.hpp>
@@ -8,15 +10,21 @@
 #include <cstdlib>
 #include <fstream>
 #include <map>
+#include <mutex>
 #include <set>
 #include <string>
+#include <thread>
 #include <unistd.h>
+#include <vector>
 
 #include "common.hpp"
 
 struct Args {
     std::string host = "127.0.0.1", port, compression = "default", cert, key;
+    long workers = 0;  // --workers N: threads running the io_context; 0 = not given (one)
 };
+
+static long io_threads(const Args &args) { return args.workers ? args.workers : 1; }
 
 static void write_info(const Args &args) {
     const char *path = std::getenv("PINGPONG_INFO_FILE");
@@ -26,7 +34,9 @@ static void write_info(const Args &args) {
         << ", \"implementation\": \"cpp-websocketpp\", \"runtime\": " << runtime_json() << ", \"libraries\": "
         << libraries_json() << ", \"loop_requested\": \"auto\", \"loop\": \"asio\", \"settings\": {\"compression\": \""
         << args.compression << "\", \"compression_effective\": " << (args.compression == "on" ? "true" : "false")
-        << ", \"tls\": " << (args.cert.empty() ? "false" : "true") << "}}";
+        << ", \"tls\": " << (args.cert.empty() ? "false" : "true") << ", \"workers\": "
+        << (args.workers ? std::to_string(args.workers) : "null") << ", \"io_threads\": " << io_threads(args)
+        << "}}";
     std::rename(temporary.c_str(), path);
 }
 
@@ -36,6 +46,7 @@ static int serve(const Args &args) {
     typedef std::set<websocketpp::connection_hdl, std::owner_less<websocketpp::connection_hdl>> members;
     server s;
     std::map<std::string, members> rooms;
+    std::mutex rooms_mutex;  // held only to read or change rooms, never while sending
 
     s.clear_access_channels(websocketpp::log::alevel::all);  // websocketpp logs to stdout by default
     s.clear_error_channels(websocketpp::log::elevel::all);
@@ -66,21 +77,35 @@ static int serve(const Args &args) {
         return room.empty() ? std::string("/") : room;
     };
     auto leave = [&](websocketpp::connection_hdl hdl) {
-        auto room = rooms.find(room_of(hdl));
+        std::string name = room_of(hdl);
+        std::lock_guard<std::mutex> guard(rooms_mutex);
+        auto room = rooms.find(name);
         if (room == rooms.end()) return;
         room->second.erase(hdl);
         if (room->second.empty()) rooms.erase(room);
     };
-    s.set_open_handler([&](websocketpp::connection_hdl hdl) { rooms[room_of(hdl)].insert(hdl); });
+    s.set_open_handler([&](websocketpp::connection_hdl hdl) {
+        std::string name = room_of(hdl);
+        std::lock_guard<std::mutex> guard(rooms_mutex);
+        rooms[name].insert(hdl);
+    });
     s.set_close_handler(leave);  // after an error too; a connection that never opened was in no room
     s.set_message_handler([&](websocketpp::connection_hdl hdl, typename server::message_ptr msg) {
         // The same message, text or binary as it came, to every other member. A member that does not read only
-        // grows its own send queue; nobody else waits for it.
-        for (auto &other : rooms[room_of(hdl)]) {
-            if (other.owner_before(hdl) || hdl.owner_before(other)) {
-                websocketpp::lib::error_code ignored;
-                s.send(other, msg, ignored);
-            }
+        // grows its own send queue; nobody else waits for it. The others are copied out under the lock and sent to
+        // after it (a send may write at once), so one room's sends never wait for another's.
+        std::vector<websocketpp::connection_hdl> others;
+        std::string name = room_of(hdl);
+        {
+            std::lock_guard<std::mutex> guard(rooms_mutex);
+            auto room = rooms.find(name);
+            if (room == rooms.end()) return;
+            for (auto &other : room->second)
+                if (other.owner_before(hdl) || hdl.owner_before(other)) others.push_back(other);
+        }
+        for (auto &other : others) {
+            websocketpp::lib::error_code ignored;
+            s.send(other, msg, ignored);
         }
     });
 
@@ -99,15 +124,22 @@ static int serve(const Args &args) {
     signals.async_wait([&](const asio::error_code &, int) {
         websocketpp::lib::error_code ignored;
         s.stop_listening(ignored);
-        for (auto &room : rooms)
-            for (auto &member : room.second) s.close(member, websocketpp::close::status::going_away, "", ignored);
+        std::vector<websocketpp::connection_hdl> everyone;
+        {
+            std::lock_guard<std::mutex> guard(rooms_mutex);
+            for (auto &room : rooms) everyone.insert(everyone.end(), room.second.begin(), room.second.end());
+        }
+        for (auto &member : everyone) s.close(member, websocketpp::close::status::going_away, "", ignored);
         deadline.expires_after(std::chrono::milliseconds(300));
         deadline.async_wait([&](const asio::error_code &) { s.stop(); });
     });
 
     asio::post(s.get_io_service(), [&] { write_info(args); });
     std::fprintf(stderr, "cpp-websocketpp server listening on %s:%s\n", args.host.c_str(), args.port.c_str());
+    std::vector<std::thread> more;  // --workers N: N - 1 threads beside this one, each running the io_context
+    for (long i = 1; i < io_threads(args); ++i) more.emplace_back([&s] { s.run(); });
     s.run();
+    for (auto &thread : more) thread.join();
     return 0;
 }
 
@@ -125,6 +157,11 @@ int main(int argc, char **argv) {
         else if (flag == "--compression") args.compression = value;
         else if (flag == "--tls-cert") args.cert = value;
         else if (flag == "--tls-key") args.key = value;
+        else if (flag == "--workers") {
+            char *end = nullptr;
+            args.workers = std::strtol(value.c_str(), &end, 10);
+            if (args.workers < 1 || *end) usage_error(program, "--workers " + value + ": expected an integer of at least 1");
+        }
         else usage_error(program, "unknown option " + flag);
     }
     char *end = nullptr;

@@ -1,7 +1,10 @@
 // The ping-pong relay server on gorilla/websocket: net/http hands every request to an Upgrader (as gorilla's
 // examples do), and each connection's handler goroutine reads its messages and relays them to the other members
 // of its room. Usage: go_ws_server --host H --port P [--loop auto] [--compression default|off|on]
-// [--tls-cert F --tls-key F]
+// [--tls-cert F --tls-key F] [--workers N]
+// With --workers N the Go scheduler runs goroutines on N threads at once (GOMAXPROCS = N, what Go's runtime takes by
+// itself from a process given N CPUs); without it, Go's default: the CPUs of its affinity mask. One process, the rooms
+// in its memory: a room's members, read by each relay without a lock, are safe across threads (see room).
 package main
 
 import (
@@ -121,23 +124,35 @@ func flagError(err error) string {
 	return strings.NewReplacer("flag -", "flag --", ": -", ": --").Replace(err.Error())
 }
 
+// flagGiven says whether the command line set the flag (a value of 0 then is a mistake, not the default).
+func flagGiven(flags *flag.FlagSet, name string) bool {
+	given := false
+	flags.Visit(func(f *flag.Flag) { given = given || f.Name == name })
+	return given
+}
+
 func fail(code int, format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "go_ws_server: "+format+"\n", args...)
 	os.Exit(code)
 }
 
 // writeInfo writes the server report to PINGPONG_INFO_FILE, if set, atomically (a temporary file renamed).
-func writeInfo(compression string, compress, tls bool) {
+func writeInfo(compression string, compress, tls bool, workers int) {
 	path := os.Getenv("PINGPONG_INFO_FILE")
 	if path == "" {
 		return
+	}
+	var asked any // --workers N as given; null without it
+	if workers > 0 {
+		asked = workers
 	}
 	info, _ := json.Marshal(map[string]any{
 		"format_version": 1, "role": "server", "pid": os.Getpid(), "implementation": "go-gorilla",
 		"runtime":        map[string]string{"name": "go", "version": runtime.Version()},
 		"libraries":      map[string]string{"gorilla/websocket": buildinfo.GorillaVersion()},
 		"loop_requested": "auto", "loop": "go-netpoll",
-		"settings": map[string]any{"compression": compression, "compression_effective": compress, "tls": tls},
+		"settings": map[string]any{"compression": compression, "compression_effective": compress, "tls": tls,
+			"workers": asked, "gomaxprocs": runtime.GOMAXPROCS(0)},
 	})
 	temporary := path + "." + strconv.Itoa(os.Getpid()) + ".tmp"
 	if os.WriteFile(temporary, info, 0o644) == nil {
@@ -156,8 +171,9 @@ func main() {
 	compression := flags.String("compression", "default", "")
 	certFile := flags.String("tls-cert", "", "")
 	keyFile := flags.String("tls-key", "", "")
+	workers := flags.Int("workers", 0, "")
 	usage := "usage: go_ws_server --host H --port P [--loop auto] [--compression default|off|on] " +
-		"[--tls-cert FILE --tls-key FILE]"
+		"[--tls-cert FILE --tls-key FILE] [--workers N]"
 	if err := flags.Parse(os.Args[1:]); err != nil {
 		fail(2, "%s; %s", flagError(err), usage)
 	}
@@ -172,6 +188,11 @@ func main() {
 		fail(2, "--compression must be default, off or on")
 	case (*certFile == "") != (*keyFile == ""):
 		fail(2, "--tls-cert and --tls-key go together")
+	case *workers < 0 || flagGiven(flags, "workers") && *workers < 1:
+		fail(2, "--workers must be an integer of at least 1; %s", usage)
+	}
+	if *workers > 0 {
+		runtime.GOMAXPROCS(*workers)
 	}
 
 	// gorilla's Upgrader refuses permessage-deflate unless EnableCompression is set: default = off.
@@ -198,7 +219,7 @@ func main() {
 		}
 		fail(1, "%v", server.Serve(listener))
 	}()
-	writeInfo(*compression, compress, *certFile != "")
+	writeInfo(*compression, compress, *certFile != "", *workers)
 	fmt.Fprintf(os.Stderr, "go-gorilla server listening on %s\n", listener.Addr())
 
 	<-stop

@@ -1,6 +1,9 @@
 //! Ping-pong relay server on tokio-tungstenite: a task per connection, as the library's server examples show.
 //! Rooms map each member to the sender of an unbounded channel; a writer task per member drains it into the
 //! member's sink, so a member that does not read only fills its own queue.
+//! With --workers N, tokio's multi-thread runtime with N worker threads (Builder::worker_threads); without it, what
+//! #[tokio::main] builds: the same runtime with a worker per CPU of the process's affinity mask. One process: the rooms
+//! sit behind one Mutex, shared by every worker thread.
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -19,10 +22,25 @@ use tokio_tungstenite::tungstenite::Message;
 const PROGRAM: &str = "rust_ws_server";
 type Rooms = Arc<Mutex<HashMap<String, HashMap<u64, mpsc::UnboundedSender<Message>>>>>;
 
-#[tokio::main]
-async fn main() {
-    let flags = parse_flags("--host --port --loop --compression --tls-cert --tls-key", "")
+fn main() {
+    let flags = parse_flags("--host --port --loop --compression --tls-cert --tls-key --workers", "")
         .unwrap_or_else(|problem| usage_error(PROGRAM, &problem));
+    let workers: Option<usize> = flags.get("--workers").map(|value| match value.parse() {
+        Ok(count) if count >= 1 => count,
+        _ => usage_error(PROGRAM, &format!("--workers {value}: expected an integer of at least 1")),
+    });
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if let Some(count) = workers {
+        builder.worker_threads(count);
+    }
+    let runtime = builder.enable_all().build().unwrap_or_else(|error| {
+        eprintln!("{PROGRAM}: cannot start tokio's runtime: {error}");
+        std::process::exit(1)
+    });
+    runtime.block_on(serve_all(flags, workers));
+}
+
+async fn serve_all(flags: HashMap<String, String>, workers: Option<usize>) {
     let flag = |name: &str, default: &str| flags.get(name).cloned().unwrap_or_else(|| default.to_owned());
     let (host, loop_name, compression) =
         (flag("--host", "127.0.0.1"), flag("--loop", "auto"), flag("--compression", "default"));
@@ -53,7 +71,7 @@ async fn main() {
         eprintln!("{PROGRAM}: cannot listen on {host}:{port}: {error}");
         std::process::exit(1)
     });
-    write_info(&compression, tls.is_some());
+    write_info(&compression, tls.is_some(), workers);
     eprintln!("rust-tungstenite server listening on {}", listener.local_addr().unwrap());
 
     let rooms = Rooms::default();
@@ -142,13 +160,15 @@ fn tls_acceptor(cert: &str, key: &str) -> Result<TlsAcceptor, String> {
 }
 
 /// The server report, written atomically to PINGPONG_INFO_FILE when the orchestrator set it.
-fn write_info(compression: &str, tls: bool) {
+fn write_info(compression: &str, tls: bool, workers: Option<usize>) {
     let Ok(path) = std::env::var("PINGPONG_INFO_FILE") else { return };
     let report = format!(
-        r#"{{"format_version": 1, "role": "server", "pid": {pid}, "implementation": "rust-tungstenite", "runtime": {{"name": "rust", "version": "{RUSTC_VERSION}"}}, "libraries": {libraries}, "loop_requested": "auto", "loop": "tokio", "settings": {{"compression": {compression}, "compression_effective": false, "tls": {tls}}}}}"#,
+        r#"{{"format_version": 1, "role": "server", "pid": {pid}, "implementation": "rust-tungstenite", "runtime": {{"name": "rust", "version": "{RUSTC_VERSION}"}}, "libraries": {libraries}, "loop_requested": "auto", "loop": "tokio", "settings": {{"compression": {compression}, "compression_effective": false, "tls": {tls}, "workers": {workers}, "worker_threads": {threads}}}}}"#,
         pid = std::process::id(),
         libraries = libraries_json(),
         compression = json_string(compression),
+        workers = workers.map_or("null".to_owned(), |count| count.to_string()),
+        threads = tokio::runtime::Handle::current().metrics().num_workers(),
     );
     let temporary = format!("{path}.{}.tmp", std::process::id());
     if std::fs::write(&temporary, report).and_then(|_| std::fs::rename(&temporary, &path)).is_err() {
