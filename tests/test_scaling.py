@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
-from pingpong.harness.analysis.scaling import (BROKER, CLIENTS, PAIRS, SERVER, Fit, Host, fit_series, fit_usl,
-                                               measured_point, predict)
+from pingpong.harness.analysis.scaling import (BROKER, CLIENTS, PAIRS, SERVER, Fit, Host, MeasuredPoint, fit_series,
+                                               fit_usl, measured_point, predict)
 from pingpong.harness.analysis.stats import median_with_interval
 from pingpong.harness.results.records import Attempt
 from tests.conftest import ROOT
@@ -50,8 +50,15 @@ def test_the_prediction_is_the_smallest_limit_and_says_which():
     assert busy_clients.bound == CLIENTS and busy_clients.roundtrips_per_s == pytest.approx(4_000)
     few_pairs = predict(Fit(0.0, 0.0, (1,), "", None, None, 100.0), 100.0, Host(16, 2, 8), 4)
     assert few_pairs.bound == PAIRS and few_pairs.roundtrips_per_s == pytest.approx(10_000)
+    one_cpu = predict(fit_series([point_at(1, 100.0)]), 100.0, host, 8)  # measured at N = 1 only: one CPU
+    assert one_cpu.server_limit == pytest.approx(10_000) and one_cpu.bound == SERVER
     no_room = predict(fit, 100.0, Host(cpus=4, pairs=32, client_processes=8), 3)  # 3 workers + broker = 4 CPUs
     assert no_room.roundtrips_per_s is None and no_room.bound is None and no_room.client_cpus == 0
+
+
+def point_at(workers: int, server_cpu_us: float) -> MeasuredPoint:
+    return MeasuredPoint(workers, 3, 1_000.0, median_with_interval([server_cpu_us] * 3), 100.0, None, 1, 1,
+                         0.5, 0.5, None)
 
 
 def attempt(repeat: int, rate: float, server_cpu_s: float, broker_cpu_s: float | None) -> Attempt:

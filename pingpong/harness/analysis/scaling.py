@@ -76,6 +76,9 @@ class Fit:
     broker_base_us: float | None  # b(N) = broker_base_us + broker_per_worker_us × (N − 2); None without a broker
     broker_per_worker_us: float | None
     client_cpu_us: float
+    # the CPUs the server can use: None = N; 1 when it was measured at N = 1 only (skipped above it as a server
+    # of one process, or the sweep did not go there): the model does not make up a scaling nobody measured
+    usable_cpus: int | None = None
 
     def server_cost_factor(self, workers: int) -> float:
         return 1 + self.sigma * (workers - 1) + self.kappa * workers * (workers - 1)
@@ -187,7 +190,7 @@ def fit_usl(ratios: dict[int, float]) -> tuple[float, float, str]:
     """(σ, κ, how) of s(N)/s(1) = 1 + σ(N − 1) + κN(N − 1) by least squares over {N: ratio} (N ≥ 2), both ≥ 0."""
     points = sorted((n, ratio) for n, ratio in ratios.items() if n >= 2)
     if not points:
-        return 0.0, 0.0, "no point above N = 1: the cost per roundtrip is taken as flat (σ = κ = 0)"
+        return 0.0, 0.0, "no point above N = 1: one CPU whatever N, as measured"
     xs = [(n - 1, n * (n - 1), ratio - 1) for n, ratio in points]
     at = ", ".join(f"N = {n}" for n, _ in points)
     if len(points) == 1:
@@ -232,15 +235,17 @@ def fit_series(points: list[MeasuredPoint]) -> Fit:
         base_us = mean_b + per_worker_us * (2 - mean_n)
     return Fit(sigma=sigma, kappa=kappa, measured_at=tuple(sorted(by_n)), how=how, broker_base_us=base_us,
                broker_per_worker_us=per_worker_us,
-               client_cpu_us=statistics.median(point.client_cpu_us for point in points))
+               client_cpu_us=statistics.median(point.client_cpu_us for point in points),
+               usable_cpus=None if len(by_n) > 1 else 1)
 
 
 def predict(fit: Fit, base_server_us: float, host: Host, workers: int) -> Prediction:
     """The rate the model gives for N = workers on host: the smallest of the four limits (module docstring)."""
-    server_us = base_server_us * fit.server_cost_factor(workers)
-    broker_us = fit.broker_cpu_us(workers)
+    used = min(workers, fit.usable_cpus or workers)
+    server_us = base_server_us * fit.server_cost_factor(used)
+    broker_us = fit.broker_cpu_us(used)
     client_cpus = min(host.client_processes, host.cpus - workers - (1 if broker_us is not None else 0))
-    limits = {SERVER: workers * 1e6 / server_us,
+    limits = {SERVER: used * 1e6 / server_us,
               BROKER: 1e6 / broker_us if broker_us else None,
               CLIENTS: client_cpus * 1e6 / fit.client_cpu_us if client_cpus > 0 and fit.client_cpu_us else None,
               PAIRS: host.pairs * 1e6 / (server_us + (broker_us or 0.0) + fit.client_cpu_us)}
