@@ -51,7 +51,7 @@ async function runWorker() {
     compression: args.compression, compression_effective: args.compression === 'on', idle_timeout: 0,
     tls: Boolean(args.tlsCert), workers: args.workers,
     worker_manager: 'a launcher of N Bun processes (Bun.spawn), each Bun.serve({ reusePort: true })',
-    broker: args.broker ? 'redis pub/sub (node-redis), a channel per room, PSUBSCRIBE' : null,
+    broker: args.broker ? 'redis pub/sub (node-redis), a channel per room subscribed while a member is here' : null,
   };
   const rooms = new WorkerRooms(args.broker, (member, data, isBinary) => {
     if (member.readyState !== OPEN) return false;
@@ -65,9 +65,11 @@ async function runWorker() {
     port: args.port,
     reusePort: args.workers > 1,
     tls: args.tlsCert ? { cert: Bun.file(args.tlsCert), key: Bun.file(args.tlsKey) } : undefined,
-    fetch(request, bunServer) {
+    async fetch(request, bunServer) {
       const room = new URL(request.url).pathname || '/';
+      await rooms.enter(room); // the room joined across the workers before the handshake is answered
       if (bunServer.upgrade(request, { data: { room } })) return undefined;
+      rooms.leave(room, null);
       return new Response('this server only speaks WebSocket', { status: 426 });
     },
     websocket: {

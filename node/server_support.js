@@ -11,6 +11,9 @@ const COMPRESSION_CHOICES = ['default', 'off', 'on'];
 const INFO_FILE_ENV = 'PINGPONG_INFO_FILE';
 const WORKER_STATS_DIR_ENV = 'PINGPONG_WORKER_STATS_DIR';
 const BROKER_CHANNEL_PREFIX = 'pingpong:room:';
+const BROKER_WORKERS_KEY_PREFIX = 'pingpong:room-workers:';
+const BROKER_PRESENCE_CHANNEL = 'pingpong:presence';
+const BROKER_WORKER_CHANNEL_PREFIX = 'pingpong:worker:';
 const DEFAULTS = { host: '127.0.0.1', loop: 'auto', compression: 'default' };
 
 /**
@@ -83,5 +86,6 @@ function writeServerInfo(info) {
 
 module.exports = {
   parseServerArgs, writeServerInfo, REPORT_FORMAT_VERSION, COMPRESSION_CHOICES, INFO_FILE_ENV, DEFAULTS,
-  WORKER_STATS_DIR_ENV, BROKER_CHANNEL_PREFIX,
+  WORKER_STATS_DIR_ENV, BROKER_CHANNEL_PREFIX, BROKER_WORKERS_KEY_PREFIX, BROKER_PRESENCE_CHANNEL,
+  BROKER_WORKER_CHANNEL_PREFIX,
 };

@@ -36,7 +36,7 @@ async function runWorker() {
   const settings = {
     compression: args.compression, compression_effective: args.compression === 'on', tls: Boolean(args.tlsCert),
     workers: args.workers, worker_manager: 'node:cluster, the primary forks N workers',
-    broker: args.broker ? 'redis pub/sub (node-redis), a channel per room, PSUBSCRIBE' : null,
+    broker: args.broker ? 'redis pub/sub (node-redis), a channel per room subscribed while a member is here' : null,
   };
   const rooms = new WorkerRooms(args.broker, (member, data, isBinary) => {
     if (member.readyState !== WebSocket.OPEN) return false;
@@ -47,13 +47,29 @@ async function runWorker() {
   const httpsServer = args.tlsCert ? require('https').createServer({
     cert: require('fs').readFileSync(args.tlsCert), key: require('fs').readFileSync(args.tlsKey),
   }) : null;
+  const roomOf = (request) => (request.url || '/').split('?')[0] || '/';
+  // ws's asynchronous verifyClient: the room is joined across the workers before the handshake is answered; a
+  // connection that closes before its handshake completes gives the room back.
+  const verifyClient = ({ req: request }, done) => {
+    const room = roomOf(request);
+    rooms.enter(room).then(() => {
+      request.roomHeld = true;
+      request.socket.once('close', () => {
+        if (request.roomHeld) rooms.leave(room, null);
+        request.roomHeld = false;
+      });
+      done(true);
+    }, () => done(false, 503));
+  };
+  const options = { perMessageDeflate: settings.compression_effective, verifyClient };
   const server = httpsServer
-    ? new WebSocketServer({ server: httpsServer, perMessageDeflate: settings.compression_effective })
-    : new WebSocketServer({ host: args.host, port: args.port, perMessageDeflate: settings.compression_effective });
+    ? new WebSocketServer({ server: httpsServer, ...options })
+    : new WebSocketServer({ host: args.host, port: args.port, ...options });
   if (httpsServer) httpsServer.listen(args.port, args.host, () => server.emit('listening'));
 
   server.on('connection', (socket, request) => {
-    const room = (request.url || '/').split('?')[0] || '/';
+    const room = roomOf(request);
+    request.roomHeld = false; // handed to this member: its close gives it back
     rooms.join(room, socket);
     socket.on('message', (data, isBinary) => rooms.relay(room, socket, data, isBinary));
     socket.on('close', () => rooms.leave(room, socket));

@@ -56,9 +56,23 @@ NODE_EXTRA_CA_CERTS_ENV = "NODE_EXTRA_CA_CERTS"  # the WHATWG clients' only way 
 # A server with the "workers" feature: each worker writes its counts (worker_rooms.py's WORKER_COUNTS) as JSON to
 # DIR/worker-<pid>.json once it serves, and again when it stops.
 WORKER_STATS_DIR_ENV = "PINGPONG_WORKER_STATS_DIR"
-# --broker: every worker PSUBSCRIBEs BROKER_CHANNEL_PREFIX + "*" and PUBLISHes each message of room R to
-# BROKER_CHANNEL_PREFIX + R as b"<origin worker id>:<t|b>:" + the message's bytes (t: text, b: binary).
+# --broker: rooms cross workers only when they must (docs/contract.md, "Rooms across workers"). A worker id is its
+# pid in decimal. A worker with members in room R SUBSCRIBEs BROKER_CHANNEL_PREFIX + R (only while it has some) and
+# PUBLISHes a member's message there only when another worker has members in R, as
+# b"<origin worker id>:<t|b>:" + the message's bytes (t: text, b: binary).
 BROKER_CHANNEL_PREFIX = "pingpong:room:"
+# Which workers have members in R: the Redis set BROKER_WORKERS_KEY_PREFIX + R of their ids, and notices on
+# BROKER_PRESENCE_CHANNEL, b"j:<id>:<nonce>:<R>" (joined) or b"l:<id>::<R>" (left), which every worker SUBSCRIBEs
+# with BROKER_WORKER_CHANNEL_PREFIX + its id before it serves. A worker's first member in R: SUBSCRIBE R's channel
+# (confirmed), then in one MULTI: SADD itself, SMEMBERS (the snapshot), PUBLISH its join notice. Its view of R is the
+# snapshot plus the notices after its own in the presence channel (the MULTI orders the set and the notices). Every
+# worker answers another's join notice with b"<its id>:<nonce>:<R>" on BROKER_WORKER_CHANNEL_PREFIX + <joiner's id>
+# once applied; the join is complete, and the member's handshake answered, when every other worker of the snapshot
+# has answered and the joiner has seen its own notice. Its last member gone: SREM and PUBLISH a leave notice in one
+# MULTI, then UNSUBSCRIBE.
+BROKER_WORKERS_KEY_PREFIX = "pingpong:room-workers:"
+BROKER_PRESENCE_CHANNEL = "pingpong:presence"
+BROKER_WORKER_CHANNEL_PREFIX = "pingpong:worker:"
 # --workload broadcast with several client processes: one pipe shared by all. A receivers process writes one byte
 # to its write end when all its receivers have a message; the sender reads --ack-processes bytes per message here.
 ACK_FD_ENV = "PINGPONG_ACK_FD"

@@ -117,53 +117,142 @@ def test_the_server_gets_min_n_half_the_cpus_and_the_client_as_many(monkeypatch)
 
 
 def test_the_javascript_workers_speak_the_contracts_broker_vocabulary():
-    """node/server_support.js names the stats folder's variable and the rooms' channel prefix as contract.py does."""
+    """node/server_support.js names the stats folder's variable and the broker's keys and channels as contract.py
+    does."""
     support = node_exports("server_support.js")
-    assert support["WORKER_STATS_DIR_ENV"] == contract.WORKER_STATS_DIR_ENV
-    assert support["BROKER_CHANNEL_PREFIX"] == contract.BROKER_CHANNEL_PREFIX
+    for name in ("WORKER_STATS_DIR_ENV", "BROKER_CHANNEL_PREFIX", "BROKER_WORKERS_KEY_PREFIX",
+                 "BROKER_PRESENCE_CHANNEL", "BROKER_WORKER_CHANNEL_PREFIX"):
+        assert support[name] == getattr(contract, name), name
+
+
+def broker_client(started):
+    """A redis-py client on the server's broker (its unix socket): the test reads the broker's own state."""
+    import redis
+
+    return redis.Redis(unix_socket_path=str(started.broker.socket_path))
+
+
+def broker_rooms_state(client) -> tuple[list[bytes], list[bytes]]:
+    """The broker's room sets (contract.BROKER_WORKERS_KEY_PREFIX) and the room channels someone subscribes."""
+    return (sorted(client.keys(contract.BROKER_WORKERS_KEY_PREFIX + "*")),
+            sorted(client.pubsub_channels(contract.BROKER_CHANNEL_PREFIX + "*")))
+
+
+def wait_for_broker_rooms(client, rooms: list[bytes], channels: list[bytes], timeout_s: float = 5.0):
+    """Wait until the broker holds exactly these room sets and subscribed room channels; return what it holds."""
+    deadline = time.monotonic() + timeout_s
+    while (state := broker_rooms_state(client)) != (sorted(rooms), sorted(channels)) and time.monotonic() < deadline:
+        time.sleep(0.02)  # a member's leave reaches the broker a moment after its close
+    return state
+
+
+def owners_of(started, members) -> list[int | None]:
+    return [server_side_owner(started.pid, started.port, member.socket.getsockname()[1]) for member in members]
+
+
+def exchange(first, second, messages: int = MESSAGES) -> int:
+    """messages text and binary messages each way, each checked exact and in order; the messages sent."""
+    for index in range(messages):
+        first.send(f"text {index} é")
+        assert second.recv(timeout=5) == f"text {index} é"
+        second.send(bytes([index, 0, 255]) * 3)
+        assert first.recv(timeout=5) == bytes([index, 0, 255]) * 3
+    return 2 * messages
+
+
+def broker_client(started):
+    """A redis-py client on the server's broker (its unix socket): the test reads the broker's own state."""
+    import redis
+
+    return redis.Redis(unix_socket_path=str(started.broker.socket_path))
+
+
+def broker_rooms_state(client) -> tuple[list[bytes], list[bytes]]:
+    """The broker's room sets (contract.BROKER_WORKERS_KEY_PREFIX) and the room channels someone subscribes."""
+    return (sorted(client.keys(contract.BROKER_WORKERS_KEY_PREFIX + "*")),
+            sorted(client.pubsub_channels(contract.BROKER_CHANNEL_PREFIX + "*")))
+
+
+def wait_for_broker_rooms(client, rooms: list[bytes], channels: list[bytes], timeout_s: float = 5.0):
+    """Wait until the broker holds exactly these room sets and subscribed room channels; return what it holds."""
+    deadline = time.monotonic() + timeout_s
+    while (state := broker_rooms_state(client)) != (sorted(rooms), sorted(channels)) and time.monotonic() < deadline:
+        time.sleep(0.02)  # a member's leave reaches the broker a moment after its close
+    return state
+
+
+def owners_of(started, members) -> list[int | None]:
+    return [server_side_owner(started.pid, started.port, member.socket.getsockname()[1]) for member in members]
+
+
+def exchange(first, second, messages: int = MESSAGES) -> int:
+    """messages text and binary messages each way, each checked exact and in order; the messages sent."""
+    for index in range(messages):
+        first.send(f"text {index} é")
+        assert second.recv(timeout=5) == f"text {index} é"
+        second.send(bytes([index, 0, 255]) * 3)
+        assert first.recv(timeout=5) == bytes([index, 0, 255]) * 3
+    return 2 * messages
 
 
 @needs_broker
 @pytest.mark.parametrize("server", WORKER_SERVERS, ids=lambda s: s.name)
-def test_a_room_whose_members_sit_on_two_workers_relays_every_message_through_redis(server, tmp_path):
-    """Two members of a room held by different workers (found from /proc: which worker holds the server's end of
-    each connection; pairs are opened until one is split) exchange 50 text and 50 binary messages each way, every
-    one exact and in order; the broker's own PUBLISH count grows by exactly the messages sent, and the workers'
-    counts say each was delivered by the other worker from the broker, none in-process, and that the room's two
-    members joined one on each worker."""
+def test_a_split_pair_publishes_to_its_two_workers_only_and_a_local_pair_publishes_nothing(server, tmp_path):
+    """At N = 2, pairs are opened (with 0 or 1 silent connection in a room of its own between a pair's two members,
+    so a round-robin primary places them both ways) until one pair is split over the two workers and one sits on
+    one worker, read back from /proc (which worker holds the server's end). Both exchange 50 text and 50 binary
+    messages each way, exact and in order, and nothing reaches another room's members. The broker counts exactly the
+    split pair's messages as PUBLISHes; the workers' counts say each of them reached 2 subscribers (its two workers),
+    came back to its own worker and was delivered by the other, and that the local pair published nothing (its room
+    absent from published_per_room) and was relayed in-process. While they are open, the broker holds one set per
+    room naming the workers with members there and a channel per room subscribed by them only; once all are closed
+    it holds no room set and no room channel."""
     started = launch_server(server, SETTINGS, ROOT, tmp_path, {0})
     try:
         probe.wait_until_ready(started.base_url, started.process, SETTINGS.ready_timeout_s)
         assert wait_for_workers(started, SETTINGS.ready_timeout_s) is None, started.stderr_tail()
         assert started.broker is not None and started.broker.version
-        held = []
+        opened, found = [], {}
         for attempt in range(40):
-            pair = [connect(f"{started.base_url}/split-{attempt}") for _ in range(2)]
-            owners = [server_side_owner(started.pid, started.port, member.socket.getsockname()[1])
-                      for member in pair]
-            if None not in owners and owners[0] != owners[1]:
+            first = connect(f"{started.base_url}/pair-{attempt}")
+            fillers = [connect(f"{started.base_url}/filler-{attempt}") for _ in range(attempt % 2)]
+            second = connect(f"{started.base_url}/pair-{attempt}")
+            opened += [first, *fillers, second]
+            owners = owners_of(started, [first, second])
+            assert None not in owners, owners
+            found.setdefault("local" if owners[0] == owners[1] else "split", (f"/pair-{attempt}", first, second))
+            if len(found) == 2:
                 break
-            held += pair  # kept open, silent, in rooms of their own, so the next pair gets new sockets
         else:
-            raise AssertionError("no pair split over the two workers in 40 tries")
-        assert set(owners) <= {record["pid"] for record in worker_counts(started)}
-        first, second = pair
+            raise AssertionError(f"not both placements in 40 pairs: {sorted(found)}")
+        client = broker_client(started)
+        worker_ids = {pid: str(pid).encode() for pid in (r["pid"] for r in worker_counts(started))}
+        assert set(owners_of(started, opened)) <= set(worker_ids), "a connection held outside the workers"
+        expected_sets = {}
+        for member in opened:
+            room = member.request.path
+            expected_sets.setdefault(room, set()).add(worker_ids[owners_of(started, [member])[0]])
+        for room, workers in expected_sets.items():
+            assert client.smembers(contract.BROKER_WORKERS_KEY_PREFIX + room) == workers, room
+            assert client.pubsub_numsub(contract.BROKER_CHANNEL_PREFIX + room)[0][1] == len(workers), room
+        split_room, *split_pair = found["split"]
+        local_room, *local_pair = found["local"]
         before = started.broker.publish_calls()
-        for index in range(MESSAGES):
-            first.send(f"text {index} é")
-            assert second.recv(timeout=5) == f"text {index} é"
-            second.send(bytes([index, 0, 255]) * 3)
-            assert first.recv(timeout=5) == bytes([index, 0, 255]) * 3
-        for sender, receiver in ((first, second), (second, first)):
-            sender.send("last")
-            assert receiver.recv(timeout=5) == "last"
-        sent = 2 * MESSAGES + 2
+        sent = exchange(*split_pair)
+        sent_locally = exchange(*local_pair)
         deadline = time.monotonic() + 5
         while started.broker.publish_calls() - before < sent and time.monotonic() < deadline:
             time.sleep(0.01)  # the last PUBLISH may follow its delivery by a moment (Node.js does not await it)
+        time.sleep(0.2)  # and a stray one would come as late
         assert started.broker.publish_calls() - before == sent
-        for member in held + pair:
+        for member in opened:
+            if member not in (*split_pair, *local_pair):
+                with pytest.raises(TimeoutError):
+                    member.recv(timeout=0.01)  # another room's: nothing crossed over
+        for member in opened:
             member.close()
+        assert wait_for_broker_rooms(client, [], []) == ([], [])
+        client.close()
     finally:
         code = stop_server(started)
     assert stopped_cleanly(server.name, code, started.process.stderr_tail(40)), (started.stderr_tail(),
@@ -171,13 +260,58 @@ def test_a_room_whose_members_sit_on_two_workers_relays_every_message_through_re
     counts = worker_counts(started)
     assert len(counts) == 2 and all(record["final"] for record in counts), counts
     assert sum(record["published"] for record in counts) == sent
+    assert sum(record["publish_deliveries"] for record in counts) == 2 * sent
     assert sum(record["delivered_from_broker"] for record in counts) == sent
     assert sum(record["own_from_broker"] for record in counts) == sent
-    assert sum(record["relayed_local"] for record in counts) == 0
-    split_room = f"/split-{attempt}"
+    assert sum(record["relayed_local"] for record in counts) == sent_locally
+    assert sum(record["ack_timeouts"] for record in counts) == 0
+    assert {room for record in counts for room in record["published_per_room"]} == {split_room}
     assert sorted(record["joined_per_room"].get(split_room, 0) for record in counts) == [1, 1], counts
+    assert sorted(record["joined_per_room"].get(local_room, 0) for record in counts) == [0, 2], counts
     assert processes.group_members(started.pid) == [] and processes.group_members(started.broker.pid) == []
     assert not started.broker.socket_path.parent.exists()
+
+
+@needs_broker
+@pytest.mark.parametrize("server", WORKER_SERVERS, ids=lambda s: s.name)
+def test_each_publish_reaches_exactly_the_workers_with_members_in_the_room(server, tmp_path):
+    """At N = 3, three members of one room, wherever they land (read back from /proc): each member's message
+    reaches the other two, exact; it is published once when the members sit on two or three workers, never when
+    on one, and each PUBLISH reaches exactly as many subscribers as there are workers with members."""
+    settings = replace(SETTINGS, workers=3)
+    started = launch_server(server, settings, ROOT, tmp_path, {0})
+    try:
+        probe.wait_until_ready(started.base_url, started.process, settings.ready_timeout_s)
+        assert wait_for_workers(started, settings.ready_timeout_s) is None, started.stderr_tail()
+        members = [connect(f"{started.base_url}/three") for _ in range(3)]
+        workers = len(set(owners_of(started, members)))
+        before = started.broker.publish_calls()
+        for round_index in range(10):
+            for index, sender in enumerate(members):
+                sender.send(f"{round_index} from {index}")
+                for receiver in members:
+                    if receiver is not sender:
+                        assert receiver.recv(timeout=5) == f"{round_index} from {index}"
+        sent = 30
+        deadline = time.monotonic() + 5
+        while started.broker.publish_calls() - before < (sent if workers > 1 else 0) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(0.2)
+        assert started.broker.publish_calls() - before == (sent if workers > 1 else 0)
+        for member in members:
+            member.close()
+    finally:
+        code = stop_server(started)
+    assert stopped_cleanly(server.name, code, started.process.stderr_tail(40)), started.stderr_tail()
+    counts = worker_counts(started)
+    assert len(counts) == 3 and all(record["final"] for record in counts), counts
+    published = sum(record["published"] for record in counts)
+    assert published == (sent if workers > 1 else 0)
+    assert sum(record["publish_deliveries"] for record in counts) == workers * published
+    assert sum(record["delivered_from_broker"] for record in counts) + sum(
+        record["relayed_local"] for record in counts) == 2 * sent
+    assert sum(1 for record in counts if record["joined_per_room"].get("/three")) == workers
+    assert processes.group_members(started.pid) == [] and processes.group_members(started.broker.pid) == []
 
 
 @needs_broker

@@ -26,18 +26,21 @@ async def send(websocket: web.WebSocketResponse, message: str | bytes) -> None:
 async def relay(request: web.Request) -> web.WebSocketResponse:
     """Send every message to the other connections of the sender's room, here and on the other workers."""
     websocket = web.WebSocketResponse(compress=request.app[COMPRESS], heartbeat=None)
-    await websocket.prepare(request)
-    request.app[ALL_WEBSOCKETS].add(websocket)
     rooms, room = request.app[ROOMS], server_support.room_of(request.path)
-    rooms.join(room, websocket)
+    await rooms.enter(room)  # the room joined across the workers before the handshake is answered
+    member = None
     try:
+        await websocket.prepare(request)
+        request.app[ALL_WEBSOCKETS].add(websocket)
+        member = websocket
+        rooms.join(room, websocket)
         async for message in websocket:
             if message.type in (WSMsgType.TEXT, WSMsgType.BINARY):
                 await rooms.relay(room, websocket, message.data)
     except ConnectionResetError:
         pass
     finally:
-        rooms.leave(room, websocket)
+        await rooms.leave(room, member)
     return websocket
 
 
@@ -48,7 +51,7 @@ def build_app(args) -> web.Application:
         "max_msg_size": 4 * 2**20,
         "workers": args.workers,
         "worker_manager": "a launcher of N processes, each web.run_app(reuse_port=True)",
-        "broker": "redis pub/sub (redis-py asyncio), a channel per room, PSUBSCRIBE" if args.broker else None,
+        "broker": "redis pub/sub (redis-py asyncio), a channel per room subscribed while a member is here" if args.broker else None,
     }
     app = web.Application()
     app[COMPRESS] = settings["compression_effective"]

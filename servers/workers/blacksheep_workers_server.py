@@ -23,7 +23,7 @@ SETTINGS = {
     "uvicorn_loop": ARGS.loop,
     "workers": ARGS.workers,
     "worker_manager": 'uvicorn.run("module:app", workers=N)',
-    "broker": "redis pub/sub (redis-py asyncio), a channel per room, PSUBSCRIBE" if ARGS.broker else None,
+    "broker": "redis pub/sub (redis-py asyncio), a channel per room subscribed while a member is here" if ARGS.broker else None,
 }
 
 
@@ -36,10 +36,13 @@ ROOMS = WorkerRooms(ARGS.broker, send)
 
 async def relay(websocket: WebSocket) -> None:
     """Send every message to the other connections of the sender's room, here and on the other workers."""
-    await websocket.accept()
     room = server_support.room_of(websocket.url.path.decode())
-    ROOMS.join(room, websocket)
+    await ROOMS.enter(room)  # the room joined across the workers before the handshake is answered
+    member = None
     try:
+        await websocket.accept()
+        member = websocket
+        ROOMS.join(room, websocket)
         while True:
             message = await websocket.receive()
             text = message.get("text")
@@ -47,7 +50,7 @@ async def relay(websocket: WebSocket) -> None:
     except WebSocketDisconnectError:
         pass
     finally:
-        ROOMS.leave(room, websocket)
+        await ROOMS.leave(room, member)
 
 
 # a router of its own: a spawned worker imports this module twice (as __mp_main__ and by name), and two apps

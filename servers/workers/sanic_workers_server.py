@@ -21,7 +21,7 @@ SETTINGS = {
     "use_uvloop": {"auto": "sanic default (uvloop when installed)", "asyncio": False, "uvloop": True}[ARGS.loop],
     "workers": ARGS.workers,
     "worker_manager": "sanic app.run(workers=N)",
-    "broker": "redis pub/sub (redis-py asyncio), a channel per room, PSUBSCRIBE" if ARGS.broker else None,
+    "broker": "redis pub/sub (redis-py asyncio), a channel per room subscribed while a member is here" if ARGS.broker else None,
 }
 
 app = Sanic("pingpong_relay_workers")
@@ -58,15 +58,31 @@ async def stop(app: Sanic) -> None:
     await ROOMS.stop()
 
 
+@app.on_request
+async def enter_room(request: Request) -> None:
+    """Join the room across the workers before Sanic answers the handshake (its request middleware runs first)."""
+    await ROOMS.enter(server_support.room_of(request.path))
+    request.ctx.room_held = True
+
+
+@app.on_response
+async def release_room(request: Request, response) -> None:
+    """A request answered without reaching the handler (a failed handshake) gives its room back."""
+    if getattr(request.ctx, "room_held", False):
+        request.ctx.room_held = False
+        await ROOMS.leave(server_support.room_of(request.path), None)
+
+
 async def relay(request: Request, websocket: WebsocketImplProtocol, room: str = "") -> None:
     """Send every message to the other connections of the sender's room, here and on the other workers."""
     room = server_support.room_of(request.path)
+    request.ctx.room_held = False  # handed to this member: leave() below gives it back
     ROOMS.join(room, websocket)
     try:
         async for message in websocket:
             await ROOMS.relay(room, websocket, message)
     finally:
-        ROOMS.leave(room, websocket)
+        await ROOMS.leave(room, websocket)
 
 
 app.add_websocket_route(relay, "/", name="relay_default_room")
