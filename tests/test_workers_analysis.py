@@ -3,13 +3,15 @@ client report, and the broker hop's cost paired within each attempt (analysis/wo
 
 from array import array
 from dataclasses import replace
+from types import SimpleNamespace
 
 import pytest
 
 from pingpong.harness.analysis.stats import RANGE
 from pingpong.harness.analysis.summary import summarize_run
-from pingpong.harness.analysis.workers import (LOCAL, SPLIT, WorkersFigures, attempt_hop, cell_figures, pair_p50s,
-                                               pair_records, process_pair_roundtrips, workers_figures)
+from pingpong.harness.analysis.workers import (LOCAL, SPLIT, WorkersFigures, attempt_hop, attempt_workers_record,
+                                               cell_figures, pair_p50s, pair_records, process_pair_roundtrips,
+                                               workers_figures)
 from pingpong.harness.measure.attempt_plan import pair_rooms
 from pingpong.harness.measure.judge import merge_reports
 from pingpong.harness.report.markdown import render_markdown
@@ -66,6 +68,37 @@ def test_each_pair_gets_its_roundtrips_and_where_its_members_sat():
     assert process_pair_roundtrips(one_pair) == [([90], 0.5)]
     assert process_pair_roundtrips({"roundtrips": 9, "elapsed_s": 1.0, "pairs": 3}) is None
     assert pair_records(pair_rooms(SETTINGS, 1, 1), one_pair, workers) is None  # one process, not two
+
+
+def test_an_attempt_counts_deliveries_per_publish_and_the_publishes_of_its_local_pairs():
+    """Worker 11 published 100 messages of a split pair, each reaching 2 subscribers, worker 12 another 100 of it and
+    4 of a local pair's room (each reaching 1): 204 publishes, 404 deliveries (1.98 per publish); the split pair's
+    record has its 200 publishes, the local pair's its 4, and local_pair_publishes says 4. A run's cell has the
+    median of its attempts' deliveries per publish, the sum of their local pairs' publishes, and the Markdown shows
+    the former."""
+    report = {"roundtrips": 300, "roundtrips_per_s": 300.0, "elapsed_s": 1.0, "pairs": 2,
+              "per_pair_roundtrips": [200, 100]}
+    settings = replace(SETTINGS, pairs=2, client_processes=1)
+    workers = [{**worker(11, {"/bench-r1-p0": 2, "/bench-r1-p1": 1}), "published": 100, "publish_deliveries": 200,
+                "published_per_room": {"/bench-r1-p1": 100}},
+               {**worker(12, {"/bench-r1-p1": 1}), "published": 104, "publish_deliveries": 204,
+                "published_per_room": {"/bench-r1-p1": 100, "/bench-r1-p0": 4}}]
+    outcome = SimpleNamespace(window=None, measured=None, ok=True, client=SimpleNamespace(report=report))
+    record = attempt_workers_record(2, None, workers, outcome, pair_rooms(settings, 1, 1))
+    assert (record["published"], record["publish_deliveries"], record["deliveries_per_publish"]) == (204, 404, 1.98)
+    assert [(pair["placement"], pair["publishes"]) for pair in record["pairs"]] == [(LOCAL, 4), (SPLIT, 200)]
+    assert record["local_pair_publishes"] == 4
+    before = attempt_workers_record(2, None, [worker(11, {}), worker(12, {})], outcome, None)
+    assert before["deliveries_per_publish"] is None and before["local_pair_publishes"] is None  # nothing published
+    run = workers_run()
+    for index, attempt in enumerate(run.cells[0].attempts):
+        attempt.workers.update(deliveries_per_publish=2.0 + index / 100, local_pair_publishes=index % 2)
+    (figures,) = workers_figures(run)
+    assert figures.deliveries_per_publish.value == 2.02 and figures.local_pair_publishes == 2
+    assert WorkersFigures.from_json(figures.to_json()) == figures
+    row = next(line for line in render_markdown(run, summarize_run(run)).splitlines()
+               if line.startswith("| node-ws-cluster | websockets | 2 |"))
+    assert "| 2.00 [2.00–2.00] | 2.02 [2.00–2.04] |" in row
 
 
 def test_merged_reports_keep_each_process_pairs_histograms():

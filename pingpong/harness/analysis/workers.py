@@ -1,8 +1,8 @@
 """--workers N: where each pair's members sat, and what one broker hop costs, measured inside one window.
 
 With P ≥ 2 pairs on N ≥ 2 workers, the kernel's SO_REUSEPORT (or the cluster's primary) puts some pairs' two members
-on one worker (local: each message is relayed in-process; it is published too, but nobody else delivers it) and
-others' on two (split: every delivery comes back through Redis). Both kinds run in the same window of the same
+on one worker (local: each message is relayed in-process and costs the broker nothing) and others' on two (split:
+every message is published once, reaches the room's two workers and is delivered by the other). Both kinds run in the same window of the same
 attempt, so the machine's state is the same for both: the split pairs' rate over the local pairs' is a paired
 comparison within the attempt. Over the rounds it is the median of the per-attempt ratios (and of the per-attempt
 differences in µs per roundtrip) with the order-statistic interval of that median (stats.py).
@@ -107,12 +107,22 @@ def placement_of(workers: int, members: int) -> str | None:
     return LOCAL if workers == 1 else SPLIT
 
 
+def room_publishes(per_worker: list[dict[str, Any]]) -> dict[str, int]:
+    """{room: messages the workers published in it}, from each worker's published_per_room (absent before it)."""
+    found: dict[str, int] = {}
+    for record in per_worker:
+        for room, published in (record.get("published_per_room") or {}).items():
+            found[room] = found.get(room, 0) + published
+    return found
+
+
 def pair_records(rooms_per_process: list[list[str]], report: dict[str, Any] | None,
                  per_worker: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
     """Each pair of an attempt: its room, roundtrips and window (s) as the client counted them, its roundtrips'
-    p50 and p99 latency (ns, from its own histogram; None without one), and where its members sat: `workers`
-    holding them, `members` that joined, `placement` (local, split or null). None when the report does not give
-    each pair's roundtrips or its processes do not match the rooms."""
+    p50 and p99 latency (ns, from its own histogram; None without one), where its members sat: `workers`
+    holding them, `members` that joined, `placement` (local, split or null), and `publishes`: the messages the
+    workers published in its room over the server's life. None when the report does not give each pair's
+    roundtrips or its processes do not match the rooms."""
     if not report or report.get("error"):
         return None
     measured = process_pair_roundtrips(report)
@@ -121,6 +131,7 @@ def pair_records(rooms_per_process: list[list[str]], report: dict[str, Any] | No
         return None
     latencies = process_pair_histograms(report)
     placements = room_placements(per_worker)
+    publishes = room_publishes(per_worker)
     records = []
     for rooms, (counts, elapsed_s), encoded in zip(rooms_per_process, measured, latencies):
         encoded = encoded if len(encoded) == len(rooms) else [None] * len(rooms)
@@ -128,7 +139,7 @@ def pair_records(rooms_per_process: list[list[str]], report: dict[str, Any] | No
             workers, members = placements.get(room, (0, 0))
             records.append({"room": room, "roundtrips": roundtrips, "elapsed_s": elapsed_s,
                             **pair_latency_percentiles(histogram), "workers": workers, "members": members,
-                            "placement": placement_of(workers, members)})
+                            "placement": placement_of(workers, members), "publishes": publishes.get(room, 0)})
     return records
 
 
@@ -137,24 +148,32 @@ def attempt_workers_record(count: int, broker: dict[str, Any] | None, per_worker
     """An attempt's `workers` record: how many workers, the broker (its record, and its PUBLISH calls and CPU over
     the window: outcome.window.broker) and each worker's counts over the server's life (this attempt's client, the
     room probe and the relay verification), summed: how many deliveries crossed the broker, how many stayed in one
-    worker; and, for a closed-loop ping-pong (rooms_per_process given) that succeeded, each pair's roundtrips and
-    placement (pair_records). The same for a server on this machine and on a cluster's server host.
+    worker, the subscribers each PUBLISH reached (deliveries_per_publish: the workers with members in its room);
+    and, for a closed-loop ping-pong (rooms_per_process given) that succeeded, each pair's roundtrips, placement and
+    publishes (pair_records), and local_pair_publishes: the messages published in the rooms of its local pairs (0:
+    a pair on one worker costs the broker nothing). The same for a server on this machine and on a cluster's server
+    host.
 
     outcome: the attempt's measure/boundary.Outcome (its window, measured figures and client report)."""
     totals = {name: sum(int(record.get(name, 0)) for record in per_worker)
-              for name in ("relayed_local", "published", "delivered_from_broker")}
+              for name in ("relayed_local", "published", "publish_deliveries", "delivered_from_broker")}
     delivered = totals["relayed_local"] + totals["delivered_from_broker"]
     window = dict(outcome.window.broker) if outcome.window is not None and outcome.window.broker else None
     if window is not None and outcome.measured is not None and outcome.window.wall_s:
         # the client's rate over the orchestrator's window: the roundtrips in the window the broker was sampled over
         roundtrips = outcome.measured.roundtrips_per_s * outcome.window.wall_s
         window["publishes_per_roundtrip"] = round(window["publishes"] / roundtrips, 3) if roundtrips else None
+    pairs = (pair_records(rooms_per_process, outcome.client.report, per_worker)
+             if rooms_per_process is not None and outcome.ok else None)
     return {"count": count, "reported": len(per_worker),
             "broker": {**broker, "window": window} if broker is not None else None,
             "per_worker": per_worker, **totals,
+            "deliveries_per_publish": (round(totals["publish_deliveries"] / totals["published"], 3)
+                                       if totals["published"] else None),
             "crossed_broker_share": round(totals["delivered_from_broker"] / delivered, 4) if delivered else None,
-            "pairs": (pair_records(rooms_per_process, outcome.client.report, per_worker)
-                      if rooms_per_process is not None and outcome.ok else None)}
+            "pairs": pairs,
+            "local_pair_publishes": (sum(pair["publishes"] for pair in pairs if pair["placement"] == LOCAL)
+                                     if pairs is not None else None)}
 
 
 @dataclass(frozen=True)
@@ -227,6 +246,12 @@ class WorkersFigures:
     # µs a split pair's median latency lies above a local pair's (each kind's median over its pairs per attempt),
     # median of per-attempt differences; None when the pairs' latencies were not recorded (files before them too)
     hop_p50_us: Difference | None = None
+    # subscribers a PUBLISH reached (the workers with members in its room), median over the attempts; None when
+    # nothing was published, or in files from before the count (every worker subscribed to every room: N)
+    deliveries_per_publish: Ratio | None = None
+    # messages published in the rooms of local pairs, over every attempt (0 since rooms cross workers only when they
+    # must); None when no attempt recorded it
+    local_pair_publishes: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -279,7 +304,13 @@ def cell_figures(server: str, client: str, attempts: list[Attempt]) -> WorkersFi
         both_kinds=len(hops),
         hop_ratio=_median([hop.ratio for hop in hops]),
         hop_us=_difference([hop.extra_us for hop in hops]),
-        hop_p50_us=_difference([hop.extra_p50_us for hop in hops if hop.extra_p50_us is not None]))
+        hop_p50_us=_difference([hop.extra_p50_us for hop in hops if hop.extra_p50_us is not None]),
+        deliveries_per_publish=_median([record["deliveries_per_publish"] for _, record in records
+                                        if record.get("deliveries_per_publish") is not None]),
+        local_pair_publishes=(sum(record["local_pair_publishes"] for _, record in records
+                                  if record.get("local_pair_publishes") is not None)
+                              if any(record.get("local_pair_publishes") is not None for _, record in records)
+                              else None))
 
 
 def workers_figures(run: RunResult) -> list[WorkersFigures]:

@@ -8,15 +8,18 @@ from pingpong.harness.analysis.stats import Difference, Ratio
 from pingpong.harness.analysis.workers import WorkersFigures
 from pingpong.harness.report.formatting import format_difference, format_ratio, interval_legend, usual_label
 
-COLUMNS = ("N", "publishes per roundtrip", "broker CPU µs per publish", "crossed the broker", "pairs local / split",
+COLUMNS = ("N", "publishes per roundtrip", "deliveries per publish", "broker CPU µs per publish", "crossed the broker",
+           "pairs local / split",
            "attempts with both", "split ÷ local pair's rate", "split − local, µs per roundtrip",
            "split − local, p50 µs")
 EXPLANATION = (
-    "Every message is PUBLISHed to its room's channel, so a ping-pong makes 2 publishes per roundtrip, and each worker "
-    "subscribes to every room. Per cell, medians over the attempts: the broker's own PUBLISH count per roundtrip and "
-    "its CPU µs per publish over the window; the share of deliveries that came through the broker (over the server's "
-    "life); the pairs by placement, local (both members on one worker, relayed in-process) or split (on two, every "
-    "delivery through Redis), as the kernel's SO_REUSEPORT or the cluster's primary placed them; and, in the attempts "
+    "A worker subscribes to a room's channel only while it has members there, and PUBLISHes a message only when "
+    "another worker has members in its room: a split pair makes 2 publishes per roundtrip, a local pair none. Per "
+    "cell, medians over the attempts: the broker's own PUBLISH count per roundtrip and its CPU µs per publish over the "
+    "window; the subscribers each PUBLISH reached (deliveries per publish: the workers with members in the room, 2 "
+    "for a split pair); the share of deliveries that came through the broker (over the server's life); the pairs by "
+    "placement, local (both members on one worker, relayed in-process) or split (on two, every delivery through "
+    "Redis), as the kernel's SO_REUSEPORT or the cluster's primary placed them; and, in the attempts "
     "that had both kinds, the hop's cost measured inside one window: a split pair's rate over a local pair's, and "
     "the µs per roundtrip (two hops) it took beyond a local pair's, and how far a split pair's median latency lay "
     "above a local pair's (each kind's median pair), the median of the per-attempt figures")
@@ -35,9 +38,9 @@ def _interval(figure: Ratio | None, pattern: str, usual: str | None, scale: floa
 
 
 def intervals(figures: list[WorkersFigures]) -> list[Ratio | Difference]:
-    return [figure for cell in figures for figure in (cell.publishes_per_roundtrip, cell.cpu_us_per_publish,
-                                                      cell.crossed_broker_share, cell.hop_ratio, cell.hop_us,
-                                                      cell.hop_p50_us)
+    return [figure for cell in figures for figure in (cell.publishes_per_roundtrip, cell.deliveries_per_publish,
+                                                      cell.cpu_us_per_publish, cell.crossed_broker_share,
+                                                      cell.hop_ratio, cell.hop_us, cell.hop_p50_us)
             if figure is not None]
 
 
@@ -45,6 +48,7 @@ def row_texts(cell: WorkersFigures, usual: str | None) -> tuple[str, ...]:
     """The COLUMNS' texts of one cell."""
     unplaced = f" (+{cell.unplaced_pairs} unknown)" if cell.unplaced_pairs else ""
     return (str(cell.workers), _interval(cell.publishes_per_roundtrip, "{:.2f}", usual),
+            _interval(cell.deliveries_per_publish, "{:.2f}", usual),
             _interval(cell.cpu_us_per_publish, "{:.1f}", usual),
             _interval(cell.crossed_broker_share, "{:.0f}", usual, 100, "%"),
             f"{cell.local_pairs} / {cell.split_pairs}{unplaced}", f"{cell.both_kinds} of {cell.attempts}",
