@@ -109,6 +109,9 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
                              "at most 120; --list takes md, json or csv)")
     output.add_argument("--results-dir", type=Path, default=DEFAULT_RESULTS_DIR,
                         help="where <timestamp>.json/.md/.csv/.html and latest.* go (default results/)")
+    output.add_argument("--no-figures", dest="figures", action="store_false",
+                        help="draw no PNG figures (about a second a matrix with matplotlib); the results' files are "
+                             "saved as always, and `report` reads them")
     output.add_argument("--resume", type=Path, metavar="FILE",
                         help="continue the interrupted run saved in FILE: measure only its missing attempts "
                              "(the options must match the ones it was made with)")

@@ -64,12 +64,13 @@ def run_points(configuration: RunConfiguration, measurer: Measurer | None = None
         show(runs[0], summaries, configuration.output_format, str(paths[0].json))
         print(f"results: {paths[0].json.with_suffix('')}.{{{','.join(SAVED_FORMATS)}}} (also latest.*; open "
               f"{paths[0].html} in a browser)", file=sys.stderr)
-        figures = draw_figures(runs[0], summaries, paths[0])
+        figures = draw_figures(runs[0], summaries, paths[0]) if configuration.figures else []
         if figures:
             print(f"figures: {', '.join(str(path) for path in figures)}", file=sys.stderr)
     else:
         for point, run, path in zip(points, runs, paths):
-            draw_figures(run, summarize_run(run), path)
+            if configuration.figures:
+                draw_figures(run, summarize_run(run), path)
         report_sweep(runs[0].started_at, list(zip(points, runs, paths)), configuration)
     return exit_code(runs)
 
@@ -94,6 +95,8 @@ def report_sweep(started: str, results, configuration: RunConfiguration) -> None
     else:
         print(markdown.rstrip("\n"))
     print(f"sweep: {stem}.json and {stem}.md", file=sys.stderr)
+    if not configuration.figures:
+        return
     try:
         from pingpong.harness.report import plots
         figures = plots.write_sweep_figure(index, stem)

@@ -179,6 +179,7 @@ class RunConfiguration:
 
     tls_files: tuple[str, str, str] | None = None  # the run's throwaway CA, certificate chain and key (with_tls_files)
     host_figure: str = "off"  # whether the run measures the host's wakeup cost first: auto, on or off
+    figures: bool = True  # PNG figures beside the results (--no-figures: none)
 
     def measures_host_figure(self) -> bool:
         """--host-figure on, or auto with the C floor on both axes (measure/host_wakeup.py)."""
@@ -258,6 +259,7 @@ class ResolvedOptions:
     output_format: str  # what goes to stdout: terminal, md, csv, json or html (exporters.FORMATS; diagnose: md, json)
     resume: Path | None  # run --resume: the interrupted run to continue (diagnose: None)
     host_figure: str = "off"  # run --host-figure: auto, on or off (measure/host_wakeup.py)
+    figures: bool = True  # run --no-figures: False
 
 
 def resolve_options(options: argparse.Namespace) -> ResolvedOptions:
@@ -317,7 +319,8 @@ def resolve_options(options: argparse.Namespace) -> ResolvedOptions:
         stall_timeout_s=options.stall_timeout, client_grace_s=options.client_grace,
         manifests=tuple(options.manifest or [DEFAULT_MANIFEST]), python_packages=options.python_packages,
         node_packages=options.node_packages, results_dir=options.results_dir, output_format=options.format,
-        resume=options.resume if in_rounds else None, host_figure=getattr(options, "host_figure", "off"))
+        resume=options.resume if in_rounds else None, host_figure=getattr(options, "host_figure", "off"),
+        figures=getattr(options, "figures", True))
 
 
 def _workload_lists(options: argparse.Namespace, pairs: list[int],
@@ -440,7 +443,7 @@ def build_configuration(resolved: ResolvedOptions, command_line: list[str], impl
                             node_packages=resolved.node_packages, package_environments={},
                             results_dir=resolved.results_dir, output_format=resolved.output_format,
                             resume=resolved.resume, command_line=tuple(command_line),
-                            host_figure=resolved.host_figure)
+                            host_figure=resolved.host_figure, figures=resolved.figures)
 
 
 def with_package_environments(configuration: RunConfiguration) -> RunConfiguration:
