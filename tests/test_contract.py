@@ -90,6 +90,12 @@ def test_javascript_programs_read_only_the_contracts_environment_variables():
             assert name in ENVIRONMENT_NAMES, f"{path.relative_to(ROOT)} reads {name}"
 
 
+def with_local_headers(path) -> str:
+    """A C program's text with the text of the project's headers it includes ("name.h", beside it)."""
+    text = path.read_text()
+    return text + "".join((path.parent / name).read_text() for name in re.findall(r'#include "([\w.]+)"', text))
+
+
 def native_flags(path) -> set[str]:
     return set(re.findall(r'strcmp\(argv\[i\], "(--[\w-]+)"\)', path.read_text()))
 
@@ -97,7 +103,7 @@ def native_flags(path) -> set[str]:
 @pytest.mark.parametrize("client_path,server_path", C_PROGRAMS, ids=lambda path: path.stem)
 def test_native_programs_accept_only_contract_flags_with_its_defaults(client_path, server_path):
     """The C clients and servers parse a subset of the contract's flags, with the contract's defaults and names."""
-    client, server = client_path.read_text(), server_path.read_text()
+    client, server = with_local_headers(client_path), with_local_headers(server_path)
     assert native_flags(client_path) <= set(contract.CLIENT_FLAGS)
     assert native_flags(server_path) <= set(contract.SERVER_FLAGS)
     assert {"--url", "--duration", "--warmup", "--payload-size", "--payload-kind"} <= native_flags(client_path)
