@@ -413,6 +413,10 @@ MEASURED_FIELDS = (
              "with --pairs N > 1 in a closed loop, latencies recorded: each pair's roundtrip latencies, in the order "
              "of per_pair_roundtrips, each encoded as latency.hdr_histogram (its count is that pair's roundtrips)",
              (), (PINGPONG,)),
+    Measured("per_pair_value_counts", ListOf(ListOf(Pair(Integer(1), Integer(1)))),
+             "the compiled clients' per_pair_hdr_histograms: each pair's latencies as latency.value_counts, in the "
+             "order of per_pair_roundtrips; the orchestrator encodes them into per_pair_hdr_histograms when it reads "
+             "the report", (), (PINGPONG,)),
     Measured("ab_windows", ListOf(AB_WINDOW), "--ab-windows N: the 2N windows alternating recording on and off",
              (), (PINGPONG,)),
     Measured("idle_connections", IDLE_CONNECTIONS, "--idle-connections N: the connections held unused in ROOM-idle",

@@ -454,3 +454,15 @@ def test_every_client_reports_a_ping_pong_as_the_schema_says(client, shared_serv
                                                               *SHORT_RUN])
     assert code == 0 and report["error"] is None, stderr
     assert_valid(report, "pingpong")
+
+
+@pytest.mark.parametrize("client", [c for c in CLIENTS if c.runtime == "native" and "pairs" in c.features],
+                         ids=lambda c: c.name)
+def test_a_compiled_clients_pairs_report_as_the_schema_says(client, shared_servers):
+    """Run for real: a compiled client's --pairs 2 report, with each pair's value counts, validates as ping-pong."""
+    skip_unless_available(client)
+    code, report, stderr = run_reporting_client(client.name, ["--url", fresh_room(shared_servers, "websockets"),
+                                                              "--pairs", "2", *SHORT_RUN])
+    assert code == 0 and report["error"] is None, stderr
+    assert len(report["per_pair_value_counts"]) == len(report["per_pair_roundtrips"]) == report["pairs"] == 2
+    assert_valid(report, "pingpong")

@@ -40,7 +40,16 @@ def parse_client_report(stdout: str) -> tuple[dict | None, str | None]:
     for key in ("roundtrips", "elapsed_s", "roundtrips_per_s"):
         if report.get("error") is None and not isinstance(report.get(key), (int, float)):
             return None, f"client report lacks the number '{key}'"
-    return report, None
+    return with_pair_histograms(report), None
+
+
+def with_pair_histograms(report: dict) -> dict:
+    """The report with a compiled client's per_pair_value_counts encoded as per_pair_hdr_histograms, the field the
+    drivers write and everything after the judge reads (the value counts themselves are not kept)."""
+    value_counts = report.pop("per_pair_value_counts", None)
+    if value_counts is not None and "per_pair_hdr_histograms" not in report:
+        report["per_pair_hdr_histograms"] = [histograms.encode_value_counts(pair) for pair in value_counts]
+    return report
 
 
 def judge_client(run: ClientRun, server_exit_code: int | None, server: ServerFacts) -> Outcome | None:
