@@ -1,7 +1,8 @@
 // The ping-pong client driver on gorilla/websocket's Dialer: connections A and B in one room, A sends the ping, B
 // checks it and sends the pong, A checks that; the same timing, events and report as native/raw_tcp_client.c.
 // Latencies are reported as [value_ns, count] pairs rounded to 11 significant bits (HdrHistogram's precision at 3
-// significant digits). It runs the pingpong workload with one pair only.
+// significant digits). It runs the pingpong workload: one pair, or --pairs N at once, pair i in room ROOM-p<i>, each
+// on goroutines of its own (Go's runtime spreads them over its GOMAXPROCS threads).
 package main
 
 import (
@@ -22,6 +23,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -85,6 +87,10 @@ type results struct {
 	CPU            map[string]float64 `json:"cpu"`
 	Latency        latency            `json:"latency"`
 	Connections    []connection       `json:"connections"`
+	// With --pairs N > 1: each pair's roundtrips, and its latencies as value counts (the orchestrator encodes each
+	// as the Python and Node.js drivers' per_pair_hdr_histograms).
+	PerPairRoundtrips  []int        `json:"per_pair_roundtrips,omitempty"`
+	PerPairValueCounts [][][2]int64 `json:"per_pair_value_counts,omitempty"`
 }
 
 type report struct {
@@ -107,7 +113,7 @@ type options struct {
 	url                     string
 	duration, warmup, stall time.Duration
 	kind                    string
-	size                    int
+	size, pairs             int
 	record                  bool
 	dialer                  websocket.Dialer
 }
@@ -167,8 +173,8 @@ func tcpNoDelay(c net.Conn) bool {
 	return value != 0
 }
 
-func open(o *options, name string) (*websocket.Conn, connection, error) {
-	conn, response, err := o.dialer.Dial(o.url, nil)
+func open(o *options, roomURL, name string) (*websocket.Conn, connection, error) {
+	conn, response, err := o.dialer.Dial(roomURL, nil)
 	if err != nil {
 		if response != nil {
 			err = fmt.Errorf("%v (HTTP %s)", err, response.Status)
@@ -235,89 +241,215 @@ func valueCounts(latencies []int64) [][2]int64 {
 	return counts
 }
 
-func run(o *options) (*results, error) {
-	a, detailsA, err := open(o, "A")
-	if err != nil {
-		return nil, err
+// pairURLs is the room URL of each pair: the given room for one pair, ROOM-p0 .. ROOM-p<N-1> for N pairs, each with
+// the URL's query string (pingpong/kit/driver/core.py pair_urls).
+func pairURLs(rawURL string, pairs int) []string {
+	if pairs == 1 {
+		return []string{rawURL}
 	}
-	defer closeConn(a)
-	b, detailsB, err := open(o, "B")
-	if err != nil {
-		return nil, err
+	base, query, hasQuery := strings.Cut(rawURL, "?")
+	urls := make([]string, pairs)
+	for i := range urls {
+		urls[i] = fmt.Sprintf("%s-p%d", base, i)
+		if hasQuery {
+			urls[i] += "?" + query
+		}
 	}
-	defer closeConn(b)
-	emit("ready")
-	if fd, ok := envFD("PINGPONG_GO_FD"); ok && !readGo(fd) {
-		return nil, errors.New("start barrier: the orchestrator closed it without a go (another client process " +
-			"failed or did not get ready)")
-	}
+	return urls
+}
 
-	// The stall watchdog: no roundtrip for o.stall closes both connections, which ends the blocked read or write.
-	var stalled atomic.Bool
-	watchdog := time.AfterFunc(o.stall, func() { stalled.Store(true); a.Close(); b.Close() })
-	defer watchdog.Stop()
+// pair is one ping-pong pair, A and B in one room, with its own stall watchdog and its own counts.
+type pair struct {
+	label                        string // "" with one pair, its index with --pairs N
+	a, b                         *websocket.Conn
+	messageType                  int
+	ping, pong                   []byte
+	stall                        time.Duration
+	stalled                      atomic.Bool
+	watchdog                     *time.Timer
+	warmupRoundtrips, roundtrips int
+	latencies                    []int64
+	end                          time.Time
+}
+
+// roundtrip is one verified ping and pong; no roundtrip for p.stall closes both connections, which ends the blocked
+// read or write and is reported as a stall.
+func (p *pair) roundtrip() error {
+	err := p.a.WriteMessage(p.messageType, p.ping)
+	if err == nil {
+		err = expect(p.b, "B"+p.label, p.messageType, p.ping)
+	}
+	if err == nil {
+		err = p.b.WriteMessage(p.messageType, p.pong)
+	}
+	if err == nil {
+		err = expect(p.a, "A"+p.label, p.messageType, p.pong)
+	}
+	if err != nil && p.stalled.Load() {
+		if p.label != "" {
+			return fmt.Errorf("stall: no roundtrip completed for %g s on pair %s", p.stall.Seconds(), p.label)
+		}
+		return fmt.Errorf("stall: no roundtrip completed for %g s", p.stall.Seconds())
+	}
+	p.watchdog.Reset(p.stall)
+	return err
+}
+
+func (p *pair) warmUp(deadline time.Time) error {
+	for time.Now().Before(deadline) {
+		if err := p.roundtrip(); err != nil {
+			return err
+		}
+		p.warmupRoundtrips++
+	}
+	return nil
+}
+
+// window runs roundtrips until the first one that completes at or after the deadline.
+func (p *pair) window(start, deadline time.Time, record bool) error {
+	for p.end = start; p.end.Before(deadline); {
+		sent := time.Now()
+		if err := p.roundtrip(); err != nil {
+			return err
+		}
+		p.end = time.Now()
+		if record {
+			p.latencies = append(p.latencies, int64(p.end.Sub(sent)))
+		}
+		p.roundtrips++
+	}
+	return nil
+}
+
+// together runs step on every pair at once, a goroutine each, and returns the first failure; that failure closes
+// every pair's connections, so the others' blocked reads end too (their errors, which it caused, are not reported).
+func together(pairs []*pair, step func(*pair) error) error {
+	var group sync.WaitGroup
+	var once sync.Once
+	var first error
+	for _, p := range pairs {
+		group.Add(1)
+		go func() {
+			defer group.Done()
+			if err := step(p); err != nil {
+				once.Do(func() {
+					first = err
+					for _, other := range pairs {
+						other.a.Close()
+						other.b.Close()
+					}
+				})
+			}
+		}()
+	}
+	group.Wait()
+	return first
+}
+
+func run(o *options) (*results, error) {
 	messageType := websocket.TextMessage
 	if o.kind == "binary" {
 		messageType = websocket.BinaryMessage
 	}
 	ping, pong := makePayload(o.kind, o.size, 0), makePayload(o.kind, o.size, 1)
-	roundtrip := func() error {
-		err := a.WriteMessage(messageType, ping)
-		if err == nil {
-			err = expect(b, "B", messageType, ping)
+	var pairs []*pair
+	var details []connection
+	for i, roomURL := range pairURLs(o.url, o.pairs) {
+		p := &pair{messageType: messageType, ping: ping, pong: pong, stall: o.stall}
+		if o.record {
+			p.latencies = make([]int64, 0, 1<<16)
 		}
-		if err == nil {
-			err = b.WriteMessage(messageType, pong)
+		if o.pairs > 1 {
+			p.label = strconv.Itoa(i)
 		}
-		if err == nil {
-			err = expect(a, "A", messageType, pong)
+		var detailsA, detailsB connection
+		var err error
+		if p.a, detailsA, err = open(o, roomURL, "A"+p.label); err != nil {
+			return nil, err
 		}
-		if err != nil && stalled.Load() {
-			return fmt.Errorf("stall: no roundtrip completed for %g s", o.stall.Seconds())
+		defer closeConn(p.a)
+		if p.b, detailsB, err = open(o, roomURL, "B"+p.label); err != nil {
+			return nil, err
 		}
-		watchdog.Reset(o.stall)
-		return err
+		defer closeConn(p.b)
+		pairs, details = append(pairs, p), append(details, detailsA, detailsB)
+	}
+	emit("ready")
+	if fd, ok := envFD("PINGPONG_GO_FD"); ok && !readGo(fd) {
+		return nil, errors.New("start barrier: the orchestrator closed it without a go (another client process " +
+			"failed or did not get ready)")
+	}
+	for _, p := range pairs {
+		p.watchdog = time.AfterFunc(o.stall, func() { p.stalled.Store(true); p.a.Close(); p.b.Close() })
+		defer p.watchdog.Stop()
 	}
 
-	warmupCount, warmupStart := 0, time.Now()
-	for time.Since(warmupStart) < o.warmup {
-		if err := roundtrip(); err != nil {
+	// One pair runs on this goroutine, as it always has; N pairs warm up together, then share one window.
+	warmupStart := time.Now()
+	warmupDeadline := warmupStart.Add(o.warmup)
+	var start time.Time
+	var userStart, systemStart float64
+	if len(pairs) == 1 {
+		if err := pairs[0].warmUp(warmupDeadline); err != nil {
 			return nil, err
 		}
-		warmupCount++
-	}
-	emit("window-start")
-	userStart, systemStart := cpuSeconds()
-	var latencies []int64
-	if o.record {
-		latencies = make([]int64, 0, 1<<16)
-	}
-	count, start := 0, time.Now()
-	deadline, end := start.Add(o.duration), start
-	for end.Before(deadline) { // until the first roundtrip that completes at or after the deadline
-		sent := time.Now()
-		if err := roundtrip(); err != nil {
+		emit("window-start")
+		userStart, systemStart = cpuSeconds()
+		start = time.Now()
+		if err := pairs[0].window(start, start.Add(o.duration), o.record); err != nil {
 			return nil, err
 		}
-		end = time.Now()
-		if o.record {
-			latencies = append(latencies, int64(end.Sub(sent)))
+	} else {
+		err := together(pairs, func(p *pair) error {
+			err := p.warmUp(warmupDeadline)
+			p.watchdog.Stop() // waiting for the slowest pair's warmup is not a stall
+			return err
+		})
+		if err != nil {
+			return nil, err
 		}
-		count++
+		emit("window-start")
+		userStart, systemStart = cpuSeconds()
+		start = time.Now()
+		deadline := start.Add(o.duration)
+		err = together(pairs, func(p *pair) error {
+			p.watchdog.Reset(o.stall)
+			return p.window(start, deadline, o.record)
+		})
+		if err != nil {
+			return nil, err
+		}
 	}
 	user, system := cpuSeconds()
 	emit("window-end")
 
-	elapsed := end.Sub(start).Seconds()
 	r := &results{
-		Warmup:     map[string]any{"roundtrips": warmupCount, "elapsed_s": start.Sub(warmupStart).Seconds()},
-		Roundtrips: count, ElapsedS: elapsed, RoundtripsPerS: float64(count) / elapsed,
 		CPU:         map[string]float64{"user_s": user - userStart, "system_s": system - systemStart},
 		Latency:     latency{Unit: "ns", Recorded: o.record},
-		Connections: []connection{detailsA, detailsB},
+		Connections: details,
 	}
-	if o.record {
-		r.Latency.ValueCounts = valueCounts(latencies)
+	end, warmupCount, all := start, 0, []int64{}
+	for _, p := range pairs {
+		warmupCount += p.warmupRoundtrips
+		r.Roundtrips += p.roundtrips
+		if p.end.After(end) {
+			end = p.end
+		}
+		if len(pairs) > 1 {
+			r.PerPairRoundtrips = append(r.PerPairRoundtrips, p.roundtrips)
+			if o.record {
+				all = append(all, p.latencies...)
+				r.PerPairValueCounts = append(r.PerPairValueCounts, valueCounts(p.latencies))
+			}
+		}
+	}
+	r.ElapsedS = end.Sub(start).Seconds()
+	r.RoundtripsPerS = float64(r.Roundtrips) / r.ElapsedS
+	r.Warmup = map[string]any{"roundtrips": warmupCount, "elapsed_s": start.Sub(warmupStart).Seconds()}
+	if o.record && len(pairs) == 1 {
+		r.Latency.ValueCounts = valueCounts(pairs[0].latencies)
+	} else if o.record {
+		r.Latency.ValueCounts = valueCounts(all)
 	}
 	return r, nil
 }
@@ -348,14 +480,15 @@ func main() {
 	stall := flags.Float64("stall-timeout", 10, "")
 	caFile := flags.String("tls-ca", "", "")
 	noLatency := flags.Bool("no-latency", false, "")
+	pairs := flags.Int("pairs", 1, "")
 	usage := "usage: go_ws_client --url ws[s]://H:P/ROOM --duration S --warmup W [--loop auto] " +
 		"[--compression default|off|on] [--payload-size N] [--payload-kind text-ascii|text-utf8|binary] " +
-		"[--stall-timeout S] [--tls-ca FILE] [--no-latency]"
+		"[--stall-timeout S] [--pairs N] [--tls-ca FILE] [--no-latency]"
 	if err := flags.Parse(os.Args[1:]); err != nil {
 		if name, found := strings.CutPrefix(err.Error(), "flag provided but not defined: -"); found &&
-			slices.Contains([]string{"pairs", "workload", "rate", "idle-connections", "receivers",
+			slices.Contains([]string{"workload", "rate", "idle-connections", "receivers",
 				"broadcast-role", "ack-processes", "ab-windows"}, name) {
-			usageError("--%s is not supported: this client runs the pingpong workload with one pair only", name)
+			usageError("--%s is not supported: this client runs the closed-loop pingpong workload only", name)
 		}
 		usageError("%s; %s", flagError(err), usage)
 	}
@@ -368,6 +501,8 @@ func main() {
 		usageError("--url must be ws://HOST:PORT/ROOM or wss://HOST:PORT/ROOM; %s", usage)
 	case !(*duration > 0) || !(*warmup >= 0) || !(*stall > 0) || !finite(*duration+*warmup+*stall) || *size < 1:
 		usageError("--duration and --stall-timeout must be > 0, --warmup >= 0, --payload-size >= 1")
+	case *pairs < 1:
+		usageError("--pairs must be >= 1 (this client holds no idle connections, so no --pairs 0)")
 	case *kind != "text-ascii" && *kind != "text-utf8" && *kind != "binary":
 		usageError("--payload-kind must be text-ascii, text-utf8 or binary")
 	case *compression != "default" && *compression != "off" && *compression != "on":
@@ -376,7 +511,7 @@ func main() {
 		usageError("--loop %s is not available here (use auto: Go's netpoller)", *loop)
 	}
 	o := &options{url: *rawURL, duration: time.Duration(*duration * 1e9), warmup: time.Duration(*warmup * 1e9),
-		stall: time.Duration(*stall * 1e9), kind: *kind, size: *size, record: !*noLatency}
+		stall: time.Duration(*stall * 1e9), kind: *kind, size: *size, pairs: *pairs, record: !*noLatency}
 	// gorilla's Dialer offers permessage-deflate only with EnableCompression: default = off.
 	o.dialer = websocket.Dialer{HandshakeTimeout: o.stall, EnableCompression: *compression == "on"}
 	if *caFile != "" {
@@ -394,7 +529,7 @@ func main() {
 		Libraries: map[string]string{"gorilla/websocket": buildinfo.GorillaVersion()}, Loop: "go-netpoll",
 		Settings: map[string]any{"compression": *compression, "compression_offered": o.dialer.EnableCompression,
 			"tls": target.Scheme == "wss", "handshake_timeout_s": o.stall.Seconds()},
-		Payload: map[string]any{"kind": *kind, "size": *size}, Workload: "pingpong", Pairs: 1}
+		Payload: map[string]any{"kind": *kind, "size": *size}, Workload: "pingpong", Pairs: *pairs}
 
 	if fd, ok := envFD("PINGPONG_EVENTS_FD"); ok {
 		eventsFD = fd
