@@ -1,5 +1,6 @@
 //! Ping-pong client driver on tokio-tungstenite's connect_async: connections A and B in one room, A pings, B
-//! checks and pongs, A checks; one JSON report on stdout (docs/contract.md, native/raw_tcp_client.c).
+//! checks and pongs, A checks; one JSON report on stdout (docs/contract.md, native/raw_tcp_client.c). One pair runs
+//! on the main task; --pairs N runs N pairs at once, pair i in room ROOM-p<i>, each a task on tokio's workers.
 use std::fs::File;
 use std::io::{Read, Write};
 use std::os::fd::FromRawFd;
@@ -16,9 +17,9 @@ use tokio_tungstenite::tungstenite::{client::IntoClientRequest, handshake::clien
 use tokio_tungstenite::{connect_async_tls_with_config, Connector, MaybeTlsStream, WebSocketStream};
 
 const PROGRAM: &str = "rust_ws_client";
-// The contract's other workloads: this client drives one ping-pong pair only (its manifest entry says so).
+// The contract's other workloads: this client drives closed-loop ping-pong pairs only (its manifest entry says so).
 const UNSUPPORTED: &str =
-    "--pairs --workload --rate --idle-connections --receivers --broadcast-role --ack-processes --ab-windows";
+    "--workload --rate --idle-connections --receivers --broadcast-role --ack-processes --ab-windows";
 type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
 
 struct Options {
@@ -27,6 +28,7 @@ struct Options {
     warmup: f64,
     stall: f64,
     size: usize,
+    pairs: usize,
     kind: String,
     compression: String,
     tls_ca: Option<String>,
@@ -40,16 +42,18 @@ struct Measured {
     cpu: (f64, f64),
     latencies: Vec<u64>,
     connections: Vec<String>,
+    /// With --pairs N > 1: each pair's roundtrips and latencies (empty with one pair).
+    per_pair: Vec<(u64, Vec<u64>)>,
 }
 
 fn parse_options() -> Options {
     if let Some(flag) =
         std::env::args().find(|arg| UNSUPPORTED.split(' ').any(|flag| arg.split('=').next() == Some(flag)))
     {
-        usage_error(PROGRAM, &format!("{flag} is not supported: this client drives one ping-pong pair only"));
+        usage_error(PROGRAM, &format!("{flag} is not supported: this client drives closed-loop ping-pong only"));
     }
     let flags = parse_flags(
-        "--url --duration --warmup --loop --compression --payload-size --payload-kind --stall-timeout --tls-ca",
+        "--url --duration --warmup --loop --compression --payload-size --payload-kind --stall-timeout --pairs --tls-ca",
         "--no-latency",
     )
     .unwrap_or_else(|problem| usage_error(PROGRAM, &problem));
@@ -68,6 +72,9 @@ fn parse_options() -> Options {
             .ok()
             .filter(|&size| size >= 1)
             .unwrap_or_else(|| usage_error(PROGRAM, "--payload-size must be an integer >= 1")),
+        pairs: flag("--pairs", "1").parse().ok().filter(|&pairs| pairs >= 1).unwrap_or_else(|| {
+            usage_error(PROGRAM, "--pairs must be an integer >= 1 (this client holds no idle connections)")
+        }),
         kind: flag("--payload-kind", "text-ascii"),
         compression: flag("--compression", "default"),
         tls_ca: flags.get("--tls-ca").cloned(),
@@ -127,13 +134,26 @@ fn cpu_seconds() -> (f64, f64) {
     (seconds(usage.ru_utime), seconds(usage.ru_stime))
 }
 
-async fn connect(options: &Options, connector: Option<Connector>) -> Result<(Ws, Response), String> {
+async fn connect(url: &str, options: &Options, connector: Option<Connector>) -> Result<(Ws, Response), String> {
     // connect_async's own choice: Nagle's algorithm left on (disable_nagle = false).
-    let connecting = connect_async_tls_with_config(options.url.as_str(), None, false, connector);
+    let connecting = connect_async_tls_with_config(url, None, false, connector);
     match timeout(Duration::from_secs_f64(options.stall), connecting).await {
-        Ok(connected) => connected.map_err(|error| format!("cannot connect to {}: {error}", options.url)),
-        Err(_) => Err(format!("cannot connect to {}: no handshake within {} s", options.url, options.stall)),
+        Ok(connected) => connected.map_err(|error| format!("cannot connect to {url}: {error}")),
+        Err(_) => Err(format!("cannot connect to {url}: no handshake within {} s", options.stall)),
     }
+}
+
+/// The room URL of each pair: the given room for one pair, ROOM-p0 .. ROOM-p<N-1> for N pairs, each with the URL's
+/// query string (pingpong/kit/driver/core.py pair_urls).
+fn pair_urls(url: &str, pairs: usize) -> Vec<String> {
+    if pairs == 1 {
+        return vec![url.to_owned()];
+    }
+    let (base, query) = match url.split_once('?') {
+        Some((base, query)) => (base, format!("?{query}")),
+        None => (url, String::new()),
+    };
+    (0..pairs).map(|index| format!("{base}-p{index}{query}")).collect()
 }
 
 fn describe(name: &str, ws: &Ws, response: &Response) -> String {
@@ -185,11 +205,98 @@ async fn expect(ws: &mut Ws, expected: &Message, who: &str) -> Result<(), String
     Ok(())
 }
 
-async fn roundtrip(a: &mut Ws, b: &mut Ws, ping: &Message, pong: &Message) -> Result<(), String> {
-    a.send(ping.clone()).await.map_err(|error| format!("connection A: {error}"))?;
-    expect(b, ping, "B").await?;
-    b.send(pong.clone()).await.map_err(|error| format!("connection B: {error}"))?;
-    expect(a, pong, "A").await
+/// One ping-pong pair, A and B in one room, with its counts.
+struct Pair {
+    label: String, // "" with one pair, its index with --pairs N
+    names: [String; 2],
+    a: Ws,
+    b: Ws,
+    warmup_roundtrips: u64,
+    roundtrips: u64,
+    latencies: Vec<u64>,
+    end: Instant,
+}
+
+async fn roundtrip(a: &mut Ws, b: &mut Ws, ping: &Message, pong: &Message, names: &[String; 2]) -> Result<(), String> {
+    a.send(ping.clone()).await.map_err(|error| format!("connection {}: {error}", names[0]))?;
+    expect(b, ping, &names[1]).await?;
+    b.send(pong.clone()).await.map_err(|error| format!("connection {}: {error}", names[1]))?;
+    expect(a, pong, &names[0]).await
+}
+
+impl Pair {
+    /// One verified roundtrip; none within `stall` is reported as a stall (of this pair, with several).
+    async fn roundtrip(&mut self, ping: &Message, pong: &Message, stall: Duration) -> Result<(), String> {
+        match timeout(stall, roundtrip(&mut self.a, &mut self.b, ping, pong, &self.names)).await {
+            Ok(done) => done,
+            Err(_) if self.label.is_empty() => {
+                Err(format!("stall: no roundtrip completed for {} s", stall.as_secs_f64()))
+            }
+            Err(_) => {
+                Err(format!("stall: no roundtrip completed for {} s on pair {}", stall.as_secs_f64(), self.label))
+            }
+        }
+    }
+
+    async fn warm_up(
+        &mut self,
+        ping: &Message,
+        pong: &Message,
+        stall: Duration,
+        deadline: Instant,
+    ) -> Result<(), String> {
+        while Instant::now() < deadline {
+            self.roundtrip(ping, pong, stall).await?;
+            self.warmup_roundtrips += 1;
+        }
+        Ok(())
+    }
+
+    /// Roundtrips from `start` until the first one that completes at or after `deadline`.
+    async fn window(
+        &mut self,
+        ping: &Message,
+        pong: &Message,
+        stall: Duration,
+        start: Instant,
+        deadline: Instant,
+        record: bool,
+    ) -> Result<(), String> {
+        self.end = start;
+        while self.end < deadline {
+            let sent = Instant::now();
+            self.roundtrip(ping, pong, stall).await?;
+            self.end = Instant::now();
+            if record {
+                self.latencies.push((self.end - sent).as_nanos() as u64);
+            }
+            self.roundtrips += 1;
+        }
+        Ok(())
+    }
+}
+
+/// Runs one phase on every pair at once, a task each on tokio's workers, and gives the pairs back in their order.
+/// The first failure is returned and the other tasks are aborted (dropping their connections).
+async fn together<F, Phase>(pairs: Vec<Pair>, phase: F) -> Result<Vec<Pair>, String>
+where
+    F: Fn(Pair) -> Phase,
+    Phase: std::future::Future<Output = Result<Pair, String>> + Send + 'static,
+{
+    let mut tasks = tokio::task::JoinSet::new();
+    let mut done: Vec<Option<Pair>> = pairs.iter().map(|_| None).collect();
+    for (index, pair) in pairs.into_iter().enumerate() {
+        let running = phase(pair);
+        tasks.spawn(async move { (index, running.await) });
+    }
+    while let Some(joined) = tasks.join_next().await {
+        match joined {
+            Ok((index, Ok(pair))) => done[index] = Some(pair),
+            Ok((_, Err(error))) => return Err(error), // dropping the JoinSet aborts the other pairs' tasks
+            Err(error) => return Err(format!("a pair's task failed: {error}")),
+        }
+    }
+    Ok(done.into_iter().map(|pair| pair.unwrap()).collect())
 }
 
 async fn run(options: &Options, events: &mut Option<File>) -> Result<Option<Measured>, String> {
@@ -222,9 +329,18 @@ async fn run(options: &Options, events: &mut Option<File>) -> Result<Option<Meas
             return Ok(None); // not needed: exit 0 without a report
         }
     }
-    let (mut a, response_a) = connect(options, connector.clone()).await?;
-    let (mut b, response_b) = connect(options, connector).await?;
-    let connections = vec![describe("A", &a, &response_a), describe("B", &b, &response_b)];
+    let mut pairs = Vec::new();
+    let mut connections = Vec::new();
+    for (index, url) in pair_urls(&options.url, options.pairs).iter().enumerate() {
+        let label = if options.pairs > 1 { index.to_string() } else { String::new() };
+        let names = [format!("A{label}"), format!("B{label}")];
+        let (a, response_a) = connect(url, options, connector.clone()).await?;
+        let (b, response_b) = connect(url, options, connector.clone()).await?;
+        connections.push(describe(&names[0], &a, &response_a));
+        connections.push(describe(&names[1], &b, &response_b));
+        let latencies = Vec::new();
+        pairs.push(Pair { label, names, a, b, warmup_roundtrips: 0, roundtrips: 0, latencies, end: Instant::now() });
+    }
     event(events, "ready\n");
     if let Some(go) = pipe_from_env("PINGPONG_GO_FD") {
         if !wait_for_go(go).await {
@@ -232,34 +348,54 @@ async fn run(options: &Options, events: &mut Option<File>) -> Result<Option<Meas
         }
     }
 
+    // One pair runs on this task, as it always has; N pairs warm up together, then share one window.
     let stall = Duration::from_secs_f64(options.stall);
-    let stalled = || format!("stall: no roundtrip completed for {} s", options.stall);
+    let duration = Duration::from_secs_f64(options.duration);
     let warmup_start = Instant::now();
-    let mut warmup_roundtrips = 0;
-    while warmup_start.elapsed() < Duration::from_secs_f64(options.warmup) {
-        timeout(stall, roundtrip(&mut a, &mut b, &ping, &pong)).await.map_err(|_| stalled())??;
-        warmup_roundtrips += 1;
-    }
-
-    event(events, "window-start\n");
-    let cpu_start = cpu_seconds();
-    let start = Instant::now();
-    let deadline = start + Duration::from_secs_f64(options.duration);
-    let (mut roundtrips, mut latencies, mut end) = (0, Vec::new(), start);
-    while end < deadline {
-        let sent = Instant::now();
-        timeout(stall, roundtrip(&mut a, &mut b, &ping, &pong)).await.map_err(|_| stalled())??;
-        end = Instant::now();
-        if options.record {
-            latencies.push((end - sent).as_nanos() as u64);
-        }
-        roundtrips += 1;
+    let warmup_deadline = warmup_start + Duration::from_secs_f64(options.warmup);
+    let (cpu_start, start);
+    if let [pair] = pairs.as_mut_slice() {
+        pair.warm_up(&ping, &pong, stall, warmup_deadline).await?;
+        event(events, "window-start\n");
+        cpu_start = cpu_seconds();
+        start = Instant::now();
+        pair.window(&ping, &pong, stall, start, start + duration, options.record).await?;
+    } else {
+        let (ping_, pong_) = (ping.clone(), pong.clone());
+        pairs = together(pairs, move |mut pair| {
+            let (ping, pong) = (ping_.clone(), pong_.clone());
+            async move { pair.warm_up(&ping, &pong, stall, warmup_deadline).await.map(|_| pair) }
+        })
+        .await?;
+        event(events, "window-start\n");
+        cpu_start = cpu_seconds();
+        start = Instant::now();
+        let (deadline, record) = (start + duration, options.record);
+        pairs = together(pairs, move |mut pair| {
+            let (ping, pong) = (ping.clone(), pong.clone());
+            async move { pair.window(&ping, &pong, stall, start, deadline, record).await.map(|_| pair) }
+        })
+        .await?;
     }
     let cpu_end = cpu_seconds();
     event(events, "window-end\n");
-    for ws in [&mut a, &mut b] {
-        let _ = timeout(Duration::from_secs(1), ws.close(None)).await;
+    for pair in pairs.iter_mut() {
+        for ws in [&mut pair.a, &mut pair.b] {
+            let _ = timeout(Duration::from_secs(1), ws.close(None)).await;
+        }
     }
+    let end = pairs.iter().map(|pair| pair.end).max().unwrap();
+    let (warmup_roundtrips, roundtrips) =
+        pairs.iter().fold((0, 0), |(warmup, window), pair| (warmup + pair.warmup_roundtrips, window + pair.roundtrips));
+    let per_pair: Vec<(u64, Vec<u64>)> = if pairs.len() > 1 {
+        pairs.iter_mut().map(|pair| (pair.roundtrips, std::mem::take(&mut pair.latencies))).collect()
+    } else {
+        Vec::new()
+    };
+    let latencies = match pairs.as_mut_slice() {
+        [pair] => std::mem::take(&mut pair.latencies),
+        _ => per_pair.iter().flat_map(|(_, latencies)| latencies.iter().copied()).collect(),
+    };
     Ok(Some(Measured {
         warmup: (warmup_roundtrips, (start - warmup_start).as_secs_f64()),
         roundtrips,
@@ -267,6 +403,7 @@ async fn run(options: &Options, events: &mut Option<File>) -> Result<Option<Meas
         cpu: (cpu_end.0 - cpu_start.0, cpu_end.1 - cpu_start.1),
         latencies,
         connections,
+        per_pair,
     }))
 }
 
@@ -291,13 +428,14 @@ async fn main() {
     let outcome = run(&options, &mut events).await;
     let workers = tokio::runtime::Handle::current().metrics().num_workers();
     let mut report = format!(
-        r#"{{"format_version": 1, "role": "client", "implementation": "rust-tungstenite", "runtime": {{"name": "rust", "version": "{RUSTC_VERSION}"}}, "libraries": {}, "loop": "tokio", "settings": {{"compression": {}, "compression_offered": false, "tls": {}, "max_message_size": {MAX_MESSAGE_SIZE}, "max_frame_size": {MAX_FRAME_SIZE}, "tokio_worker_threads": {workers}, "latency_recorded": {}}}, "payload": {{"kind": "{}", "size": {}}}, "workload": "pingpong", "pairs": 1"#,
+        r#"{{"format_version": 1, "role": "client", "implementation": "rust-tungstenite", "runtime": {{"name": "rust", "version": "{RUSTC_VERSION}"}}, "libraries": {}, "loop": "tokio", "settings": {{"compression": {}, "compression_offered": false, "tls": {}, "max_message_size": {MAX_MESSAGE_SIZE}, "max_frame_size": {MAX_FRAME_SIZE}, "tokio_worker_threads": {workers}, "latency_recorded": {}}}, "payload": {{"kind": "{}", "size": {}}}, "workload": "pingpong", "pairs": {}"#,
         libraries_json(),
         json_string(&options.compression),
         options.url.starts_with("wss://"),
         options.record,
         options.kind,
-        options.size
+        options.size,
+        options.pairs
     );
     match outcome {
         Ok(None) => std::process::exit(0),
@@ -308,13 +446,25 @@ async fn main() {
             std::process::exit(1);
         }
         Ok(Some(m)) => {
+            let per_pair = if m.per_pair.is_empty() {
+                String::new()
+            } else {
+                let counts: Vec<String> = m.per_pair.iter().map(|(count, _)| count.to_string()).collect();
+                let mut fields = format!(r#", "per_pair_roundtrips": [{}]"#, counts.join(", "));
+                if options.record {
+                    let each: Vec<String> =
+                        m.per_pair.into_iter().map(|(_, latencies)| format!("[{}]", value_counts(latencies))).collect();
+                    fields += &format!(r#", "per_pair_value_counts": [{}]"#, each.join(", "));
+                }
+                fields
+            };
             let latency = if options.record {
                 format!(r#""recorded": true, "hdr_histogram": null, "value_counts": [{}]"#, value_counts(m.latencies))
             } else {
                 r#""recorded": false, "hdr_histogram": null"#.to_owned()
             };
             report += &format!(
-                r#", "error": null, "errors": 0, "warmup": {{"roundtrips": {}, "elapsed_s": {:.9}}}, "roundtrips": {}, "elapsed_s": {:.9}, "roundtrips_per_s": {:.6}, "cpu": {{"user_s": {:.6}, "system_s": {:.6}}}, "latency": {{"unit": "ns", {latency}}}, "connections": [{}]}}"#,
+                r#", "error": null, "errors": 0, "warmup": {{"roundtrips": {}, "elapsed_s": {:.9}}}, "roundtrips": {}, "elapsed_s": {:.9}, "roundtrips_per_s": {:.6}, "cpu": {{"user_s": {:.6}, "system_s": {:.6}}}, "latency": {{"unit": "ns", {latency}}}, "connections": [{}]{per_pair}}}"#,
                 m.warmup.0,
                 m.warmup.1,
                 m.roundtrips,
