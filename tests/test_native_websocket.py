@@ -3,18 +3,23 @@
 Relay, rooms, payload kinds, abuse, the start gate and barrier are tested for them where every implementation is
 (test_matrix_pairs, test_rooms, test_reliability, test_spawn_ahead, test_start_barrier): those take the manifest's
 entries. Here: what only the compiled programs need shown, the contract's flags they refuse, the permessage-deflate
-negotiation they declare, TLS across runtimes, and the reports they write.
+negotiation they declare, TLS across runtimes, the reports they write, and the compiled clients' --pairs N.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
+import uuid
 
 import pytest
+from websockets.asyncio.client import connect
 
 from pingpong import contract
+from pingpong.harness.measure.judge import parse_client_report
 from pingpong.harness.measure.local import run_attempt_on
+from pingpong.harness.results.histograms import merge, recorded_values
 from pingpong.harness.settings.cell import CellSettings
 from pingpong.harness.settings.manifest import resolve_command
 from pingpong.harness.system import processes
@@ -29,6 +34,7 @@ LANGUAGES = {"go-gorilla": "go", "rust-tungstenite": "rust", "cpp-websocketpp": 
 PROTOCOL_FLOOR = "c-ws-floor"  # RFC 6455 with no library: no libraries to name, no TLS
 LIBRARY_SERVERS = [i.name for i in NATIVE_SERVERS if i.name != PROTOCOL_FLOOR]
 LIBRARY_CLIENTS = [i.name for i in NATIVE_CLIENTS if i.name != PROTOCOL_FLOOR]
+PAIRS_CLIENTS = [i for i in NATIVE_CLIENTS if "pairs" in i.features]
 SHORT = CellSettings(duration_s=0.3, warmup_s=0.1, loop="auto", compression="default", payload_size=4,
                      payload_kind="text-ascii", ready_timeout_s=20, stall_timeout_s=5, pin=True)
 
@@ -47,15 +53,16 @@ def refused(implementation, extra: list[str]) -> subprocess.CompletedProcess:
 def test_a_native_program_refuses_what_it_does_not_offer_in_one_line_exit_2(implementation):
     """An unknown flag, a loop other than auto and a compression mode its manifest entry lacks: exit 2, one line
     on stderr naming the problem, nothing on stdout, before anything listens or connects. A client refuses the
-    contract's workload flags too, since its entry declares ping-pong only."""
+    contract's workload flags too, since its entry declares closed-loop ping-pong only, and --pairs unless its entry
+    declares pairs (then --pairs 0, the idle holder it is not)."""
     cases = [(["--not-in-the-contract", "1"], "--not-in-the-contract"), (["--loop", "uvloop"], "uvloop")]
     cases += [(["--compression", mode], mode) for mode in contract.COMPRESSION_MODES
               if mode not in implementation.compression]
     if implementation.role == "client":
-        cases += [(["--pairs", "2"], "--pairs"), (["--workload", "handshake"], "--workload"),
-                  (["--rate", "100"], "--rate"), (["--idle-connections", "10"], "--idle-connections"),
-                  (["--duration", "-1"], "duration")]
-        assert not {"pairs", "handshake", *contract.WORKLOAD_FEATURES} & set(implementation.features)
+        cases += [(["--workload", "handshake"], "--workload"), (["--rate", "100"], "--rate"),
+                  (["--idle-connections", "10"], "--idle-connections"), (["--duration", "-1"], "duration"),
+                  (["--pairs", "0"] if "pairs" in implementation.features else ["--pairs", "2"], "--pairs")]
+        assert not {"handshake", *contract.WORKLOAD_FEATURES} & set(implementation.features)
     for extra, named in cases:
         completed = refused(implementation, extra)
         assert completed.returncode == 2, (extra, completed.returncode, completed.stderr)
@@ -178,3 +185,92 @@ def test_no_native_server_is_left_running_after_a_port_clash(tmp_path):
             assert completed.returncode == 1, (server.name, completed.returncode, completed.stderr)
             assert completed.stderr.strip() and completed.stdout == "", server.name
     assert processes.port_is_free(port)
+
+
+PAIRS = 4
+PAIRS_SETTINGS = CellSettings(**{**SHORT.__dict__, "pairs": PAIRS})
+
+
+@pytest.mark.parametrize("server", ["node-ws", "go-gorilla"])
+@pytest.mark.parametrize("client", PAIRS_CLIENTS, ids=lambda i: i.name)
+def test_a_native_client_drives_pairs_at_once_each_counted_and_timed(client, server, shared_servers):
+    """--pairs 4 through the attempt runner: eight sockets on each side, every pair completes roundtrips and they add
+    up to the total; each pair's latencies, reported as value counts, become a histogram that counts its
+    roundtrips, and the four together are the attempt's merged histogram."""
+    attempt = run_attempt_on(shared_servers.get(by_name("server", server), PAIRS_SETTINGS), client, PAIRS_SETTINGS,
+                             repeat=1, project_root=ROOT)
+    assert attempt.status == "ok", attempt.reason
+    report = attempt.client_report
+    assert report["pairs"] == PAIRS and len(report["per_pair_roundtrips"]) == PAIRS
+    assert all(count > 0 for count in report["per_pair_roundtrips"]), report["per_pair_roundtrips"]
+    assert sum(report["per_pair_roundtrips"]) == report["roundtrips"] == attempt.roundtrips
+    assert len(report["per_pair_hdr_histograms"]) == PAIRS and "per_pair_value_counts" not in report
+    per_pair = [merge([encoded]) for encoded in report["per_pair_hdr_histograms"]]
+    assert [histogram.get_total_count() for histogram in per_pair] == report["per_pair_roundtrips"]
+    assert recorded_values(merge(report["per_pair_hdr_histograms"])) == recorded_values(
+        merge([attempt.latency_histogram]))
+    assert [c["name"] for c in report["connections"]] == [f"{side}{i}" for i in range(PAIRS) for side in "AB"]
+    assert attempt.sockets["client"]["sockets"] == 2 * PAIRS and attempt.sockets["server"]["sockets"] == 2 * PAIRS
+
+
+async def _listen(url: str, into: list) -> None:
+    async with connect(url, compression=None) as listener:
+        async for message in listener:
+            into.append(message)
+
+
+async def _run_beside_listeners(command: list[str], base: str, rooms: list[str]) -> tuple[int, str, str, dict]:
+    """Join a listener to each room, run the client to its end, then give each listener a moment to drain."""
+    heard: dict[str, list] = {room: [] for room in rooms}
+    listeners = [asyncio.create_task(_listen(f"{base}/{room}", heard[room])) for room in rooms]
+    await asyncio.sleep(0.3)  # the listeners' handshakes; a listener that failed ends its task, checked below
+    assert not any(task.done() for task in listeners), [task.exception() for task in listeners if task.done()]
+    client = await asyncio.create_subprocess_exec(*command, cwd=ROOT, stdout=asyncio.subprocess.PIPE,
+                                                  stderr=asyncio.subprocess.PIPE)
+    try:
+        stdout, stderr = await asyncio.wait_for(client.communicate(), 60)
+    finally:
+        if client.returncode is None:
+            client.kill()
+            await client.wait()
+    await asyncio.sleep(0.3)
+    for task in listeners:
+        task.cancel()
+    await asyncio.gather(*listeners, return_exceptions=True)
+    return client.returncode, stdout.decode(), stderr.decode(), heard
+
+
+@pytest.mark.parametrize("client", PAIRS_CLIENTS, ids=lambda i: i.name)
+def test_a_native_clients_pairs_each_ping_pong_in_a_room_of_their_own(client, shared_servers):
+    """With --pairs 3 in room R, a listener in R-p1 (a third member, which the server relays to) hears exactly pair
+    1's traffic: the ping and the pong in turn, with their bytes, at least twice its counted roundtrips; listeners
+    in R itself and in R-p3 hear nothing."""
+    started = shared_servers.get(by_name("server", "node-ws"), SHORT)
+    assert started.problem is None, started.problem
+    room = uuid.uuid4().hex[:12]
+    command = resolve_command(client, ROOT) + ["--url", f"{started.base_url}/{room}?via=test", "--pairs", "3",
+                                               "--duration", "0.3", "--warmup", "0.1", "--payload-size", "5"]
+    code, stdout, stderr, heard = asyncio.run(
+        _run_beside_listeners(command, started.base_url, [f"{room}-p1", room, f"{room}-p3"]))
+    assert code == 0, stderr
+    report, problem = parse_client_report(stdout)
+    assert problem is None and report["error"] is None, (problem, stdout)
+    pair_1 = heard[f"{room}-p1"]
+    assert len(pair_1) >= 2 * report["per_pair_roundtrips"][1] > 0
+    assert pair_1[:2] == ["abcde", "bcdef"] and set(pair_1[0::2]) == {"abcde"} and set(pair_1[1::2]) == {"bcdef"}
+    assert heard[room] == [] and heard[f"{room}-p3"] == []
+
+
+@pytest.mark.parametrize("client", PAIRS_CLIENTS, ids=lambda i: i.name)
+def test_a_stall_on_one_of_a_native_clients_pairs_is_reported_as_a_stall(client, shared_servers):
+    """A server that stops relaying in room R-p1 only, and relays R-p0 and R-p2 as ever: with --pairs 3 the client
+    names that pair's stall in its one JSON line and exits 1, long before its 5 s window would end (a watchdog over
+    all pairs together would see the others' roundtrips and never fire)."""
+    started = shared_servers.get(by_name("server", "faulty-hang-room-p1-mid-run"), SHORT)
+    assert started.problem is None, started.problem
+    command = resolve_command(client, ROOT) + ["--url", f"{started.base_url}/{uuid.uuid4().hex[:12]}", "--pairs",
+                                               "3", "--duration", "5", "--warmup", "0.5", "--stall-timeout", "1"]
+    completed = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=30)
+    assert completed.returncode == 1, completed.stderr
+    report = json.loads(completed.stdout)
+    assert report["error"] == "stall: no roundtrip completed for 1 s on pair 1" and report["errors"] == 1

@@ -11,7 +11,7 @@ from websockets.asyncio.server import serve
 from websockets.exceptions import ConnectionClosed
 
 FAULTS = ("crash-at-start", "never-ready", "crash-mid-run", "hang-mid-run", "corrupt-mid-run", "binds-elsewhere",
-          "flip-one-byte-mid-run")
+          "flip-one-byte-mid-run", "hang-room-p1-mid-run")
 # Messages relayed faithfully before a mid-run fault: past verification's 2 messages, and few enough that even a
 # slow machine reaches them within a short test run (10 roundtrips).
 FAULT_AFTER_MESSAGES = 20
@@ -55,6 +55,8 @@ async def relay(websocket, fault):
                 if fault == "hang-mid-run":
                     print("faulty server: no longer relaying", file=sys.stderr, flush=True)
                     continue
+                if fault == "hang-room-p1-mid-run" and websocket.request.path.split("?")[0].endswith("-p1"):
+                    continue  # the second of --pairs N stalls; every other room is relayed as ever
                 if fault == "corrupt-mid-run":
                     message = message[::-1] if len(message) > 1 else ("x" if isinstance(message, str) else b"x")
                 if fault == "flip-one-byte-mid-run":
