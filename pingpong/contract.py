@@ -20,8 +20,12 @@ BROADCAST_ROLES = ("sender", "receivers")
 # --idle-connections N (a server: holds them); open-loop = a client sends at --rate R (a server: keeps up or queues).
 # start-gate: the client honours START_FD_ENV, so the orchestrator may start it ahead of its turn.
 # workers: a server runs --workers N processes on one port, a room's members on other workers reached through the
-# Redis broker named by --broker (docs/workloads.md, "Every core").
-FEATURES = ("pairs", "handshake", "tls", "broadcast", "idle-connections", "open-loop", "start-gate", "workers")
+# Redis broker named by --broker (docs/workloads.md, "Every core"). threads: a server runs --workers N threads in one
+# process, its rooms in memory, no broker. A server with neither uses one CPU only.
+FEATURES = ("pairs", "handshake", "tls", "broadcast", "idle-connections", "open-loop", "start-gate", "workers",
+            "threads")
+# The features that say how a server uses N CPUs (--workers N); a server declares at most one.
+CPU_FEATURES = ("workers", "threads")
 WORKLOAD_FEATURES = ("broadcast", "idle-connections", "open-loop")
 # --payload-kind: what a message holds (pingpong/kit/payloads.py and node/payloads.js generate them).
 PAYLOAD_KINDS = ("text-ascii", "text-utf8", "binary")

@@ -95,8 +95,15 @@ def test_c_floor_is_built_by_the_setup():
     (('compression = ["default"]', 'compression = ["default"]\ncolour = "red"'), "field 'colour' is not a known"),
     (('compression = ["default"]', 'compression = ["default"]\nsets = []'), "field 'sets' is empty"),
     (('compression = ["default"]', 'compression = ["default"]\nsets = ["all"]'), "field 'sets' has 'all'"),
+    (('compression = ["default"]', 'compression = ["default"]\nfeatures = ["workers", "threads"]'),
+     "field 'features' has workers and threads: a server uses N CPUs one way"),
+    (('[[server]]', '[[client]]'), None),  # a client: valid without a CPU feature ...
+    (('[[server]]\n', '[[client]]\nfeatures = ["threads"]\n'), "client 'x': field 'features' has threads"),
 ])
 def test_invalid_entries_name_entry_and_field(tmp_path, change, message):
+    if message is None:
+        assert load_manifest(write(tmp_path, VALID.replace(*change)))[0].name == "x"
+        return
     with pytest.raises(ManifestError, match=message.replace("(", r"\(").replace("[", r"\[")):
         load_manifest(write(tmp_path, VALID.replace(*change)))
 

@@ -36,8 +36,8 @@ def test_auto_gives_a_serial_workload_one_cpu_and_a_parallel_one_the_sides_their
     assert placement_of(SETTINGS) == "same-cpu"
     assert cpus_for(SETTINGS) == ({1}, {1}) and orchestrator_cpus(SETTINGS) == {0}
     assert placement_of(replace(SETTINGS, workload="handshake")) == "same-cpu"
-    for parallel in (dict(pairs=2), dict(client_processes=2), dict(workers=2), dict(rate=1000.0),
-                     dict(workload="broadcast")):
+    # (--workers 2 takes both CPUs here: placement shared, tests/test_server_cpus.py)
+    for parallel in (dict(pairs=2), dict(client_processes=2), dict(rate=1000.0), dict(workload="broadcast")):
         settings = replace(SETTINGS, **parallel)
         assert placement_of(settings) == "split", parallel
         assert cpus_for(settings) == ({0}, {1}) and orchestrator_cpus(settings) is None

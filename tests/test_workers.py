@@ -59,12 +59,14 @@ def server_side_owner(server_pid: int, server_port: int, client_port: int) -> in
 
 
 def test_the_servers_that_declare_workers_are_a_set_of_their_own():
-    """Five servers declare workers, each in set workers only; the others refuse --workers N > 1 with the reason."""
+    """Five servers declare workers, each in set workers only; the servers that declare neither workers nor threads
+    refuse --workers N > 1 with the reason."""
     assert {s.name for s in WORKER_SERVERS} == {"sanic-workers", "blacksheep-workers", "aiohttp-workers",
                                                 "node-ws-cluster", "bun-workers"}
     assert all(s.sets == ("workers",) for s in WORKER_SERVERS)
     reason = skip_reason(by_name("server", "sanic"), by_name("client", "websockets"), SETTINGS)
-    assert reason == "server sanic runs one process: it does not declare workers (its manifest entry)"
+    assert reason == ("server sanic uses one CPU only: it declares neither workers nor threads (its manifest "
+                      "entry)")
     assert skip_reason(by_name("server", "sanic"), by_name("client", "websockets"), replace(SETTINGS, workers=1)) \
         is None
 
@@ -106,14 +108,17 @@ def test_a_cluster_server_host_gives_each_worker_a_cpu_and_its_broker_is_read_at
     assert broker_window(samples, 50, 250) is None and broker_window(samples[:1], 0, 10) is None
 
 
-def test_the_server_gets_min_n_half_the_cpus_and_the_client_as_many(monkeypatch):
-    """On 2 CPUs one each whatever N; on 8, N = 2 gives the server two and the client the next two."""
+def test_the_server_gets_n_cpus_and_the_clients_the_others_or_both_all_when_none_is_left(monkeypatch):
+    """On 2 CPUs N = 1 gives one each, N = 2 both sides both CPUs; on 8, N = 2 gives the server two and the clients
+    the six others, N = 16 every CPU to both."""
     monkeypatch.setattr(cell, "our_cpus", lambda: (0, 1))
-    assert cell.plan_cpus(True, 2) == ({0}, {1}) == cell.plan_cpus(True, 1)
-    monkeypatch.setattr(cell, "our_cpus", lambda: tuple(range(8)))
     assert cell.plan_cpus(True, 1) == ({0}, {1})
-    assert cell.plan_cpus(True, 2) == ({0, 1}, {2, 3})
-    assert cell.plan_cpus(True, 16) == ({0, 1, 2, 3}, {4, 5, 6, 7})
+    assert cell.plan_cpus(True, 2) == ({0, 1}, {0, 1}) == cell.plan_cpus(True, 4)
+    monkeypatch.setattr(cell, "our_cpus", lambda: tuple(range(8)))
+    assert cell.plan_cpus(True, 1) == ({0}, set(range(1, 8)))
+    assert cell.plan_cpus(True, 2) == ({0, 1}, set(range(2, 8)))
+    assert cell.plan_cpus(True, 16) == (set(range(8)), set(range(8)))
+    assert cell.plan_cpus(False, 2) == (None, None)
 
 
 def test_the_javascript_workers_speak_the_contracts_broker_vocabulary():

@@ -156,7 +156,8 @@ def profiled_command(argv: list[str], implementation: Implementation, side: str,
 
 def server_command(server: Implementation, settings: CellSettings, project_root: Path, host: str,
                    port: int, broker_url: str | None = None) -> list[str]:
-    """The server's argv; with settings.workers above 1, --workers N and the run's --broker URL too."""
+    """The server's argv; with settings.workers above 1, --workers N too, and the run's --broker URL for a server
+    whose N workers are processes (manifest feature "workers"; one with "threads" needs none)."""
     argv = profiled_command(resolve_command(server, project_root, settings.python_executable), server, "server",
                             settings) + [
         "--host", host, "--port", str(port),
@@ -164,7 +165,9 @@ def server_command(server: Implementation, settings: CellSettings, project_root:
     if settings.tls_cert:
         argv += ["--tls-cert", settings.tls_cert, "--tls-key", settings.tls_key]
     if settings.workers > 1:
-        argv += ["--workers", str(settings.workers), "--broker", broker_url or ""]
+        argv += ["--workers", str(settings.workers)]
+        if "workers" in server.features:
+            argv += ["--broker", broker_url or ""]
     return argv
 
 

@@ -186,9 +186,11 @@ def stop_server(started: LocalServer) -> int | None:
 def launch_server(server: Implementation, settings: CellSettings, project_root: Path, work_dir: Path,
                   server_cpus: set[int] | None, host: str = "127.0.0.1") -> LocalServer:
     """Start a server listening on host (only there) at a free port; not yet probed. The caller stops it
-    (stop_server). With settings.workers above 1, its Redis broker first (on the server's CPUs), named by --broker;
-    a server with the "workers" feature writes its workers' counts to a folder of the work folder."""
-    broker = redis_broker.start_broker(work_dir, server_cpus) if settings.workers > 1 else None
+    (stop_server). With settings.workers above 1 and a server whose workers are processes (the "workers" feature),
+    its Redis broker first (on the server's CPUs), named by --broker; such a server writes its workers' counts to a
+    folder of the work folder. A server with the "threads" feature runs its N threads on the server's CPUs."""
+    broker = (redis_broker.start_broker(work_dir, server_cpus)
+              if settings.workers > 1 and "workers" in server.features else None)
     try:
         port = free_port_checked(host)
         info_path = work_dir / "server-info.json"

@@ -120,12 +120,25 @@ def skip_reason(server: Implementation, client: Implementation, settings: CellSe
             if "tls" not in implementation.features:
                 return f"{implementation.role} {implementation.name} does not support --tls"
     if settings.workers > 1:
-        if "workers" not in server.features:
-            return f"server {server.name} runs one process: it does not declare workers (its manifest entry)"
-        missing = broker.unavailable_reason()
+        if cpu_use(server) is None:
+            return (f"server {server.name} uses one CPU only: it declares neither workers nor threads "
+                    f"(its manifest entry)")
+        missing = broker.unavailable_reason() if "workers" in server.features else None
         if missing:
             return f"--workers {settings.workers} needs a Redis broker: {missing}"
     return None
+
+
+def cpu_use(server: Implementation) -> str | None:
+    """How a server uses --workers N CPUs, from its manifest features (contract.CPU_FEATURES): "processes" (N of them,
+    rooms joined through the broker), "threads" (N in one process, rooms in memory), or None: one CPU only."""
+    return ("processes" if "workers" in server.features else "threads" if "threads" in server.features
+            else None)
+
+
+CPU_USE_TEXT = {"processes": "--workers N: N processes on one port, rooms joined through a Redis broker",
+                "threads": "--workers N: N threads in one process, rooms in its memory",
+                None: "one CPU only: refuses --workers above 1"}
 
 
 def workload_features(settings: CellSettings) -> list[str]:
@@ -204,7 +217,7 @@ def built_versions(path: Path) -> dict[str, str | None]:
 
 
 LISTING_FIELDS = ("role", "name", "runtime", "protocol", "available", "why_not", "versions", "loops", "compression",
-                  "sets", "description")
+                  "sets", "description", "cpus")
 
 
 def listing_rows(implementations: list[Implementation]) -> list[dict[str, Any]]:
@@ -215,7 +228,9 @@ def listing_rows(implementations: list[Implementation]) -> list[dict[str, Any]]:
                      "protocol": implementation.protocol, "available": availability.available,
                      "why_not": availability.reason, "versions": installed_versions(implementation),
                      "loops": list(implementation.loops), "compression": list(implementation.compression),
-                     "sets": list(implementation.sets), "description": implementation.description})
+                     "sets": list(implementation.sets), "description": implementation.description,
+                     # a server: how it uses --workers N CPUs (CPU_USE_TEXT); a client: None
+                     "cpus": CPU_USE_TEXT[cpu_use(implementation)] if implementation.role == "server" else None})
     return rows
 
 
@@ -244,7 +259,8 @@ def render_listing(implementations: list[Implementation], output_format: str) ->
                      f"{format_versions(row['versions'])}")
         sets = [name for name in row["sets"] if name != DEFAULT_SET]
         in_sets = f"(not in the default matrix: set {', '.join(sets)})" if DEFAULT_SET not in row["sets"] else None
-        for text in (row["description"], in_sets, row["why_not"] and f"not available: {row['why_not']}"):
+        for text in (row["description"], row["cpus"] and f"CPUs: {row['cpus']}", in_sets,
+                     row["why_not"] and f"not available: {row['why_not']}"):
             if text:
                 lines.append(f"{'':<8}{text}")
     lines.append("Servers and clients pair only when they speak the same protocol: a websocket server with websocket\n"

@@ -4,17 +4,21 @@ from __future__ import annotations
 
 import functools
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from pingpong.contract import DEFAULT_MALLOC
 
 # Where the two sides of an attempt run (docs/methodology.md, "Placement"). same-cpu: server and client on one CPU,
 # the orchestrator and its sampling on the others: a serial ping-pong, where one side works while the other waits,
 # then pays no cross-CPU wakeup (about 35 µs each on this VM, four per roundtrip). split: each side on CPUs of its
-# own (the server k of them, the client the next k). auto: same-cpu for a serial workload (one pair, one client
-# process, one worker, closed loop; broadcast is never serial), split for one with parallelism it can use.
+# own (the server N of them for --workers N, the clients the others). auto: same-cpu for a serial workload (one
+# pair, one client process, one worker, closed loop; broadcast is never serial), split for one with parallelism.
 # unpinned: the kernel places them (--no-pin).
 PLACEMENTS = ("auto", "same-cpu", "split", "unpinned")
+# What a split attempt gets when the server's --workers N take every CPU of ours (N = 2 on a 2-CPU host): no CPU is
+# left for the clients, so both sides run on all of them and compete for them (recorded as the attempt's
+# cpu_placement; docs/methodology.md, "Placement"). Not a choice: --placement split with fewer workers than CPUs.
+SHARED = "shared"
 DEFAULT_PLACEMENT = "auto"
 DEFAULT_SATURATION_P99_MS = 10.0  # open loop: p99 above this (or < 95% of the offered rate achieved) = saturated
 
@@ -63,7 +67,8 @@ class CellSettings:
     # --workers: the server's worker processes (a server with the manifest's "workers" feature); above 1 the run
     # starts a Redis broker for each server process and passes --broker
     workers: int = 1
-    # The CPUs planned once for the run (pin on and two CPUs ours); None: plan them per attempt, or not pinned.
+    # The CPUs planned for the run's point (plan_cpus for its --workers; pin on and two CPUs ours); None: plan them
+    # per attempt, or not pinned.
     server_cpus: tuple[int, ...] | None = None
     client_cpus: tuple[int, ...] | None = None
 
@@ -89,30 +94,39 @@ def is_serial(settings: CellSettings) -> bool:
 
 
 def placement_of(settings: CellSettings) -> str:
-    """What an attempt with these settings gets: same-cpu, split or unpinned (auto resolved; a host with one CPU of
-    ours can only share it)."""
+    """What an attempt with these settings gets: same-cpu, split, shared or unpinned (auto resolved; a host with one
+    CPU of ours can only share it; split becomes shared when the server's workers take every CPU)."""
     if not settings.pin or settings.placement == "unpinned":
         return "unpinned"
     if len(our_cpus()) < 2:
         return "same-cpu"
-    if settings.placement != "auto":
-        return settings.placement
-    return "same-cpu" if is_serial(settings) else "split"
+    placement = settings.placement if settings.placement != "auto" else (
+        "same-cpu" if is_serial(settings) else "split")
+    return SHARED if placement == "split" and settings.workers >= len(our_cpus()) else placement
 
 
 def plan_cpus(pin: bool, server_workers: int = 1) -> tuple[set[int] | None, set[int] | None]:
-    """Disjoint CPUs for server and client (placement split) when pinning is on and at least two CPUs are ours.
+    """The server's and the clients' CPUs (placement split) when pinning is on and at least two CPUs are ours.
 
-    server_workers: the most worker processes a server of the run gets (--workers): the server has k = min(N, half
-    the CPUs) of them and the client the next k, so one each on a 2-CPU host whatever N, one each with N = 1 as
-    before, and the same CPUs at every point of a --workers sweep."""
+    server_workers: the CPUs the server is given (--workers N): it has the first min(N, ours) of ours, the clients
+    all the others; so with N = 1 on a 2-CPU host one each, as before. When N takes every CPU (N = 2 here), none is
+    left for the clients: both sides get all of ours, and such an attempt is recorded as placement shared."""
     if not pin:
         return None, None
     available = list(our_cpus())
     if len(available) < 2:
         return None, None
-    server_count = max(1, min(server_workers, len(available) // 2))
-    return set(available[:server_count]), set(available[server_count:2 * server_count])
+    server_count = max(1, min(server_workers, len(available)))
+    if server_count == len(available):
+        return set(available), set(available)
+    return set(available[:server_count]), set(available[server_count:])
+
+
+def with_planned_cpus(settings: CellSettings) -> CellSettings:
+    """These settings with the server's and the clients' CPUs planned for their --workers (plan_cpus)."""
+    server_cpus, client_cpus = plan_cpus(settings.pin, settings.workers)
+    return replace(settings, server_cpus=tuple(sorted(server_cpus)) if server_cpus else None,
+                   client_cpus=tuple(sorted(client_cpus)) if client_cpus else None)
 
 
 def shared_cpu() -> int:
@@ -128,6 +142,8 @@ def cpus_for(settings: CellSettings) -> tuple[set[int] | None, set[int] | None]:
         return None, None
     if placement == "same-cpu":
         return {shared_cpu()}, {shared_cpu()}
+    if placement == SHARED:
+        return set(our_cpus()), set(our_cpus())
     if settings.server_cpus is not None and settings.client_cpus is not None:
         return set(settings.server_cpus), set(settings.client_cpus)
     return plan_cpus(settings.pin, settings.workers)

@@ -14,7 +14,7 @@ from pingpong.contract import (COMPRESSION_MODES, DEFAULT_COMPRESSION, DEFAULT_D
 from pingpong.harness.settings import package_envs
 from pingpong.harness.settings.catalog import DEFAULT_MANIFEST, PROJECT_ROOT
 from pingpong.harness.settings.cell import (DEFAULT_PLACEMENT, DEFAULT_SATURATION_P99_MS, PLACEMENTS, CellSettings,
-                                           plan_cpus)
+                                           plan_cpus, with_planned_cpus)
 from pingpong.harness.settings.manifest import Implementation
 from pingpong.harness.settings.round_policy import RoundPolicy, parse_duration, parse_precision
 from pingpong.harness.settings.usage import UsageError
@@ -198,12 +198,15 @@ class RunConfiguration:
         return any(point["tls"] for point in self.points)
 
     def settings_at(self, point: dict[str, Any]) -> CellSettings:
-        """The settings of one point: the run's, with the point's loop, compression, TLS, payload and pairs."""
+        """The settings of one point: the run's, with the point's loop, compression, TLS, payload and pairs; at a
+        point of --workers N, the CPUs planned for N (the server N of them, the clients the others)."""
         dimensions = {name: value for name, value in point.items() if name != "tls"}
         if point["tls"]:
             ca, cert, key = self.tls_files or ("(made when the run starts)", None, None)
-            return replace(self.settings, **dimensions, tls_ca=ca, tls_cert=cert, tls_key=key)
-        return replace(self.settings, **dimensions, tls_ca=None, tls_cert=None, tls_key=None)
+            settings = replace(self.settings, **dimensions, tls_ca=ca, tls_cert=cert, tls_key=key)
+        else:
+            settings = replace(self.settings, **dimensions, tls_ca=None, tls_cert=None, tls_key=None)
+        return with_planned_cpus(settings) if "workers" in point else settings
 
     def recorded(self, settings: CellSettings) -> dict[str, Any]:
         """The JSON mapping of results' "configuration": every CellSettings field (the point's), then
@@ -423,7 +426,7 @@ def build_configuration(resolved: ResolvedOptions, command_line: list[str], impl
     Two steps that cost or make files come after, on demand: with_package_environments() builds (or reuses) what
     --python-packages / --node-packages ask for, with_tls_files() makes the run's certificates.
     """
-    server_cpus, client_cpus = plan_cpus(resolved.pin, max(resolved.workers))
+    server_cpus, client_cpus = plan_cpus(resolved.pin)  # a point of --workers N plans its own (settings_at)
     settings = CellSettings(duration_s=resolved.duration_s, warmup_s=resolved.warmup_s, loop=resolved.loops[0],
                             jit_warmup_s=resolved.jit_warmup_s,
                             compression=resolved.compressions[0], malloc=resolved.mallocs[0],

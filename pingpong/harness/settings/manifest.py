@@ -9,7 +9,7 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from pingpong.contract import COMPRESSION_MODES, FEATURES, LOOPS
+from pingpong.contract import COMPRESSION_MODES, CPU_FEATURES, FEATURES, LOOPS
 
 ROLES = ("server", "client")
 RUNTIMES = ("python", "node", "bun", "native")
@@ -138,6 +138,10 @@ def _parse_entry(path: Path, role: str, index: int, entry: dict) -> Implementati
             raise fail(*problem)
     elif implementation.twin is not None:
         raise fail("twin", "is for a program measured from outside (measure = \"outside\")")
+    cpu_features = [feature for feature in implementation.features if feature in CPU_FEATURES]
+    if cpu_features and role != "server" or len(cpu_features) > 1:
+        raise fail("features", f"has {' and '.join(cpu_features)}: a server uses N CPUs one way (processes or "
+                               f"threads), a client none of them")
     if ALL_SET in implementation.sets:
         raise fail("sets", f"has '{ALL_SET}', which names every implementation already")
     for requirement in implementation.requires:
