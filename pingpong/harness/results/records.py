@@ -36,7 +36,8 @@ class Attempt:
     server_cpus: list[int] | None = None  # CPUs the server was pinned to; None when not pinned
     client_cpus: list[int] | None = None
     # where the sides ran (settings/cell.py): same-cpu (one CPU for both, the orchestrator elsewhere), split (each
-    # side on CPUs of its own) or unpinned; None in files from before placement was a setting (they were split)
+    # side on CPUs of its own), shared (both on every CPU: the server's --workers N took them all) or unpinned; None
+    # in files from before placement was a setting (they were split)
     cpu_placement: str | None = None
     server_pid: int | None = None  # leader of the server's process group (checked to be gone after the attempt)
     client_pid: int | None = None
