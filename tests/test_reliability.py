@@ -17,12 +17,13 @@ from pingpong.harness.measure.server import diagnose_port
 from pingpong.harness.settings.manifest import resolve_command
 from pingpong.harness.system import listeners, processes
 from tests.conftest import ROOT, WEBSOCKET_SERVERS, by_name
+from tests.test_run_bench import NO_FIGURES
 
 FAULTY_SERVERS = ["crash-at-start", "never-ready", "crash-mid-run", "hang-mid-run", "corrupt-mid-run",
                   "binds-elsewhere"]
 FAULTY_CLIENTS = ["crash", "hang", "no-json", "garbage-json", "zero-roundtrips", "future-version"]
 QUICK = ["--duration", "0.5", "--warmup", "0.2", "--repeat", "1", "--ready-timeout", "2", "--stall-timeout", "2",
-         "--client-grace", "3"]
+         "--client-grace", "3", *NO_FIGURES]
 BOTH_MANIFESTS = ["--manifest", "manifest.toml", "--manifest", "tests/manifest.toml"]
 
 
@@ -91,7 +92,7 @@ def test_server_that_never_gets_ready_loses_its_row_after_two_tries(tmp_path):
     rounds are recorded as not attempted, not started again."""
     completed = run_bench(*BOTH_MANIFESTS, "--servers", "faulty-never-ready", "--clients", "websockets,aiohttp,node-ws",
                           "--duration", "0.3", "--warmup", "0.1", "--repeat", "3", "--ready-timeout", "2",
-                          "--results-dir", str(tmp_path), "--format", "json")
+                          *NO_FIGURES, "--results-dir", str(tmp_path), "--format", "json")
     cells = json.loads(completed.stdout)["cells"]
     by_round = {r: [a for c in cells for a in c["attempts"] if a["repeat"] == r] for r in (1, 2, 3)}
     assert all(len(attempts) == 3 for attempts in by_round.values())
@@ -171,8 +172,8 @@ def test_invalid_manifest_entry_names_entry_and_field(tmp_path):
 
 def test_resume_measures_only_missing_attempts_and_refuses_other_settings(tmp_path):
     """--resume fills in the attempts an interrupted run lacks, and refuses a different configuration."""
-    args = ["--servers", "websockets", "--clients", "websockets,node-ws", "--duration", "0.3", "--warmup", "0.1",
-            "--repeat", "2", "--results-dir", str(tmp_path)]
+    args = [*NO_FIGURES, "--servers", "websockets", "--clients", "websockets,node-ws", "--duration", "0.3",
+            "--warmup", "0.1", "--repeat", "2", "--results-dir", str(tmp_path)]
     assert run_bench(*args).returncode == 0
     saved_path = next(p for p in tmp_path.glob("2*.json"))
     saved = json.loads(saved_path.read_text())
@@ -340,7 +341,9 @@ def test_sigterm_stops_every_child_including_worker_processes(tmp_path, phase):
     assert not [pid for leader in leaders for pid in processes.group_members(leader.pid)]
 
 
-ABUSE_PHASE_S = 0.5  # thousands of roundtrips a phase on this machine: enough to see a pair stop or go on
+# Hundreds to thousands of roundtrips a phase on this machine (a stall of a whole phase is what fails): enough to see
+# a pair stop or go on. Each of 16 servers takes 5 abuses, each with a phase before and one after: 0.5 s cost 32 s more.
+ABUSE_PHASE_S = 0.3
 
 
 @pytest.mark.parametrize("server", WEBSOCKET_SERVERS, ids=lambda s: s.name)
