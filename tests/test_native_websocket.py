@@ -94,7 +94,8 @@ def test_a_native_client_reports_its_language_library_and_offer(client, shared_s
 @pytest.mark.parametrize("server", NATIVE_SERVERS, ids=lambda i: i.name)
 def test_a_native_server_reports_itself_and_refuses_deflate_by_default(server, shared_servers):
     """The server report names its language and library; by default it refuses permessage-deflate even when the
-    client offers it (the node-ws client does), as its manifest description says."""
+    client offers it (the node-ws client does), as its manifest description says. A server that runs --workers N
+    threads reports them: one here, without --workers, on the one CPU it is pinned to."""
     attempt = run_attempt_on(shared_servers.get(server, SHORT), by_name("client", "node-ws"), SHORT, repeat=1,
                              project_root=ROOT)
     assert attempt.status == "ok", attempt.reason
@@ -103,6 +104,10 @@ def test_a_native_server_reports_itself_and_refuses_deflate_by_default(server, s
     assert info["implementation"] == server.name and info["runtime"]["name"] == LANGUAGES[server.name]
     assert (info["libraries"] or server.name == PROTOCOL_FLOOR) and all(info["libraries"].values()) and info["loop"]
     contract_settings = {"compression": "default", "compression_effective": False, "tls": False}
+    threads = {"go-gorilla": {"gomaxprocs": 1}, "rust-tungstenite": {"worker_threads": 1},
+               "cpp-websocketpp": {"io_threads": 1}}
+    if server.name in threads:
+        contract_settings |= {"workers": None, **threads[server.name]}
     assert (info["settings"] == contract_settings or server.name == PROTOCOL_FLOOR
             and contract_settings.items() <= info["settings"].items())
     assert attempt.client_report["settings"][contract.COMPRESSION_OFFERED_SETTING] is True
