@@ -15,6 +15,8 @@ from pingpong.harness.results.records import FORMAT_VERSION
 from tests.conftest import ROOT
 
 FAST = ["--duration", "0.5", "--warmup", "0.2"]
+# matplotlib's import and drawing cost about a second a run: a test that does not look at a figure asks for none
+NO_FIGURES = ["--no-figures"]
 
 
 def run_bench(*args, timeout=300):
@@ -78,6 +80,9 @@ def test_sub_matrix_writes_json_and_markdown(tmp_path):
     markdown = (tmp_path / "latest.md").read_text()
     assert "| server \\ client | websockets | node-ws |" in markdown
     assert "| aiohttp |" in markdown and "| node-ws |" in markdown and "Fastest WebSocket pair" in markdown
+    stem = tmp_path / stamped_json[0].removesuffix(".json")
+    for figure in ("heatmap", "latency-cdf"):  # the run's figures, drawn by default
+        assert stem.with_name(f"{stem.name}-{figure}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_unknown_name_is_one_line_exit_2(tmp_path):
@@ -109,8 +114,9 @@ def test_echoing_server_fails_verification_and_is_not_measured(tmp_path):
     """A server that echoes to the sender is reported as failing verification; the other cell is measured."""
     completed = run_bench("--manifest", "manifest.toml", "--manifest", "tests/manifest.toml",
                           "--servers", "echo-to-sender,websockets", "--clients", "websockets", "--repeat", "1",
-                          *FAST, "--results-dir", str(tmp_path), "--format", "json")
+                          *FAST, *NO_FIGURES, "--results-dir", str(tmp_path), "--format", "json")
     assert completed.returncode == 1
+    assert not list(tmp_path.glob("*.png")) and "latest.md" in {p.name for p in tmp_path.iterdir()}
     cells = {c["server"]: c for c in json.loads(completed.stdout)["cells"]}
     bad = cells["echo-to-sender"]
     assert bad["status"] == "failed"
@@ -184,7 +190,7 @@ def test_one_server_process_per_round_serves_the_row_and_fresh_server_does_not(t
     """Two clients, two rounds: each round's server process serves both cells (in rooms of their own) and is
     stopped cleanly; --fresh-server starts one per attempt. The seed and the order are recorded."""
     args = ["--servers", "websockets", "--clients", "websockets,node-ws", "--duration", "0.3", "--warmup", "0.1",
-            "--repeat", "2", "--seed", "5", "--format", "json"]
+            "--repeat", "2", "--seed", "5", "--format", "json", *NO_FIGURES]
     completed = run_bench(*args, "--results-dir", str(tmp_path / "long-lived"))
     assert completed.returncode == 0, completed.stderr
     result = json.loads(completed.stdout)
@@ -204,7 +210,8 @@ def test_a_list_setting_is_a_dimension_interleaved_within_every_round(tmp_path):
     """--compression default,off: both points are measured in round 1 before either in round 2; each point has its
     own results file, and the index pairs every cell's rate at the second point with the first's, by round."""
     completed = run_bench("--servers", "websockets", "--clients", "websockets", "--compression", "default,off",
-                          "--duration", "0.3", "--warmup", "0.1", "--repeat", "2", "--results-dir", str(tmp_path))
+                          "--duration", "0.3", "--warmup", "0.1", "--repeat", "2", *NO_FIGURES,
+                          "--results-dir", str(tmp_path))
     assert completed.returncode == 0, completed.stderr
     rounds = [int(line.split("round ")[1].split(":")[0]) for line in completed.stderr.splitlines()
               if line.startswith("[")]
