@@ -17,13 +17,14 @@ from pingpong.harness.settings.cell import CellSettings
 from pingpong.harness.settings.manifest import Implementation
 from pingpong.harness.system import processes
 from tests.conftest import PLAIN_CLIENTS, ROOT, WEBSOCKET_SERVERS, by_name
+from tests.test_run_bench import NO_FIGURES
 
 WINDOW = CellSettings(duration_s=1.0, warmup_s=0.3, loop="auto", compression="default", payload_size=4,
                       payload_kind="text-ascii", ready_timeout_s=20, stall_timeout_s=5, pin=True)
 SHORT = replace(WINDOW, duration_s=0.3, warmup_s=0.2)
 DEFAULT_WEBSOCKET_SERVERS = [s for s in WEBSOCKET_SERVERS if "default" in s.sets]
 BOTH_MANIFESTS = ["--manifest", "manifest.toml", "--manifest", "tests/manifest.toml"]
-QUICK = ["--duration", "0.3", "--warmup", "0.2", "--repeat", "1", "--ready-timeout", "3"]
+QUICK = ["--duration", "0.3", "--warmup", "0.2", "--repeat", "1", "--ready-timeout", "3", *NO_FIGURES]
 
 
 def self_counting(compression: str, record) -> Implementation:
@@ -163,7 +164,8 @@ def test_a_run_shows_each_plain_program_beside_its_driver(tmp_path):
     """A run with a plain program and its driver twin shows their paired ratio and page faults in the Markdown, the
     terminal and the HTML page; the plain cell has a rate and no latency."""
     completed = run_bench("--servers", "node-ws", "--clients", "websockets,websockets-plain", "--duration", "0.3",
-                          "--warmup", "0.2", "--repeat", "2", "--results-dir", str(tmp_path), "--format", "terminal")
+                          "--warmup", "0.2", "--repeat", "2", *NO_FIGURES, "--results-dir", str(tmp_path),
+                          "--format", "terminal")
     assert completed.returncode == 0, completed.stderr
     assert "Plain programs" in completed.stdout and "websockets-plain" in completed.stdout
     markdown = (tmp_path / "latest.md").read_text()
