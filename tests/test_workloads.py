@@ -10,10 +10,13 @@ from pingpong.harness.results.histograms import merge, recorded_values
 from pingpong.harness.settings.cell import CellSettings
 from pingpong.harness.settings.manifest import resolve_command
 from tests.conftest import ROOT, by_name, client_report_of
-from tests.test_run_bench import run_bench
+from tests.test_run_bench import NO_FIGURES, run_bench
 
 TEST_MANIFESTS = ["--manifest", "manifest.toml", "--manifest", "tests/manifest.toml"]
-FAST = ["--duration", "0.6", "--warmup", "0.2", "--repeat", "1"]
+# These tests count (messages, sockets, bytes, handshakes), they do not compare rates: a short window, and no extra
+# warmup for Node.js's compiler (--jit-warmup; tests/test_orchestration_logic.py checks what it does)
+FAST_WITH_FIGURES = ["--duration", "0.3", "--warmup", "0.2", "--repeat", "1", "--jit-warmup", "0"]
+FAST = [*FAST_WITH_FIGURES, *NO_FIGURES]  # the tests that look at a figure use FAST_WITH_FIGURES
 # With the C floor on both axes a run first measures the host's figure (10 floor attempts, ~8 s); a test that does
 # not look at it leaves it out. tests/test_native_websocket.py runs it and checks it is recorded.
 NO_HOST_FIGURE = ["--host-figure", "off"]
@@ -30,7 +33,7 @@ def sweep_files(folder):
 @pytest.mark.timeout(660)  # its run_bench is allowed 600 s
 def test_payload_sweep_carries_exact_sizes_and_kinds_through_python_and_node_clients(tmp_path):
     """Every size and kind arrives verified (the drivers compare every byte); one matrix and file per point."""
-    completed = run_bench("--servers", "node-ws", "--clients", "websockets,node-ws", *FAST,
+    completed = run_bench("--servers", "node-ws", "--clients", "websockets,node-ws", *FAST_WITH_FIGURES,
                           "--payload-size", "1,1024,65536", "--payload-kind", "text-utf8,binary",
                           "--results-dir", str(tmp_path), timeout=600)
     assert completed.returncode == 0, completed.stderr
@@ -237,7 +240,7 @@ def test_idle_connections_are_held_and_seen_by_the_kernel_on_the_server_side(tmp
     """--idle-connections 0,60 over 2 client processes: the kernel lists N + 2 ESTABLISHED connections on the server's
     port while the pair runs; the server's memory is sampled before and with them; the sweep fits bytes per
     connection and says so in its Markdown; fresh servers are recorded."""
-    completed = run_bench("--servers", "websockets,node-ws", "--clients", "websockets,node-ws", *FAST,
+    completed = run_bench("--servers", "websockets,node-ws", "--clients", "websockets,node-ws", *FAST_WITH_FIGURES,
                           "--repeat", "2", "--idle-connections", "0,60", "--client-processes", "2",
                           "--results-dir", str(tmp_path), timeout=360)
     assert completed.returncode == 0, completed.stderr
