@@ -13,6 +13,7 @@ from tests.test_run_bench import assert_gone, run_bench
 
 TEST_MANIFESTS = ["--manifest", "manifest.toml", "--manifest", "tests/manifest.toml"]
 FAST = ["--duration", "1", "--warmup", "0.3"]
+NO_FIGURES = ["--no-figures"]  # run only: matplotlib's second a run, for figures these tests do not look at
 
 
 def cells_of(completed):
@@ -23,7 +24,7 @@ def cells_of(completed):
 def test_split_writes_are_flagged_with_delayed_acks_and_a_healthy_pair_is_not(tmp_path):
     """Header and payload in two sends with Nagle on: ~3 segments per message and ~2 delayed ACKs per roundtrip."""
     completed = run_bench(*TEST_MANIFESTS, "--servers", "pathological-split-writes,node-ws", "--clients", "node-ws",
-                          "--repeat", "1", *FAST, "--results-dir", str(tmp_path), "--format", "json")
+                          "--repeat", "1", *FAST, *NO_FIGURES, "--results-dir", str(tmp_path), "--format", "json")
     assert completed.returncode == 0, completed.stderr
     cells = cells_of(completed)
     bad = cells[("pathological-split-writes", "node-ws")]["summary"]
@@ -44,7 +45,7 @@ def test_compression_flag_fires_when_deflate_is_negotiated_and_not_with_compress
     """The Node ws client offers deflate and aiohttp accepts it by default: flagged; --compression off: not."""
     flags = {}
     for mode in ("default", "off"):
-        completed = run_bench("--servers", "aiohttp", "--clients", "node-ws", "--repeat", "1", *FAST,
+        completed = run_bench("--servers", "aiohttp", "--clients", "node-ws", "--repeat", "1", *FAST, *NO_FIGURES,
                               "--compression", mode, "--results-dir", str(tmp_path / mode), "--format", "json")
         assert completed.returncode == 0, completed.stderr
         summary = cells_of(completed)[("aiohttp", "node-ws")]["summary"]
