@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import threading
 from dataclasses import replace
 from pathlib import Path
@@ -21,6 +22,7 @@ from pingpong.harness.measure.server import launch_server, stop_server, wait_for
 from pingpong.harness.settings import cell
 from pingpong.harness.settings.catalog import check_availability, cpu_use, skip_reason
 from pingpong.harness.settings.configuration import build_configuration, resolve_options
+from pingpong.harness.settings.manifest import resolve_command
 from pingpong.harness.system import broker, listeners, processes
 from tests.conftest import IMPLEMENTATIONS, ROOT, CellSettings, by_name, stopped_cleanly
 from tests.test_run_bench import run_bench
@@ -253,3 +255,15 @@ def test_a_sweep_of_a_threaded_server_records_where_each_side_ran(tmp_path):
         assert attempt["server_info"]["settings"]["gomaxprocs"] == workers
         assert attempt["workers"] is None or attempt["workers"].get("broker") is None
         assert processes.group_members(attempt["server_pid"]) == []
+
+
+@pytest.mark.parametrize("server", THREADED, ids=lambda s: s.name)
+def test_a_threaded_server_refuses_a_workers_count_below_one_in_one_line_exit_2(server):
+    """--workers 0 or a word: exit 2 and one line on stderr naming --workers, before anything listens."""
+    if not available(server):
+        pytest.skip(check_availability(server, ROOT).reason)
+    for value in ("0", "two"):
+        completed = subprocess.run([*resolve_command(server, ROOT), "--host", "127.0.0.1", "--port", "0",
+                                    "--workers", value], cwd=ROOT, capture_output=True, text=True, timeout=30)
+        assert completed.returncode == 2 and completed.stdout == "", (value, completed)
+        assert "--workers" in completed.stderr and len(completed.stderr.strip().splitlines()) == 1, completed.stderr
