@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -317,6 +318,60 @@ def test_each_publish_reaches_exactly_the_workers_with_members_in_the_room(serve
         record["relayed_local"] for record in counts) == 2 * sent
     assert sum(1 for record in counts if record["joined_per_room"].get("/three")) == workers
     assert processes.group_members(started.pid) == [] and processes.group_members(started.broker.pid) == []
+
+
+@needs_broker
+@pytest.mark.parametrize("server", WORKER_SERVERS, ids=lambda s: s.name)
+def test_a_members_handshake_waits_until_the_workers_with_members_in_its_room_acknowledge_it(server, tmp_path):
+    """The test plays a worker with members in a room (its id, 999999, in the room's set): a client's handshake to
+    that room is not answered while the test, which read the joiner's notice on the presence channel, holds back
+    its acknowledgement; once acknowledged on the joiner's channel, it is answered. The new member's message is then
+    published once (the joiner knows of the test's worker), reaching the one subscriber there is (the joiner's
+    worker), and its close is said on the presence channel and leaves the test's id alone in the set."""
+    started = launch_server(server, SETTINGS, ROOT, tmp_path, {0})
+    opened: list = []
+    try:
+        probe.wait_until_ready(started.base_url, started.process, SETTINGS.ready_timeout_s)
+        assert wait_for_workers(started, SETTINGS.ready_timeout_s) is None, started.stderr_tail()
+        client = broker_client(started)
+        presence = client.pubsub(ignore_subscribe_messages=True)
+        presence.subscribe(contract.BROKER_PRESENCE_CHANNEL)
+        assert presence.get_message(timeout=1) is None  # subscribed; nothing said yet
+        key = contract.BROKER_WORKERS_KEY_PREFIX + "/acknowledged"
+        client.sadd(key, b"999999")
+        connecting = threading.Thread(target=lambda: opened.append(connect(f"{started.base_url}/acknowledged")))
+        connecting.start()
+        notice = presence.get_message(timeout=5)
+        assert notice is not None, "no join notice"
+        kind, joiner, nonce, room = notice["data"].split(b":", 3)
+        assert (kind, room) == (b"j", b"/acknowledged") and int(joiner) in {r["pid"] for r in worker_counts(started)}
+        connecting.join(0.5)
+        assert connecting.is_alive() and not opened, "the handshake was answered before the acknowledgement"
+        client.publish(contract.BROKER_WORKER_CHANNEL_PREFIX + joiner.decode(), b"999999:" + nonce + b":" + room)
+        connecting.join(5)
+        assert opened, "the handshake was not answered after the acknowledgement"
+        assert client.smembers(key) == {b"999999", joiner}
+        before = started.broker.publish_calls()
+        opened[0].send("to the other worker")
+        deadline = time.monotonic() + 5
+        while started.broker.publish_calls() == before and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert started.broker.publish_calls() - before == 1
+        opened[0].close()
+        notice = presence.get_message(timeout=5)
+        assert notice is not None and notice["data"] == b"l:" + joiner + b"::/acknowledged"
+        assert wait_for_broker_rooms(client, [key.encode()], []) == ([key.encode()], [])
+        assert client.smembers(key) == {b"999999"}
+        presence.close()
+        client.close()
+    finally:
+        for member in opened:
+            member.close()
+        code = stop_server(started)
+    assert stopped_cleanly(server.name, code, started.process.stderr_tail(40)), started.stderr_tail()
+    counts = {record["pid"]: record for record in worker_counts(started)}
+    joined = counts[int(joiner)]
+    assert (joined["published"], joined["publish_deliveries"], joined["ack_timeouts"]) == (1, 1, 0), joined
 
 
 @needs_broker
