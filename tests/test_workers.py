@@ -166,41 +166,6 @@ def exchange(first, second, messages: int = MESSAGES) -> int:
     return 2 * messages
 
 
-def broker_client(started):
-    """A redis-py client on the server's broker (its unix socket): the test reads the broker's own state."""
-    import redis
-
-    return redis.Redis(unix_socket_path=str(started.broker.socket_path))
-
-
-def broker_rooms_state(client) -> tuple[list[bytes], list[bytes]]:
-    """The broker's room sets (contract.BROKER_WORKERS_KEY_PREFIX) and the room channels someone subscribes."""
-    return (sorted(client.keys(contract.BROKER_WORKERS_KEY_PREFIX + "*")),
-            sorted(client.pubsub_channels(contract.BROKER_CHANNEL_PREFIX + "*")))
-
-
-def wait_for_broker_rooms(client, rooms: list[bytes], channels: list[bytes], timeout_s: float = 5.0):
-    """Wait until the broker holds exactly these room sets and subscribed room channels; return what it holds."""
-    deadline = time.monotonic() + timeout_s
-    while (state := broker_rooms_state(client)) != (sorted(rooms), sorted(channels)) and time.monotonic() < deadline:
-        time.sleep(0.02)  # a member's leave reaches the broker a moment after its close
-    return state
-
-
-def owners_of(started, members) -> list[int | None]:
-    return [server_side_owner(started.pid, started.port, member.socket.getsockname()[1]) for member in members]
-
-
-def exchange(first, second, messages: int = MESSAGES) -> int:
-    """messages text and binary messages each way, each checked exact and in order; the messages sent."""
-    for index in range(messages):
-        first.send(f"text {index} é")
-        assert second.recv(timeout=5) == f"text {index} é"
-        second.send(bytes([index, 0, 255]) * 3)
-        assert first.recv(timeout=5) == bytes([index, 0, 255]) * 3
-    return 2 * messages
-
-
 @needs_broker
 @pytest.mark.parametrize("server", WORKER_SERVERS, ids=lambda s: s.name)
 def test_a_split_pair_publishes_to_its_two_workers_only_and_a_local_pair_publishes_nothing(server, tmp_path):
