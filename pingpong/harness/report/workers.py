@@ -9,8 +9,8 @@ from pingpong.harness.analysis.workers import WorkersFigures
 from pingpong.harness.report.formatting import format_difference, format_ratio, interval_legend, usual_label
 
 COLUMNS = ("N", "placement", "publishes per roundtrip", "deliveries per publish", "broker CPU µs per publish",
-           "crossed the broker", "pairs local / split", "attempts with both", "split ÷ local pair's rate", "split − local, µs per roundtrip",
-           "split − local, p50 µs")
+           "crossed the broker", "pairs local / split", "attempts with both", "split ÷ local pair's rate",
+           "split − local, µs per roundtrip", "split − local, p50 µs")
 EXPLANATION = (
     "A worker subscribes to a room's channel only while it has members there, and PUBLISHes a message only when "
     "another worker has members in its room: a split pair makes 2 publishes per roundtrip, a local pair none. Per "
