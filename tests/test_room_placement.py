@@ -133,8 +133,8 @@ def test_each_worker_serves_its_own_port_and_keeps_its_rooms_to_itself(server, t
 def test_a_run_by_room_puts_every_pair_on_one_worker_and_leaves_nothing(tmp_path):
     """run --workers 1,2 --room-placement room with 4 pairs over 2 client processes, the five servers: every attempt
     records room placement and its workers' own ports (PORT+1..PORT+N), every pair's 2 members joined on one worker,
-    every message of the window relayed in-process; at N = 2 the two processes' rooms on two workers. No worker or broker is
-    left."""
+    every message of the window relayed in-process; at N = 2 the two processes' rooms on two workers. No worker or
+    broker is left."""
     names = sorted(server.name for server in WORKER_SERVERS)
     completed = run_bench("--servers", ",".join(names), "--clients", "websockets", "--workers", "1,2",
                           "--room-placement", "room", "--pairs", "4", "--client-processes", "2", "--repeat", "1",

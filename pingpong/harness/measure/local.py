@@ -171,9 +171,9 @@ def _measure_client(started: LocalServer, client: Implementation, settings: Cell
     clients: list[processes.ManagedProcess] = []
     try:
         for index, share in enumerate(shares):
-            room = room_path(repeat, number, index, len(shares), settings.workload)
-            argv = client_command(client, settings, f"{client_base_url(started, index, settings.client_host)}{room}", share.pairs,
-                                  project_root, share)
+            url = client_base_url(started, index, settings.client_host) + room_path(repeat, number, index, len(shares),
+                                                                                   settings.workload)
+            argv = client_command(client, settings, url, share.pairs, project_root, share)
             fds = {EVENTS_FD_ENV: write_fd} | ({GO_FD_ENV: barrier.read_fds[index]} if barrier else {}) | (
                 {ACK_FD_ENV: ack_fds[0] if share.role == "sender" else ack_fds[1]} if ack_fds else {})
             clients.append(processes.start(process_name(index, len(shares), number), argv, project_root,

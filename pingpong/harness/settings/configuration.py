@@ -83,10 +83,10 @@ def add_measuring_options(parser: argparse.ArgumentParser, duration: float = DEF
                                 "workers (the others are skipped above 1); above 1 a Redis broker (redis-server) "
                                 "joins each room across them; a list sweeps, e.g. 1,2")
     measuring.add_argument("--room-placement", default=DEFAULT_ROOM_PLACEMENT, metavar="PLACE[,PLACE...]",
-                           help=f"which worker takes each connection: {' | '.join(ROOM_PLACEMENTS)} (kernel: the kernel "
-                                "or the framework, on the shared port; room: all of a room's members on one worker, "
-                                "client process j on worker j mod N's own port, so --client-processes >= N); a list "
-                                "is a dimension, e.g. kernel,room")
+                           help=f"which worker takes each connection: {' | '.join(ROOM_PLACEMENTS)} (kernel: the "
+                                "kernel or the framework, on the shared port; room: all of a room's members on one "
+                                "worker, client process j on worker j mod N's own port, so --client-processes >= N); "
+                                "a list is a dimension, e.g. kernel,room")
     measuring.add_argument("--tls", nargs="?", const="on", default="off", metavar="off,on",
                            help="wss:// everywhere, with a throwaway CA and server certificate made for this run; "
                                 "'--tls off,on' measures both, interleaved")
