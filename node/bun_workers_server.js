@@ -3,13 +3,14 @@
 // core: a small launcher spawns N Bun processes, each Bun.serve({ reusePort: true }) on the same port (the kernel's
 // SO_REUSEPORT spreads the connections). A room's members on other workers are reached through the Redis broker of
 // --broker (node/worker_rooms.js, with node-redis, which runs under Bun). With --workers 1 the launcher serves
-// itself, relaying in-process as node/bun_server.js does (there with Bun's topics).
+// itself, relaying in-process as node/bun_server.js does (there with Bun's topics). With --worker-ports, worker i
+// (the launcher numbers them) also serves a port of its own, PORT+1+i, with a second Bun.serve of the same handlers.
 
 const { parseServerArgs, writeServerInfo } = require('./server_support');
 const requireDependency = require('./dependencies');
 const { WorkerRooms } = require('./worker_rooms');
 
-const WORKER_ENV = 'PINGPONG_BUN_WORKER'; // set by the launcher in each worker it spawns
+const WORKER_ENV = 'PINGPONG_BUN_WORKER'; // set by the launcher in each worker it spawns: its index, from 0
 const OPEN = 1; // ServerWebSocket.readyState
 
 const args = parseServerArgs('bun_workers_server.js', ['auto', 'bun'], { workers: true });
@@ -17,9 +18,9 @@ const args = parseServerArgs('bun_workers_server.js', ['auto', 'bun'], { workers
 function runLauncher() {
   let stopping = false;
   let failed = 0;
-  const workers = Array.from({ length: args.workers }, () => Bun.spawn({
+  const workers = Array.from({ length: args.workers }, (_, index) => Bun.spawn({
     cmd: [process.execPath, ...process.argv.slice(1)],
-    env: { ...process.env, [WORKER_ENV]: '1' },
+    env: { ...process.env, [WORKER_ENV]: String(index) },
     stdin: 'ignore',
     stdout: 'inherit',
     stderr: 'inherit',
@@ -45,6 +46,12 @@ function runLauncher() {
   });
 }
 
+/** --worker-ports: the same handlers served on this worker's own port, PORT+1+index, by this worker alone. */
+function serveOwnPort(serveOptions) {
+  const index = Number(process.env[WORKER_ENV] || 0);
+  return Bun.serve({ ...serveOptions, port: args.port + 1 + index, reusePort: false });
+}
+
 async function runWorker() {
   // Bun.serve's websocket.perMessageDeflate is false unless set: 'default' and 'off' are the same.
   const settings = {
@@ -60,7 +67,7 @@ async function runWorker() {
     return true;
   });
   await rooms.start();
-  const server = Bun.serve({
+  const serveOptions = {
     hostname: args.host,
     port: args.port,
     reusePort: args.workers > 1,
@@ -85,7 +92,10 @@ async function runWorker() {
         rooms.leave(socket.data.room, socket);
       },
     },
-  });
+  };
+  const own = args.workerPorts ? serveOwnPort(serveOptions) : null;
+  if (own) rooms.ownPort = own.port;
+  const server = Bun.serve(serveOptions);
   const libraries = { bun: Bun.version };
   if (args.broker) libraries.redis = requireDependency('redis/package.json').version;
   writeServerInfo({
@@ -104,6 +114,7 @@ async function runWorker() {
       if (stopping) return;
       stopping = true;
       server.stop(true);
+      if (own) own.stop(true);
       rooms.stop().finally(() => process.exit(0));
     });
   }

@@ -19,13 +19,14 @@ const DEFAULTS = { host: '127.0.0.1', loop: 'auto', compression: 'default' };
 /**
  * Parse --host --port --loop --compression (and --tls-cert --tls-key); exit 2 with one message on bad input.
  * `supported` narrows what this server offers: its compression modes, and tls: false for a server without TLS;
- * workers: true for a server that runs --workers N processes joined by --broker (the others refuse both).
+ * workers: true for a server that runs --workers N processes joined by --broker, worker i also on a port of its own,
+ * PORT+1+i, with --worker-ports (the others refuse all three).
  */
 function parseServerArgs(program, loops, supported = {}) {
   const { compression = COMPRESSION_CHOICES, tls = true, workers = false } = supported;
   const usage = `usage: ${program} --host H --port P [--loop ${loops.join('|')}] `
     + `[--compression ${compression.join('|')}]${tls ? ' [--tls-cert FILE --tls-key FILE]' : ''}`
-    + `${workers ? ' [--workers N --broker URL]' : ''}`;
+    + `${workers ? ' [--workers N --broker URL] [--worker-ports]' : ''}`;
   let values;
   try {
     ({ values } = parseArgs({
@@ -38,6 +39,7 @@ function parseServerArgs(program, loops, supported = {}) {
         'tls-key': { type: 'string' },
         workers: { type: 'string', default: '1' },
         broker: { type: 'string' },
+        'worker-ports': { type: 'boolean', default: false },
       },
     }));
   } catch (error) {
@@ -57,8 +59,8 @@ function parseServerArgs(program, loops, supported = {}) {
   }
   if (Boolean(values['tls-cert']) !== Boolean(values['tls-key'])) problems.push('--tls-cert and --tls-key go together');
   const workerCount = Number(values.workers);
-  if (!workers && (workerCount !== 1 || values.broker)) {
-    problems.push('this server runs one process: no --workers or --broker');
+  if (!workers && (workerCount !== 1 || values.broker || values['worker-ports'])) {
+    problems.push('this server runs one process: no --workers, --broker or --worker-ports');
   }
   if (!Number.isInteger(workerCount) || workerCount < 1 || (workerCount > 1 && !values.broker)) {
     problems.push('--workers must be at least 1, and more than 1 needs --broker');
@@ -70,7 +72,7 @@ function parseServerArgs(program, loops, supported = {}) {
   return {
     host: values.host, port, loop: values.loop, compression: values.compression,
     tlsCert: values['tls-cert'] || null, tlsKey: values['tls-key'] || null,
-    workers: workerCount, broker: values.broker || null,
+    workers: workerCount, broker: values.broker || null, workerPorts: values['worker-ports'],
   };
 }
 

@@ -60,6 +60,7 @@ class WorkerRooms {
     this.pending = new Map();
     this.chains = new Map(); // room: the promise its last join or leave on the broker settles (one at a time)
     this.nonces = 0;
+    this.ownPort = null; // --worker-ports: the port only this worker listens on
     this.publisher = null;
     this.subscriber = null;
   }
@@ -289,6 +290,7 @@ class WorkerRooms {
     const record = {
       pid: process.pid, final, broker: Boolean(this.brokerUrl), ...this.counts, joined_per_room: this.joinedPerRoom,
       published_per_room: this.publishedPerRoom,
+      own_port: this.ownPort,
     };
     fs.writeFileSync(`${file}.tmp`, JSON.stringify(record));
     fs.renameSync(`${file}.tmp`, file);

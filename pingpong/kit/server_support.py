@@ -8,6 +8,7 @@ import json
 import os
 import platform
 import signal
+import socket
 import sys
 from typing import Any
 
@@ -33,11 +34,13 @@ def parse_args(description: str, compression_choices: tuple[str, ...] = COMPRESS
     parser.add_argument("--tls-key", help="PEM private key of --tls-cert")
     parser.add_argument("--workers", type=int, default=1, help="worker processes serving the port (default 1)")
     parser.add_argument("--broker", help="the Redis broker joining rooms across workers: redis://H:P or unix:///PATH")
+    parser.add_argument("--worker-ports", action="store_true",
+                        help="each worker also listens on a port of its own, worker i on PORT+1+i (placement by room)")
     args = parser.parse_args()
     if bool(args.tls_cert) != bool(args.tls_key):
         parser.exit(2, f"{parser.prog}: --tls-cert and --tls-key go together\n")
-    if not workers and (args.workers != 1 or args.broker):
-        parser.exit(2, f"{parser.prog}: this server runs one process: no --workers or --broker\n")
+    if not workers and (args.workers != 1 or args.broker or args.worker_ports):
+        parser.exit(2, f"{parser.prog}: this server runs one process: no --workers, --broker or --worker-ports\n")
     if args.workers < 1 or (args.workers > 1 and not args.broker):
         parser.exit(2, f"{parser.prog}: --workers must be at least 1, and more than 1 needs --broker\n")
     if args.compression not in compression_choices:
@@ -45,6 +48,25 @@ def parse_args(description: str, compression_choices: tuple[str, ...] = COMPRESS
                        f"(supported: {', '.join(compression_choices)})\n")
     args.malloc = allocator.settle()  # before the framework starts (in sanic's worker too, which re-imports)
     return args
+
+
+def worker_port_socket(args: argparse.Namespace, index: int | None = None) -> socket.socket:
+    """The listening socket of a worker's own port (--worker-ports): worker `index` on PORT+1+index; a worker that its
+    framework does not number (Sanic's, uvicorn's) claims the lowest of PORT+1..PORT+N no other worker bound yet.
+    Bound without SO_REUSEPORT, so two workers can never share one; OSError when none is free."""
+    ports = [args.port + 1 + index] if index is not None else range(args.port + 1, args.port + 1 + args.workers)
+    for port in ports:
+        listener = socket.socket(socket.AF_INET6 if ":" in args.host else socket.AF_INET, socket.SOCK_STREAM)
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            listener.bind((args.host, port))
+        except OSError:
+            listener.close()
+            continue
+        listener.listen(socket.SOMAXCONN)
+        listener.setblocking(False)
+        return listener
+    raise OSError(f"--worker-ports: none of the ports {ports[0]}-{ports[-1]} is free for this worker")
 
 
 def ssl_context(args: argparse.Namespace):

@@ -91,6 +91,7 @@ class WorkerRooms:
         self._confirmations: dict[tuple[bytes, bytes], asyncio.Future] = {}
         self._acks: set[asyncio.Task] = set()
         self._nonces = 0
+        self.own_port: int | None = None  # --worker-ports: the port only this worker listens on
         self._publisher = None
         self._pubsub = None
         self._listener = None
@@ -343,7 +344,8 @@ class WorkerRooms:
             return
         path = os.path.join(folder, f"worker-{os.getpid()}.json")
         record = {"pid": os.getpid(), "final": final, "broker": bool(self.broker_url), **self.counts,
-                  "joined_per_room": self.joined_per_room, "published_per_room": self.published_per_room}
+                  "joined_per_room": self.joined_per_room, "published_per_room": self.published_per_room,
+                  "own_port": self.own_port}
         temporary = f"{path}.tmp"
         with open(temporary, "w") as file:
             json.dump(record, file)

@@ -2,7 +2,8 @@
 serving the same port with web.run_app(..., reuse_port=True) as aiohttp's deployment documentation shows for
 several processes behind one port (the kernel's SO_REUSEPORT spreads the connections); a room's members on other
 workers are reached through the Redis broker of --broker (worker_rooms.py). With --workers 1 the launcher serves
-itself, as servers/aiohttp_server.py does.
+itself, as servers/aiohttp_server.py does. With --worker-ports, worker i also serves a port of its own, PORT+1+i
+(run_app's sock=, beside its host and port).
 """
 
 import multiprocessing
@@ -44,7 +45,7 @@ async def relay(request: web.Request) -> web.WebSocketResponse:
     return websocket
 
 
-def build_app(args) -> web.Application:
+def build_app(args, own_port: int | None = None) -> web.Application:
     settings = {
         "compression_effective": args.compression != "off",
         "heartbeat": None,  # keepalive pings off, for every server of the suite
@@ -56,6 +57,7 @@ def build_app(args) -> web.Application:
     app = web.Application()
     app[COMPRESS] = settings["compression_effective"]
     app[ROOMS] = WorkerRooms(args.broker, send)
+    app[ROOMS].own_port = own_port
     app[ALL_WEBSOCKETS] = weakref.WeakSet()
 
     async def start(app: web.Application) -> None:
@@ -74,22 +76,28 @@ def build_app(args) -> web.Application:
     return app
 
 
-def serve(args) -> None:
-    """One worker: web.run_app on the shared port (SO_REUSEPORT when there are several)."""
+def own_listener(args, index: int):
+    """--worker-ports: worker `index`'s own listening socket, on PORT+1+index (None without the flag)."""
+    return server_support.worker_port_socket(args, index) if args.worker_ports else None
+
+
+def serve(args, index: int = 0) -> None:
+    """Worker `index`: web.run_app on the shared port (SO_REUSEPORT when there are several), and its own port."""
     loop = None
     if args.loop == "uvloop":
         import uvloop
 
         loop = uvloop.new_event_loop()
-    web.run_app(build_app(args), host=args.host, port=args.port, loop=loop, access_log=None,
-                print=server_support.log, ssl_context=server_support.ssl_context(args),
-                reuse_port=args.workers > 1)
+    own = own_listener(args, index)
+    web.run_app(build_app(args, own.getsockname()[1] if own else None), host=args.host, port=args.port, loop=loop,
+                access_log=None, print=server_support.log, ssl_context=server_support.ssl_context(args),
+                reuse_port=args.workers > 1, sock=own)
 
 
 def launch(args) -> int:
     """Start the N workers and wait for them; on SIGTERM or SIGINT, stop them (SIGTERM) and wait again."""
     context = multiprocessing.get_context("spawn")
-    workers = [context.Process(target=serve, args=(args,), name=f"aiohttp-worker-{index}")
+    workers = [context.Process(target=serve, args=(args, index), name=f"aiohttp-worker-{index}")
                for index in range(args.workers)]
 
     def stop_workers(signal_number, frame) -> None:

@@ -3,8 +3,12 @@ as uvicorn's documentation shows (its supervisor starts the workers, which share
 other workers are reached through the Redis broker of --broker (worker_rooms.py).
 
 uvicorn's workers import the app by name, so it is built at import time from the command line (a spawned worker
-gets the same sys.argv), as servers/workers/sanic_workers_server.py does.
+gets the same sys.argv), as servers/workers/sanic_workers_server.py does. With --worker-ports, each worker also
+serves a port of its own (the lowest of PORT+1..PORT+N it can bind: uvicorn does not number its workers) with a
+second uvicorn.Server on its loop, as uvicorn's documentation shows for a server run from a running loop.
 """
+
+import asyncio
 
 import uvicorn
 from blacksheep import Application, WebSocket, WebSocketDisconnectError
@@ -59,14 +63,39 @@ app = Application(router=Router())
 app.router.add_ws("*", relay)
 
 
+OWN_PORT_SERVERS: list[tuple[uvicorn.Server, asyncio.Task]] = []  # --worker-ports: this worker's own port's
+
+
+def serve_own_port() -> None:
+    """--worker-ports: serve the app on this worker's own port too, beside the port its workers share. The second
+    server's serve() takes the SIGTERM first (it installs its handlers last) and, once stopped, raises it again for
+    the worker's own server."""
+    listener = server_support.worker_port_socket(ARGS)
+    ROOMS.own_port = listener.getsockname()[1]
+    config = uvicorn.Config(app, lifespan="off", ws_per_message_deflate=SETTINGS["compression_effective"],
+                            ws_ping_interval=None, log_level="warning", ssl_certfile=ARGS.tls_cert,
+                            ssl_keyfile=ARGS.tls_key)
+    server = uvicorn.Server(config)
+    OWN_PORT_SERVERS.append((server, asyncio.get_running_loop().create_task(server.serve(sockets=[listener]))))
+
+
+async def stop_own_port() -> None:
+    for server, serving in OWN_PORT_SERVERS:
+        server.should_exit = True
+        await serving
+
+
 async def start(application: Application) -> None:
     await ROOMS.start()
+    if ARGS.worker_ports:
+        serve_own_port()
     ROOMS.serving()
     server_support.write_server_info("blacksheep-workers", ["blacksheep", "uvicorn", "websockets"]
                                      + (["redis"] if ARGS.broker else []), ARGS, SETTINGS)
 
 
 async def stop(application: Application) -> None:
+    await stop_own_port()
     await ROOMS.stop()
 
 

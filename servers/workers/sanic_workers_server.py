@@ -2,7 +2,9 @@
 shows; a room's members on other workers are reached through the Redis broker of --broker (worker_rooms.py).
 
 Every worker re-imports this module (Sanic's worker manager starts them), so the app is built at import time from the
-command line, as in servers/sanic_server.py.
+command line, as in servers/sanic_server.py. With --worker-ports, each worker also serves a port of its own (the
+lowest of PORT+1..PORT+N it can bind: Sanic does not number its workers) through app.create_server, Sanic's
+low-level API for a server on a running loop.
 """
 
 import asyncio
@@ -30,6 +32,7 @@ app.config.MOTD = False
 if ARGS.loop != "auto":
     app.config.USE_UVLOOP = ARGS.loop == "uvloop"
 ROOMS = WorkerRooms(ARGS.broker, lambda member, message: member.send(message))
+TLS = {"cert": ARGS.tls_cert, "key": ARGS.tls_key} if ARGS.tls_cert else None
 MANAGER_ACK_POLL_S = 0.1  # how often Sanic's manager looks at its workers' acks (WorkerManager.wait_for_ack)
 ACKED_OR_LATER = ("ACKED", "JOINED", "TERMINATED", "FAILED", "COMPLETED")
 
@@ -73,6 +76,31 @@ async def release_room(request: Request, response) -> None:
         await ROOMS.leave(server_support.room_of(request.path), None)
 
 
+OWN_SERVERS: list = []  # --worker-ports: this worker's server on its own port
+
+
+@app.before_server_start
+async def serve_own_port(app: Sanic) -> None:
+    """--worker-ports: serve the app on this worker's own port too, beside the port its workers share."""
+    if not ARGS.worker_ports:
+        return
+    listener = server_support.worker_port_socket(ARGS)
+    ROOMS.own_port = listener.getsockname()[1]
+    OWN_SERVERS.append(await app.create_server(sock=listener, return_asyncio_server=True, access_log=False,
+                                               ssl=TLS))
+
+
+@app.before_server_stop
+async def close_own_port(app: Sanic) -> None:
+    """Close the own port's server and its connections, as Sanic does with the shared port's."""
+    for server in OWN_SERVERS:
+        closed = server.close()
+        for connection in list(server.connections):
+            connection.close()
+        if closed is not None:
+            await closed
+
+
 async def relay(request: Request, websocket: WebsocketImplProtocol, room: str = "") -> None:
     """Send every message to the other connections of the sender's room, here and on the other workers."""
     room = server_support.room_of(request.path)
@@ -90,4 +118,4 @@ app.add_websocket_route(relay, "/<room:path>", name="relay_named_room")
 
 if __name__ == "__main__":
     app.run(host=ARGS.host, port=ARGS.port, access_log=False, workers=ARGS.workers,
-            ssl={"cert": ARGS.tls_cert, "key": ARGS.tls_key} if ARGS.tls_cert else None)
+            ssl=TLS)

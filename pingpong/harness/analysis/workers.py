@@ -144,7 +144,8 @@ def pair_records(rooms_per_process: list[list[str]], report: dict[str, Any] | No
 
 
 def attempt_workers_record(count: int, broker: dict[str, Any] | None, per_worker: list[dict[str, Any]],
-                           outcome: Any, rooms_per_process: list[list[str]] | None) -> dict[str, Any]:
+                           outcome: Any, rooms_per_process: list[list[str]] | None,
+                           room_placement: str = "kernel", worker_ports: list[int] | None = None) -> dict[str, Any]:
     """An attempt's `workers` record: how many workers, the broker (its record, and its PUBLISH calls and CPU over
     the window: outcome.window.broker) and each worker's counts over the server's life (this attempt's client, the
     room probe and the relay verification), summed: how many deliveries crossed the broker, how many stayed in one
@@ -153,6 +154,7 @@ def attempt_workers_record(count: int, broker: dict[str, Any] | None, per_worker
     publishes (pair_records), and local_pair_publishes: the messages published in the rooms of its local pairs (0:
     a pair on one worker costs the broker nothing). The same for a server on this machine and on a cluster's server
     host.
+    room_placement: --room-placement (kernel, or room: each client process on one worker's own port, worker_ports).
 
     outcome: the attempt's measure/boundary.Outcome (its window, measured figures and client report)."""
     totals = {name: sum(int(record.get(name, 0)) for record in per_worker)
@@ -165,7 +167,8 @@ def attempt_workers_record(count: int, broker: dict[str, Any] | None, per_worker
         window["publishes_per_roundtrip"] = round(window["publishes"] / roundtrips, 3) if roundtrips else None
     pairs = (pair_records(rooms_per_process, outcome.client.report, per_worker)
              if rooms_per_process is not None and outcome.ok else None)
-    return {"count": count, "reported": len(per_worker),
+    return {"count": count, "reported": len(per_worker), "room_placement": room_placement,
+            "worker_ports": worker_ports or None,
             "broker": {**broker, "window": window} if broker is not None else None,
             "per_worker": per_worker, **totals,
             "deliveries_per_publish": (round(totals["publish_deliveries"] / totals["published"], 3)
@@ -252,6 +255,7 @@ class WorkersFigures:
     # messages published in the rooms of local pairs, over every attempt (0 since rooms cross workers only when they
     # must); None when no attempt recorded it
     local_pair_publishes: int | None = None
+    room_placement: str | None = None  # --room-placement: kernel or room (None: files from before it, the kernel's)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -292,6 +296,7 @@ def cell_figures(server: str, client: str, attempts: list[Attempt]) -> WorkersFi
     hops = [hop for hop in (attempt_hop(repeat, record.get("pairs")) for repeat, record in records) if hop]
     return WorkersFigures(
         server=server, client=client, workers=records[0][1]["count"], attempts=len(records),
+        room_placement=records[0][1].get("room_placement"),
         publishes_per_roundtrip=_median([w["publishes_per_roundtrip"] for w in windows
                                          if w.get("publishes_per_roundtrip") is not None]),
         cpu_us_per_publish=_median([w["cpu_us_per_publish"] for w in windows

@@ -67,6 +67,13 @@ def room_path(repeat: int, number: int, index: int = 0, processes: int = 1, work
             + (f"-c{index}" if processes > 1 and workload != "broadcast" else ""))
 
 
+def process_worker(index: int, workers: int) -> int:
+    """--room-placement room: the worker whose own port client process `index` connects to. A process's pairs all
+    have rooms of that process (pair_rooms), so each room's members sit on one worker, and with K >= N processes
+    every worker gets rooms."""
+    return index % workers
+
+
 def pair_rooms(settings: CellSettings, repeat: int, number: int) -> list[list[str]]:
     """The room of each pair of a ping-pong attempt, per client process (holders, with none, give []): the process's
     room for one pair, ROOM-p0 .. ROOM-p<N-1> for N (as the drivers name them: pair_urls in pingpong/kit/driver/
@@ -155,9 +162,10 @@ def profiled_command(argv: list[str], implementation: Implementation, side: str,
 
 
 def server_command(server: Implementation, settings: CellSettings, project_root: Path, host: str,
-                   port: int, broker_url: str | None = None) -> list[str]:
+                   port: int, broker_url: str | None = None, worker_ports: bool = False) -> list[str]:
     """The server's argv; with settings.workers above 1, --workers N too, and the run's --broker URL for a server
-    whose N workers are processes (manifest feature "workers"; one with "threads" needs none)."""
+    whose N workers are processes (manifest feature "workers"; one with "threads" needs none); worker_ports: each
+    worker on a port of its own too (placement by room)."""
     argv = profiled_command(resolve_command(server, project_root, settings.python_executable), server, "server",
                             settings) + [
         "--host", host, "--port", str(port),
@@ -168,6 +176,8 @@ def server_command(server: Implementation, settings: CellSettings, project_root:
         argv += ["--workers", str(settings.workers)]
         if "workers" in server.features:
             argv += ["--broker", broker_url or ""]
+    if worker_ports:
+        argv += ["--worker-ports"]
     return argv
 
 

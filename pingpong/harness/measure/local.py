@@ -18,7 +18,7 @@ from pingpong.harness.analysis.workers import attempt_workers_record
 from pingpong.harness.measure import judge
 from pingpong.harness.measure.attempt_plan import (STDERR_TAIL_LINES, barrier_limit_s, client_command, client_limit_s,
                                                    client_shares, pair_rooms, process_environment, process_name,
-                                                   room_path, window_processes, with_jit_warmup)
+                                                   process_worker, room_path, window_processes, with_jit_warmup)
 from pingpong.harness.measure.boundary import (ClientFacts, ClientRun, Outcome, ServerFacts, Turn, attempt_from,
                                                failed)
 from pingpong.harness.measure.clients_ahead import WaitingClient
@@ -106,7 +106,9 @@ def workers_record(started: LocalServer, outcome: Outcome, settings: CellSetting
     rooms = (pair_rooms(settings, repeat, max(1, started.turns))
              if settings is not None and settings.workload == "pingpong" and settings.rate is None else None)
     return attempt_workers_record(started.workers, started.broker.record() if started.broker is not None else None,
-                                  worker_counts(started), outcome, rooms)
+                                  worker_counts(started), outcome, rooms,
+                                  settings.room_placement if settings is not None else "kernel",
+                                  started.worker_ports)
 
 
 def run_attempt_on(started: LocalServer, client: Implementation, settings: CellSettings, repeat: int,
@@ -154,7 +156,6 @@ def _measure_client(started: LocalServer, client: Implementation, settings: Cell
     if client.outside:
         return measure_outside(started, client, settings, repeat, project_root, client_cpus, running, spawn_next)
     server_facts = started.facts()
-    client_url = started.base_url.replace("127.0.0.1", settings.client_host, 1)
     number = max(1, started.turns)  # its turn (take_turn counts them)
     settings = with_jit_warmup(settings, client.runtime, started.runtime, number)
     shares = client_shares(settings)
@@ -170,8 +171,9 @@ def _measure_client(started: LocalServer, client: Implementation, settings: Cell
     clients: list[processes.ManagedProcess] = []
     try:
         for index, share in enumerate(shares):
-            room = room_path(repeat, number, index, len(shares), settings.workload)
-            argv = client_command(client, settings, f"{client_url}{room}", share.pairs, project_root, share)
+            url = client_base_url(started, index, settings.client_host) + room_path(repeat, number, index, len(shares),
+                                                                                   settings.workload)
+            argv = client_command(client, settings, url, share.pairs, project_root, share)
             fds = {EVENTS_FD_ENV: write_fd} | ({GO_FD_ENV: barrier.read_fds[index]} if barrier else {}) | (
                 {ACK_FD_ENV: ack_fds[0] if share.role == "sender" else ack_fds[1]} if ack_fds else {})
             clients.append(processes.start(process_name(index, len(shares), number), argv, project_root,
@@ -205,6 +207,14 @@ def _measure_client(started: LocalServer, client: Implementation, settings: Cell
             window.join()
             return problem
     return _await_clients(started, clients, settings, window, server_facts, held, spawn_next)
+
+
+def client_base_url(started: LocalServer, index: int, client_host: str = "127.0.0.1") -> str:
+    """Where client process `index` connects: the server's shared port, or with placement by room its worker's own
+    (attempt_plan.process_worker)."""
+    url = started.worker_url(process_worker(index, len(started.worker_ports))) if started.worker_ports \
+        else started.base_url
+    return url.replace("127.0.0.1", client_host, 1)
 
 
 def _measure_waiting_client(started: LocalServer, waiting: WaitingClient, client_cpus: set[int] | None,

@@ -74,6 +74,13 @@ class LocalServer:
     broker: redis_broker.Broker | None = None
     worker_stats_dir: Path | None = None
     workers: int = 1
+    # --room-placement room: each worker's own port, worker i's at index i (PORT+1+i), read back from what the
+    # workers wrote once they serve (wait_for_workers); [] with the kernel's placement
+    worker_ports: list[int] = field(default_factory=list)
+
+    def worker_url(self, index: int) -> str:
+        """The URL of worker `index`'s own port (placement by room), as base_url names the shared one."""
+        return self.base_url.rsplit(":", 1)[0] + f":{self.worker_ports[index]}"
 
     def take_turn(self, client: Implementation, settings: CellSettings, repeat: int) -> WaitingClient | None:
         """This attempt takes its turn and leaves the upcoming list; the client waiting for it, if one was started
@@ -192,7 +199,8 @@ def launch_server(server: Implementation, settings: CellSettings, project_root: 
     broker = (redis_broker.start_broker(work_dir, server_cpus)
               if settings.workers > 1 and "workers" in server.features else None)
     try:
-        port = free_port_checked(host)
+        # by room, worker i also listens on PORT+1+i: the run reserves PORT..PORT+N
+        port = free_port_checked(host, ports=1 + (settings.workers if by_room(server, settings) else 0))
         info_path = work_dir / "server-info.json"
         environment = {INFO_FILE_ENV: str(info_path)}
         stats_dir = None
@@ -200,7 +208,8 @@ def launch_server(server: Implementation, settings: CellSettings, project_root: 
             stats_dir = work_dir / "worker-stats"
             stats_dir.mkdir(exist_ok=True)
             environment[WORKER_STATS_DIR_ENV] = str(stats_dir)
-        server_argv = server_command(server, settings, project_root, host, port, broker.url if broker else None)
+        server_argv = server_command(server, settings, project_root, host, port, broker.url if broker else None,
+                                     worker_ports=by_room(server, settings))
         process = processes.start("server", server_argv, project_root, work_dir,
                                   env=process_environment(settings, **environment), cpus=server_cpus)
     except BaseException:
@@ -225,6 +234,8 @@ def _check_server(started: LocalServer, settings: CellSettings,
         return failed("not-ready", str(exc) + diagnose_port(port, process))
     if started.worker_stats_dir is not None:
         problem = wait_for_workers(started, settings.ready_timeout_s)
+        if problem is None and settings.room_placement == "room":
+            problem = check_worker_ports(started, settings)
         if problem:
             return failed("not-ready", problem)
     if on_ready is not None:
@@ -265,14 +276,38 @@ def wait_for_workers(started: LocalServer, timeout_s: float) -> str | None:
     if len(cpus) > 1:
         for index, record in enumerate(worker_counts(started)):
             processes.pin_threads(record["pid"], {cpus[index % len(cpus)]})
+    started.worker_ports = sorted(record["own_port"] for record in worker_counts(started) if record.get("own_port"))
     return None
 
 
-def free_port_checked(host: str = "127.0.0.1", attempts: int = 5) -> int:
-    """A free port, re-checked so a port another process grabbed in between is not handed to the server."""
-    for _ in range(attempts):
+def by_room(server: Implementation, settings: CellSettings) -> bool:
+    """Whether the server's workers each listen on a port of their own too (--worker-ports): placement by room."""
+    return settings.room_placement == "room" and "workers" in server.features
+
+
+def check_worker_ports(started: LocalServer, settings: CellSettings) -> str | None:
+    """None when worker i said it listens on PORT+1+i, each of the N, and each completes a handshake there; else
+    why not, in one line."""
+    expected = [started.port + 1 + index for index in range(started.workers)]
+    if started.worker_ports != expected:
+        return (f"--room-placement room: its workers said they listen on ports {started.worker_ports or 'none'}, "
+                f"not {expected[0]}-{expected[-1]}")
+    for index in range(started.workers):
+        try:
+            with probe.open_connection(started.worker_url(index), "/__readiness_probe__", ROOM_PROBE_TIMEOUT_S,
+                                       settings.tls_ca):
+                pass
+        except Exception as exc:  # noqa: BLE001 - any failure to connect is the reason
+            return f"worker {index}'s own port {started.worker_ports[index]}: {type(exc).__name__}: {exc}"
+    return None
+
+
+def free_port_checked(host: str = "127.0.0.1", attempts: int = 5, ports: int = 1) -> int:
+    """A free port, re-checked so a port another process grabbed in between is not handed to the server; with
+    ports above 1, the next ports - 1 are free too (a range the server's workers use)."""
+    for _ in range(attempts * ports):
         port = processes.free_port(host)
-        if processes.port_is_free(port, host):
+        if port + ports <= 65536 and all(processes.port_is_free(port + offset, host) for offset in range(ports)):
             return port
     return port
 

@@ -46,13 +46,14 @@ COST_COLUMNS = [f"websocket_cost_{part}_{suffix}" for part in COST_FIGURES
 # broker hop's cost, the median of those attempts' figures with its interval and the interval's coverage: hop_ratio (a
 # split pair's rate over a local pair's), hop_us (µs per roundtrip a split pair takes beyond a local pair's) and
 # hop_p50_us (µs a split pair's median latency lies above a local pair's); then the subscribers a PUBLISH reached (a
-# median over the attempts) and the messages published in local pairs' rooms (summed over the attempts)
+# median over the attempts) and the messages published in local pairs' rooms (summed over the attempts); and
+# room_placement (kernel or room)
 WORKERS_COLUMNS = ["workers", "attempts_with_workers", "publishes_per_roundtrip", "broker_cpu_us_per_publish",
                    "crossed_broker_share", "local_pairs", "split_pairs", "unplaced_pairs", "attempts_with_both",
                    "hop_ratio", "hop_ratio_low", "hop_ratio_high", "hop_ratio_coverage",
                    "hop_us", "hop_low_us", "hop_high_us", "hop_coverage",
                    "hop_p50_us", "hop_p50_low_us", "hop_p50_high_us", "hop_p50_coverage",
-                   "deliveries_per_publish", "local_pair_publishes"]
+                   "deliveries_per_publish", "local_pair_publishes", "room_placement"]
 
 
 def csv_columns(with_time_budgets: bool, with_costs: bool = False, with_workers: bool = False) -> list[str]:
@@ -89,7 +90,7 @@ def workers_columns(figures: WorkersFigures | None) -> dict[str, float | None]:
         figures.local_pairs, figures.split_pairs, figures.unplaced_pairs, figures.both_kinds,
         *parts(figures.hop_ratio), *parts(figures.hop_us), *parts(figures.hop_p50_us),
         None if figures.deliveries_per_publish is None else figures.deliveries_per_publish.value,
-        figures.local_pair_publishes), strict=True))
+        figures.local_pair_publishes, figures.room_placement or "kernel"), strict=True))
 
 
 def time_budget_figures(summary: CellSummary) -> dict[str, float | None]:

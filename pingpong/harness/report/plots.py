@@ -187,6 +187,7 @@ def figure_sweep(index: dict[str, Any]):
                "payload_kind": "payload kind", "loop": "event loop of the Python implementations",
                "compression": "--compression", "tls": "TLS", "malloc": "--malloc (Python programs)",
                "workers": "--workers (the server's processes)", "placement": "--placement (where the sides run)",
+               "room_placement": "--room-placement (which worker takes a room)",
                "receivers": "receivers of each message",
                "idle_connections": "idle connections held", "rate": "offered messages/s per pair"}[x_dimension]
     for axis, y_label in ((rate_axis, f"median {unit}"), (latency_axis, "p99 latency (µs)")):

@@ -8,10 +8,9 @@ from pingpong.harness.analysis.stats import Difference, Ratio
 from pingpong.harness.analysis.workers import WorkersFigures
 from pingpong.harness.report.formatting import format_difference, format_ratio, interval_legend, usual_label
 
-COLUMNS = ("N", "publishes per roundtrip", "deliveries per publish", "broker CPU µs per publish", "crossed the broker",
-           "pairs local / split",
-           "attempts with both", "split ÷ local pair's rate", "split − local, µs per roundtrip",
-           "split − local, p50 µs")
+COLUMNS = ("N", "placement", "publishes per roundtrip", "deliveries per publish", "broker CPU µs per publish",
+           "crossed the broker", "pairs local / split", "attempts with both", "split ÷ local pair's rate",
+           "split − local, µs per roundtrip", "split − local, p50 µs")
 EXPLANATION = (
     "A worker subscribes to a room's channel only while it has members there, and PUBLISHes a message only when "
     "another worker has members in its room: a split pair makes 2 publishes per roundtrip, a local pair none. Per "
@@ -19,7 +18,8 @@ EXPLANATION = (
     "window; the subscribers each PUBLISH reached (deliveries per publish: the workers with members in the room, 2 "
     "for a split pair); the share of deliveries that came through the broker (over the server's life); the pairs by "
     "placement, local (both members on one worker, relayed in-process) or split (on two, every delivery through "
-    "Redis), as the kernel's SO_REUSEPORT or the cluster's primary placed them; and, in the attempts "
+    "Redis), as the placement put them: the kernel's (SO_REUSEPORT, the cluster's primary, a shared socket) or by "
+    "room (each client process on one worker's own port, so every pair local); and, in the attempts "
     "that had both kinds, the hop's cost measured inside one window: a split pair's rate over a local pair's, and "
     "the µs per roundtrip (two hops) it took beyond a local pair's, and how far a split pair's median latency lay "
     "above a local pair's (each kind's median pair), the median of the per-attempt figures")
@@ -47,7 +47,8 @@ def intervals(figures: list[WorkersFigures]) -> list[Ratio | Difference]:
 def row_texts(cell: WorkersFigures, usual: str | None) -> tuple[str, ...]:
     """The COLUMNS' texts of one cell."""
     unplaced = f" (+{cell.unplaced_pairs} unknown)" if cell.unplaced_pairs else ""
-    return (str(cell.workers), _interval(cell.publishes_per_roundtrip, "{:.2f}", usual),
+    return (str(cell.workers), cell.room_placement or "kernel",
+            _interval(cell.publishes_per_roundtrip, "{:.2f}", usual),
             _interval(cell.deliveries_per_publish, "{:.2f}", usual),
             _interval(cell.cpu_us_per_publish, "{:.1f}", usual),
             _interval(cell.crossed_broker_share, "{:.0f}", usual, 100, "%"),

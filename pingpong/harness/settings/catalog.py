@@ -119,6 +119,8 @@ def skip_reason(server: Implementation, client: Implementation, settings: CellSe
         for implementation in (server, client):
             if "tls" not in implementation.features:
                 return f"{implementation.role} {implementation.name} does not support --tls"
+    if settings.room_placement == "room" and "workers" not in server.features:
+        return f"server {server.name} runs one process: --room-placement room needs workers (its manifest entry)"
     if settings.workers > 1:
         if cpu_use(server) is None:
             return (f"server {server.name} uses one CPU only: it declares neither workers nor threads "

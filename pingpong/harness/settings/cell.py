@@ -20,6 +20,12 @@ PLACEMENTS = ("auto", "same-cpu", "split", "unpinned")
 # cpu_placement; docs/methodology.md, "Placement"). Not a choice: --placement split with fewer workers than CPUs.
 SHARED = "shared"
 DEFAULT_PLACEMENT = "auto"
+# Which worker of a --workers server takes each connection (docs/workloads.md, "Every core"). kernel: the server's
+# shared port, where the kernel or the framework places each connection (SO_REUSEPORT, node:cluster, a shared
+# socket). room: all of a room's members on one worker, as a load balancer hashing on the room places them: each
+# worker also listens on a port of its own (--worker-ports), and client process j gets worker j mod N's.
+ROOM_PLACEMENTS = ("kernel", "room")
+DEFAULT_ROOM_PLACEMENT = "kernel"
 DEFAULT_SATURATION_P99_MS = 10.0  # open loop: p99 above this (or < 95% of the offered rate achieved) = saturated
 
 
@@ -67,6 +73,7 @@ class CellSettings:
     # --workers: the server's worker processes (a server with the manifest's "workers" feature); above 1 the run
     # starts a Redis broker for each server process and passes --broker
     workers: int = 1
+    room_placement: str = DEFAULT_ROOM_PLACEMENT  # ROOM_PLACEMENTS: which worker takes each connection
     # The CPUs planned for the run's point (plan_cpus for its --workers; pin on and two CPUs ours); None: plan them
     # per attempt, or not pinned.
     server_cpus: tuple[int, ...] | None = None

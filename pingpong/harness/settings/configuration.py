@@ -13,8 +13,8 @@ from pingpong.contract import (COMPRESSION_MODES, DEFAULT_COMPRESSION, DEFAULT_D
                                DEFAULT_WARMUP_S, DEFAULT_WORKLOAD, LOOPS, MALLOC_MODES, PAYLOAD_KINDS, WORKLOADS)
 from pingpong.harness.settings import package_envs
 from pingpong.harness.settings.catalog import DEFAULT_MANIFEST, PROJECT_ROOT
-from pingpong.harness.settings.cell import (DEFAULT_PLACEMENT, DEFAULT_SATURATION_P99_MS, PLACEMENTS, CellSettings,
-                                           plan_cpus, with_planned_cpus)
+from pingpong.harness.settings.cell import (DEFAULT_PLACEMENT, DEFAULT_ROOM_PLACEMENT, DEFAULT_SATURATION_P99_MS,
+                                           PLACEMENTS, ROOM_PLACEMENTS, CellSettings, plan_cpus, with_planned_cpus)
 from pingpong.harness.settings.manifest import Implementation
 from pingpong.harness.settings.round_policy import RoundPolicy, parse_duration, parse_precision
 from pingpong.harness.settings.usage import UsageError
@@ -82,6 +82,11 @@ def add_measuring_options(parser: argparse.ArgumentParser, duration: float = DEF
                            help="worker processes per server, for the servers whose manifest entry declares "
                                 "workers (the others are skipped above 1); above 1 a Redis broker (redis-server) "
                                 "joins each room across them; a list sweeps, e.g. 1,2")
+    measuring.add_argument("--room-placement", default=DEFAULT_ROOM_PLACEMENT, metavar="PLACE[,PLACE...]",
+                           help=f"which worker takes each connection: {' | '.join(ROOM_PLACEMENTS)} (kernel: the "
+                                "kernel or the framework, on the shared port; room: all of a room's members on one "
+                                "worker, client process j on worker j mod N's own port, so --client-processes >= N); "
+                                "a list is a dimension, e.g. kernel,room")
     measuring.add_argument("--tls", nargs="?", const="on", default="off", metavar="off,on",
                            help="wss:// everywhere, with a throwaway CA and server certificate made for this run; "
                                 "'--tls off,on' measures both, interleaved")
@@ -248,6 +253,7 @@ class ResolvedOptions:
     rates: tuple[float | None, ...]  # --rate's offered rates per pair; (None,): a closed loop
     workers: tuple[int, ...]  # --workers: worker processes per server
     placements: tuple[str, ...]  # --placement: where the two sides run (settings/cell.py)
+    room_placements: tuple[str, ...]  # --room-placement: which worker takes each connection (settings/cell.py)
     workload: str
     client_processes: int
     saturation_p99_ms: float
@@ -290,6 +296,7 @@ def resolve_options(options: argparse.Namespace) -> ResolvedOptions:
     compressions = _choice_list("--compression", options.compression, COMPRESSION_MODES, problems)
     mallocs = _choice_list("--malloc", options.malloc, MALLOC_MODES, problems)
     placements = _choice_list("--placement", options.placement, PLACEMENTS, problems)
+    room_placements = _choice_list("--room-placement", options.room_placement, ROOM_PLACEMENTS, problems)
     tls_modes = [mode == "on" for mode in _choice_list("--tls", options.tls, ("off", "on"), problems)]
     if options.client_processes < 1:
         problems.append(f"--client-processes must be at least 1, got {options.client_processes}")
@@ -297,6 +304,8 @@ def resolve_options(options: argparse.Namespace) -> ResolvedOptions:
         problems.append("--workload handshake opens one connection at a time; it takes no --pairs or "
                         "--client-processes")
     receivers, idle_connections, rates = _workload_lists(options, pairs, problems)
+    if "room" in room_placements:
+        problems += _room_placement_problems(options, pairs, workers)
     if not options.ready_timeout > 0 or not options.stall_timeout > 0 or not options.client_grace > 0:
         problems.append("--ready-timeout, --stall-timeout and --client-grace must be > 0 seconds")
     in_rounds = options.command in ("run", "measure")
@@ -312,18 +321,38 @@ def resolve_options(options: argparse.Namespace) -> ResolvedOptions:
         # with its point's --workers: the rounds group server processes by loop, compression, TLS and malloc only)
         rounds = replace(rounds, fresh_server=True,
                          fresh_server_reason="--workers: a server, its workers and its broker per attempt")
+    if "room" in room_placements and not rounds.fresh_server:
+        # each client process's URL names a worker's own port, read back once the server's workers serve
+        rounds = replace(rounds, fresh_server=True,
+                         fresh_server_reason="--room-placement room: a server per attempt, its workers' ports")
     return ResolvedOptions(
         duration_s=duration_s, warmup_s=warmup_s, jit_warmup_s=options.jit_warmup, rounds=rounds, loops=tuple(loops),
         compressions=tuple(compressions), mallocs=tuple(mallocs), tls_modes=tuple(tls_modes),
         payload_sizes=tuple(payload_sizes), payload_kinds=tuple(payload_kinds), pairs=tuple(pairs),
         receivers=tuple(receivers), idle_connections=tuple(idle_connections), rates=tuple(rates),
-        workers=tuple(workers), placements=tuple(placements), workload=options.workload, client_processes=options.client_processes,
+        workers=tuple(workers), placements=tuple(placements), room_placements=tuple(room_placements),
+        workload=options.workload, client_processes=options.client_processes,
         saturation_p99_ms=options.saturation_p99, pin=not options.no_pin, ready_timeout_s=options.ready_timeout,
         stall_timeout_s=options.stall_timeout, client_grace_s=options.client_grace,
         manifests=tuple(options.manifest or [DEFAULT_MANIFEST]), python_packages=options.python_packages,
         node_packages=options.node_packages, results_dir=options.results_dir, output_format=options.format,
         resume=options.resume if in_rounds else None, host_figure=getattr(options, "host_figure", "off"),
         figures=getattr(options, "figures", True))
+
+
+def _room_placement_problems(options: argparse.Namespace, pairs: list[int], workers: list[int]) -> list[str]:
+    """What --room-placement room cannot do with these options: each worker takes the rooms of whole client
+    processes, so each of the N workers needs one (min(--pairs, --client-processes) >= N)."""
+    if options.workload != "pingpong":
+        return ["--room-placement room is for --workload pingpong"]
+    if getattr(options, "cluster", None):
+        return ["--room-placement room runs on this machine only, not with --cluster"]
+    processes = min(min(pairs), options.client_processes)
+    if processes < max(workers):
+        return [f"--room-placement room gives each worker the rooms of whole client processes: --workers "
+                f"{max(workers)} needs --client-processes {max(workers)} or more, and as many --pairs (got "
+                f"--client-processes {options.client_processes}, --pairs {min(pairs)})"]
+    return []
 
 
 def _workload_lists(options: argparse.Namespace, pairs: list[int],
@@ -416,6 +445,8 @@ def sweep_points(resolved: ResolvedOptions) -> list[dict[str, Any]]:
         points = [dict(point, workers=workers) for workers in resolved.workers for point in points]
     if len(resolved.placements) > 1:  # the same: one placement is a setting, not a dimension
         points = [dict(point, placement=placement) for placement in resolved.placements for point in points]
+    if len(resolved.room_placements) > 1:
+        points = [dict(point, room_placement=place) for place in resolved.room_placements for point in points]
     return points
 
 
@@ -433,7 +464,7 @@ def build_configuration(resolved: ResolvedOptions, command_line: list[str], impl
                             payload_size=DEFAULT_PAYLOAD_SIZE,
                             payload_kind=DEFAULT_PAYLOAD_KIND, ready_timeout_s=resolved.ready_timeout_s,
                             stall_timeout_s=resolved.stall_timeout_s, pin=resolved.pin,
-                            placement=resolved.placements[0],
+                            placement=resolved.placements[0], room_placement=resolved.room_placements[0],
                             client_grace_s=resolved.client_grace_s, workload=resolved.workload,
                             saturation_p99_ms=resolved.saturation_p99_ms,
                             sample_server_memory=any(resolved.idle_connections),

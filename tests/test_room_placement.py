@@ -1,0 +1,179 @@
+"""--room-placement room: every worker of a --workers server also listens on a port of its own (--worker-ports), and
+each client process connects to one worker's, so all of a room's members sit on one worker. Real servers, a real
+Redis broker and real runs: where each connection landed is read back from /proc and from what the workers wrote."""
+
+import json
+import subprocess
+import sys
+from dataclasses import replace
+
+import psutil
+import pytest
+from websockets.sync.client import connect
+
+from pingpong.harness.commands.parser import build_parser
+from pingpong.harness.measure import probe
+from pingpong.harness.measure.attempt_plan import process_worker, server_command
+from pingpong.harness.measure.server import (check_worker_ports, launch_server, stop_server, wait_for_workers,
+                                             worker_counts)
+from pingpong.harness.settings.catalog import skip_reason
+from pingpong.harness.settings.configuration import build_configuration, resolve_options
+from pingpong.harness.settings.usage import UsageError
+from pingpong.harness.system import processes
+from tests.conftest import ROOT, by_name, stopped_cleanly
+from tests.test_cli_input import assert_one_line_error
+from tests.test_workers import SETTINGS, WORKER_SERVERS, needs_broker, run_bench, server_side_owner
+
+BY_ROOM = replace(SETTINGS, room_placement="room")
+MESSAGES = 20  # each way, per pair
+
+
+def resolved(*args):
+    return resolve_options(build_parser().parse_args(["run", *args]))
+
+
+def test_room_placement_is_a_dimension_and_forces_a_fresh_server():
+    """kernel,room makes two points of one run (room_placement in each), a server per attempt; kernel alone is no
+    dimension and changes nothing."""
+    options = resolved("--workers", "2", "--room-placement", "kernel,room", "--pairs", "4", "--client-processes", "2")
+    configuration = build_configuration(options, ["run_bench.py"], [], [], [])
+    assert [p["room_placement"] for p in configuration.points] == ["kernel", "room"]
+    assert configuration.settings_at(configuration.points[1]).room_placement == "room"
+    one_worker = resolved("--room-placement", "room", "--pairs", "2", "--client-processes", "2")
+    assert one_worker.rounds.fresh_server and "--room-placement room" in one_worker.rounds.fresh_server_reason
+    plain = build_configuration(resolved(), ["run_bench.py"], [], [], [])
+    assert "room_placement" not in plain.points[0] and plain.settings.room_placement == "kernel"
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["--workers", "1,2", "--room-placement", "room", "--pairs", "4"],
+     "--workers 2 needs --client-processes 2 or more, and as many --pairs (got --client-processes 1, --pairs 4)"),
+    (["--workers", "2", "--room-placement", "room", "--pairs", "1,4", "--client-processes", "2"],
+     "(got --client-processes 2, --pairs 1)"),
+    (["--workload", "broadcast", "--room-placement", "room"], "--room-placement room is for --workload pingpong"),
+    (["--room-placement", "rooms"], "--room-placement 'rooms': choose from kernel, room"),
+])
+def test_room_placement_without_a_client_process_per_worker_is_refused(args, fragment):
+    """Each worker takes whole client processes: fewer processes (or pairs) than workers, another workload or an
+    unknown placement is a usage error naming what is needed."""
+    with pytest.raises(UsageError) as raised:
+        resolved(*args)
+    assert fragment in str(raised.value)
+
+
+def test_client_processes_take_the_workers_in_turn_and_the_server_is_told_to_open_its_ports():
+    """Process j goes to worker j mod N; by room the server's command carries --worker-ports; a server without
+    workers is skipped by room, saying why."""
+    assert [process_worker(index, 2) for index in range(5)] == [0, 1, 0, 1, 0]
+    server = by_name("server", "aiohttp-workers")
+    assert server_command(server, BY_ROOM, ROOT, "127.0.0.1", 9000, "unix:///b", worker_ports=True)[-1] == \
+        "--worker-ports"
+    assert "--worker-ports" not in server_command(server, SETTINGS, ROOT, "127.0.0.1", 9000, "unix:///b")
+    assert skip_reason(by_name("server", "websockets"), by_name("client", "websockets"),
+                       replace(BY_ROOM, workers=1)) == ("server websockets runs one process: --room-placement room "
+                                                        "needs workers (its manifest entry)")
+
+
+@pytest.mark.parametrize("command", [["{python}", "-m", "servers.aiohttp_server"], ["node", "node/ws_server.js"]],
+                         ids=["python", "node"])
+def test_a_server_without_workers_refuses_worker_ports(command):
+    """--worker-ports is a flag of the workers servers only: the others exit 2, naming it."""
+    argv = [sys.executable if part == "{python}" else part for part in command]
+    completed = subprocess.run([*argv, "--port", "1", "--worker-ports"], cwd=ROOT, capture_output=True, text=True,
+                               timeout=30)
+    assert completed.returncode == 2 and "--worker-ports" in completed.stderr, completed.stderr
+
+
+@needs_broker
+@pytest.mark.parametrize("server", WORKER_SERVERS, ids=lambda s: s.name)
+def test_each_worker_serves_its_own_port_and_keeps_its_rooms_to_itself(server, tmp_path):
+    """With --worker-ports, worker i says it listens on PORT+1+i; a pair opened on each worker's own port is held
+    by that worker alone (both server ends in its process, from /proc), the two ports by two workers; 20 messages
+    each way cross each pair intact, none through the broker; the workers' final counts put each room's 2 members
+    on one worker; nothing is left running."""
+    started = launch_server(server, BY_ROOM, ROOT, tmp_path, {0})
+    pairs = []
+    try:
+        probe.wait_until_ready(started.base_url, started.process, BY_ROOM.ready_timeout_s)
+        assert wait_for_workers(started, BY_ROOM.ready_timeout_s) is None, started.stderr_tail()
+        assert check_worker_ports(started, BY_ROOM) is None, started.stderr_tail()
+        assert started.worker_ports == [started.port + 1, started.port + 2]
+        owners = []
+        for index, port in enumerate(started.worker_ports):
+            pair = [connect(f"{started.worker_url(index)}/own-{index}") for _ in range(2)]
+            pairs.append(pair)
+            held_by = {server_side_owner(started.pid, port, member.socket.getsockname()[1]) for member in pair}
+            assert len(held_by) == 1 and None not in held_by, held_by
+            owners.append(held_by.pop())
+            first, second = pair
+            for number in range(MESSAGES):
+                first.send(f"ping {number} é")
+                assert second.recv(timeout=5) == f"ping {number} é"
+                second.send(bytes([number, 255]) * 4)
+                assert first.recv(timeout=5) == bytes([number, 255]) * 4
+        assert owners[0] != owners[1]
+        assert {record["own_port"]: record["pid"] for record in worker_counts(started)} == dict(
+            zip(started.worker_ports, owners))
+    finally:
+        for member in (member for pair in pairs for member in pair):
+            member.close()
+        code = stop_server(started)
+    assert stopped_cleanly(server.name, code, started.process.stderr_tail(40)), started.stderr_tail()
+    counts = worker_counts(started)
+    assert len(counts) == 2 and all(record["final"] for record in counts), counts
+    for index, record in enumerate(sorted(counts, key=lambda record: record["own_port"])):
+        assert record["joined_per_room"].get(f"/own-{index}") == 2, counts
+        assert f"/own-{1 - index}" not in record["joined_per_room"], counts
+    assert sum(record["delivered_from_broker"] for record in counts) == 0
+    assert sum(record["relayed_local"] for record in counts) >= 2 * 2 * MESSAGES
+    assert processes.group_members(started.pid) == [] and processes.group_members(started.broker.pid) == []
+
+
+@needs_broker
+def test_a_run_by_room_puts_every_pair_on_one_worker_and_leaves_nothing(tmp_path):
+    """run --workers 1,2 --room-placement room with 4 pairs over 2 client processes, the five servers: every attempt
+    records room placement and its workers' own ports (PORT+1..PORT+N), every pair's 2 members joined on one worker,
+    every message of the window relayed in-process; at N = 2 the two processes' rooms on two workers. No worker or
+    broker is left."""
+    names = sorted(server.name for server in WORKER_SERVERS)
+    completed = run_bench("--servers", ",".join(names), "--clients", "websockets", "--workers", "1,2",
+                          "--room-placement", "room", "--pairs", "4", "--client-processes", "2", "--repeat", "1",
+                          "--duration", "0.3", "--warmup", "0.1", "--no-figures", "--results-dir", str(tmp_path),
+                          timeout=600)
+    assert completed.returncode == 0, completed.stderr
+    files = {path.name.split("Z-")[1]: path for path in tmp_path.glob("*Z-*.json")}
+    for workers in (1, 2):
+        run = json.loads(files[f"workers{workers}.json"].read_text())
+        assert run["configuration"]["room_placement"] == "room"
+        assert sorted(cell["server"] for cell in run["cells"]) == names
+        for cell in run["cells"]:
+            attempt = cell["attempts"][0]
+            assert attempt["status"] == "ok", (cell["server"], attempt["reason"])
+            record = attempt["workers"]
+            assert record["room_placement"] == "room"
+            assert record["worker_ports"] == [attempt["port"] + 1 + index for index in range(workers)]
+            pairs = record["pairs"]
+            assert len(pairs) == 4 and all(pair["placement"] == "local" and pair["workers"] == 1 for pair in pairs)
+            # over the server's life, its relay check on the shared port included: the window's messages all local
+            assert record["relayed_local"] >= 2 * attempt["roundtrips"], (cell["server"], record)
+            rooms_of = [set(r["joined_per_room"]) for r in sorted(record["per_worker"], key=lambda r: r["own_port"])]
+            for pair in pairs:  # client process j's rooms (-c<j>-) on worker j mod N
+                process = int(pair["room"].split("-c")[1].split("-")[0])
+                assert pair["room"] in rooms_of[process % workers], (pair, rooms_of)
+            assert all(not psutil.pid_exists(worker["pid"]) for worker in record["per_worker"])
+            if record["broker"] is not None:
+                assert processes.group_members(record["broker"]["pid"]) == []
+
+
+def test_room_placement_with_too_few_client_processes_is_one_line_and_exit_2(tmp_path):
+    completed = run_bench("--servers", "workers", "--workers", "2", "--room-placement", "room", "--pairs", "4",
+                          "--results-dir", str(tmp_path))
+    assert_one_line_error(completed, "--workers 2 needs --client-processes 2 or more")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_room_placement_with_only_servers_without_workers_is_one_line_and_exit_2(tmp_path):
+    completed = run_bench("--servers", "websockets", "--clients", "websockets", "--room-placement", "room",
+                          "--results-dir", str(tmp_path))
+    assert_one_line_error(completed, "nothing to measure", "--room-placement room needs workers")
+    assert list(tmp_path.iterdir()) == []
