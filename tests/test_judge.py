@@ -85,6 +85,22 @@ def test_several_processes_merge_into_one_report():
     assert outcome.client.report["client_processes"] == 2
 
 
+def test_a_compiled_clients_pair_value_counts_become_the_drivers_pair_histograms():
+    """per_pair_value_counts (the compiled clients') is read as per_pair_hdr_histograms, each counting its pair's
+    roundtrips, and kept per process when two such processes merge; the value counts themselves are not kept."""
+    pairs = {"pairs": 2, "per_pair_roundtrips": [600, 400],
+             "per_pair_value_counts": [[[50_000, 500], [90_000, 100]], [[50_000, 400]]]}
+    outcome = judge.judge_attempt([run(stdout=report(**pairs)), run(1, stdout=report(**pairs))], None,
+                                  WindowSamples(cpu_source="schedstat", server_cpu_s=0.4, client_cpu_s=0.5, wall_s=1.0),
+                                  replace(SETTINGS, pairs=4, client_processes=2), SERVER)
+    assert outcome.status == "ok", outcome.reason
+    for process in outcome.client.report["per_process"]:
+        counts = [histograms.merge([encoded]).get_total_count() for encoded in process["per_pair_hdr_histograms"]]
+        assert counts == process["per_pair_roundtrips"] == [600, 400]
+    single, problem = judge.parse_client_report(report(**pairs))
+    assert problem is None and "per_pair_value_counts" not in single and len(single["per_pair_hdr_histograms"]) == 2
+
+
 def test_zero_roundtrips_is_a_failure():
     outcome = judge.judge_attempt([run(stdout=report(roundtrips=0))], None, WindowSamples(), SETTINGS, SERVER)
     assert (outcome.status, outcome.reason) == ("client-failed", "client reported zero roundtrips")
