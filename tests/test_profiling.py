@@ -43,9 +43,12 @@ CANNOT_ATTACH = py_spy_cannot_attach()
 needs_py_spy = pytest.mark.skipif(CANNOT_ATTACH is not None, reason=CANNOT_ATTACH or "")
 BURNING = "spend_service_time (tests/implementations/slow_server.py)"  # 2 ms of CPU per message it relays
 KNOWN_US_PER_ROUNDTRIP = 2 * 2000  # two messages a roundtrip
+# A short window for the measured attempts (diagnose's default is 5 s after 1 s of warmup): these tests read the
+# profiles, whose own attempts keep a window of at least PROFILE_WINDOW_S (2 s) whatever --duration says
+SHORT_WINDOW = ["--duration", "0.5", "--warmup", "0.2"]
 DIAGNOSE = [sys.executable, "run_bench.py", "diagnose", "slow-relay", "websockets", "--manifest", "manifest.toml",
             "--manifest", "tests/manifest.toml", "--profile", "--against", "websockets", "node-ws", "--repeat", "1",
-            "--no-strace", "--switches", "nodelay-forced"]
+            "--no-strace", "--switches", "nodelay-forced", *SHORT_WINDOW]
 
 
 @pytest.fixture(scope="module")
@@ -122,9 +125,9 @@ def processes_naming(marker: str) -> list[int]:
 @needs_py_spy
 def test_ctrl_c_while_profiling_leaves_no_process_behind(tmp_path):
     """SIGINT once the profilers are attached: diagnose ends, and neither py-spy nor the pair runs on."""
-    process = subprocess.Popen([*DIAGNOSE, "--profile-rounds", "3", "--duration", "3", "--results-dir",
-                                str(tmp_path)], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                               start_new_session=True, preexec_fn=sigint_at_default)
+    process = subprocess.Popen([*DIAGNOSE, "--profile-rounds", "3", "--results-dir", str(tmp_path)], cwd=ROOT,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True,
+                               preexec_fn=sigint_at_default)
     try:
         deadline = time.monotonic() + 120
         while not list(tmp_path.glob("*-profiles/*/server*.log")) or not processes_naming(str(tmp_path)):
@@ -165,8 +168,8 @@ def test_a_bun_side_runs_its_own_profiler_kept_to_the_window(tmp_path):
     inside the window are kept."""
     completed = subprocess.run(
         [sys.executable, "run_bench.py", "diagnose", "bun", "bun", "--profile", "--against", "bun", "node-ws",
-         "--repeat", "1", "--profile-rounds", "1", "--no-strace", "--switches", "nodelay-forced", "--results-dir",
-         str(tmp_path), "--format", "json"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+         "--repeat", "1", "--profile-rounds", "1", "--no-strace", "--switches", "nodelay-forced", *SHORT_WINDOW,
+         "--results-dir", str(tmp_path), "--format", "json"], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert completed.returncode == 0, completed.stderr[-3000:]
     sides = json.loads(completed.stdout)["profiles"]["sides"]
     for side in ("server", "client"):
