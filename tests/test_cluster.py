@@ -112,6 +112,12 @@ def test_missing_tls_files_are_named(tmp_path):
     assert "missing" in line and "ca.pem" in line
 
 
+def test_a_lease_of_no_time_is_refused(tmp_path):
+    line = one_error_line(run_bench("--cluster", "tls://127.0.0.1:9", "--cluster-lease", "0",
+                                    "--results-dir", str(tmp_path)))
+    assert "--cluster-lease must be > 0 seconds, got 0" in line
+
+
 @pytest.mark.parametrize("args, words", [
     (["cluster"], "required: PROCESS"),
     (["cluster", "scheduler", "--host", "127.0.0.1", "--tls", "{empty}"], "missing {empty}/ca.pem"),
@@ -143,6 +149,12 @@ def test_the_local_mode_imports_no_dask():
 # -- real hosts: namespaces, veth links, a TLS scheduler and one worker per host
 
 UNAVAILABLE = netns_lab.available()
+# The runs below count (segments, sockets, publishes, processes), they compare no rates: Node.js sides get no extra
+# warmup for its compiler, and no figure is drawn (matplotlib's second a run)
+COUNTING = ["--jit-warmup", "0", "--no-figures"]
+# the lease of the runs killed with -9: the agents end what they started after it (the default, 10 s, is for real
+# links; renewals come every second)
+LEASE_S = 3
 needs_namespaces = pytest.mark.skipif(UNAVAILABLE is not None, reason=f"no network namespaces here: {UNAVAILABLE}")
 
 
@@ -233,7 +245,7 @@ def described(pids: dict[str, set[int]]) -> list:
 def test_a_two_by_two_matrix_runs_across_hosts_with_each_side_counted_on_its_own_host(cluster, tmp_path):
     baseline = cluster.cluster_pids()
     done = subprocess.run(cluster.bench("--servers", "sanic,node-ws", "--clients", "websockets,node-ws",
-                                        "--repeat", "2", "--duration", "0.5", "--warmup", "0.2",
+                                        "--repeat", "2", "--duration", "0.5", "--warmup", "0.2", *COUNTING,
                                         "--results-dir", str(tmp_path), "--format", "json"),
                           cwd=ROOT, capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -278,7 +290,8 @@ def test_a_two_by_two_matrix_runs_across_hosts_with_each_side_counted_on_its_own
 def test_client_processes_and_pairs_are_shared_by_the_client_hosts(cluster, tmp_path):
     done = subprocess.run(cluster.bench("--servers", "node-ws", "--clients", "node-ws", "--repeat", "1",
                                         "--pairs", "4", "--client-processes", "2", "--duration", "0.5",
-                                        "--warmup", "0.2", "--results-dir", str(tmp_path), "--format", "md"),
+                                        "--warmup", "0.2", *COUNTING, "--results-dir", str(tmp_path),
+                                        "--format", "md"),
                           cwd=ROOT, capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stderr[-3000:]
     assert f"Cluster {cluster.scheduler}: servers on tls://{cluster.lab.hosts['server'].address}:" in done.stdout
@@ -306,8 +319,8 @@ def test_a_multi_process_server_runs_with_its_broker_on_the_server_host(cluster,
     baseline = cluster.cluster_pids()
     done = subprocess.run(cluster.bench("--servers", "node-ws-cluster", "--clients", "node-ws", "--workers", "2",
                                         "--pairs", "4", "--client-processes", "2", "--repeat", "1",
-                                        "--duration", "1", "--warmup", "0.3", "--results-dir", str(tmp_path),
-                                        "--format", "json"),
+                                        "--duration", "1", "--warmup", "0.3", *COUNTING,
+                                        "--results-dir", str(tmp_path), "--format", "json"),
                           cwd=ROOT, capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stderr[-3000:]
     (attempt,) = [a for cell in load(tmp_path)["cells"] if not cell["skipped"] for a in cell["attempts"]]
@@ -332,8 +345,8 @@ def test_a_worker_lost_mid_run_fails_its_attempt_and_the_run_completes(cluster, 
     baseline = cluster.cluster_pids()
     worker_before = cluster.worker_process("client").pid
     run = subprocess.Popen(cluster.bench("--servers", "node-ws", "--clients", "websockets,node-ws", "--repeat", "3",
-                                         "--duration", "1", "--warmup", "0.2", "--results-dir", str(tmp_path),
-                                         "--format", "json"),
+                                         "--duration", "1", "--warmup", "0.2", "--no-figures",
+                                         "--results-dir", str(tmp_path), "--format", "json"),
                            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         # a client process of a cell (not the floor's) is running on the client host: lose its worker then
@@ -384,8 +397,8 @@ def test_kill_9_of_the_orchestrator_leaves_no_process_on_any_host(cluster, tmp_p
         pytest.skip(broker.unavailable_reason())
     netns_lab.wait_for_workers(cluster.lab, "h0", cluster.tls, cluster.scheduler, 3)
     baseline = cluster.cluster_pids()
-    run = subprocess.Popen(cluster.bench(*options, "--clients", "websockets", "--repeat", "5",
-                                         "--duration", "2", "--results-dir", str(tmp_path)),
+    run = subprocess.Popen(cluster.bench(*options, "--clients", "websockets", "--repeat", "5", "--duration", "2",
+                                         "--cluster-lease", str(LEASE_S), "--results-dir", str(tmp_path)),
                            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         started = lambda: {host: pids - baseline[host] for host, pids in cluster.cluster_pids().items()}  # noqa
@@ -400,7 +413,7 @@ def test_kill_9_of_the_orchestrator_leaves_no_process_on_any_host(cluster, tmp_p
     finally:
         run.send_signal(signal.SIGKILL)
         run.wait()
-    left = settled(cluster, baseline, 30)  # the agents' lease (10 s) runs out and they end what they started
+    left = settled(cluster, baseline, 30)  # the agents' lease (LEASE_S) runs out and they end what they started
     assert not left, described(left)
 
 
@@ -458,7 +471,8 @@ def test_the_documented_commands_run_a_cluster(tmp_path):
             role = "server" if "--role server" in command else "client"
             started[role] = lab.run(role, as_argv(command, address), tmp_path / f"{role}.log", env, cwd=tmp_path)
         assert set(started) == {"scheduler", "server", "client"}, workers
-        options = "--servers node-ws --clients node-ws --repeat 1 --duration 0.5 --warmup 0.2 --results-dir results"
+        options = ("--servers node-ws --clients node-ws --repeat 1 --duration 0.5 --warmup 0.2 --no-figures "
+                   "--results-dir results")
         argv = as_argv(run, {**address, "[any other options]": options})
         scheduler_address = next(word for word in argv if word.startswith("tls://"))
         netns_lab.wait_for_workers(lab, "h0", tmp_path / "cluster-tls", scheduler_address, 2)

@@ -25,7 +25,7 @@ from pingpong.harness.cluster import host_agent
 from pingpong.harness.settings.catalog import PROJECT_ROOT
 from pingpong.harness.settings.usage import UsageError
 
-RENEW_EVERY_S = 1.0  # lease renewals (the agents end their processes after host_agent.LEASE_S without one)
+RENEW_EVERY_S = 1.0  # lease renewals (the agents end their processes after --cluster-lease, LEASE_S, without one)
 CALL_TIMEOUT_S = 60.0  # a call to an agent that takes longer than this fails the attempt
 CLOCK_EXCHANGES = 5  # per host and attempt, to estimate its clock's offset
 READY_PROBE_INTERVAL_S = 0.05
@@ -97,11 +97,14 @@ class Cluster:
     """The connection to the scheduler, the checked workers and their agents, and the lease that keeps them."""
 
     def __init__(self, address: str, tls_dir: Path | None, insecure: bool = False,
-                 connect_timeout_s: float = 10.0) -> None:
+                 connect_timeout_s: float = 10.0, lease_s: float | None = None) -> None:
         problem = cluster_figures.address_problem(address, insecure)
         if problem:
             raise ClusterError(problem)
+        if lease_s is not None and not lease_s > 0:
+            raise ClusterError(f"--cluster-lease must be > 0 seconds, got {lease_s:g}")
         self.address = address
+        self.lease_s = host_agent.LEASE_S if lease_s is None else lease_s
         security = security_for(address, tls_dir)
         from distributed import Client
         try:
@@ -163,7 +166,7 @@ class Cluster:
             if mismatches:
                 raise ClusterError(f"worker {address} ({answer.get('hostname')}) differs from this checkout: "
                                    f"{'; '.join(mismatches[:4])}{' ...' if len(mismatches) > 4 else ''}")
-            future = self.client.submit(host_agent.HostAgent, host_agent.LEASE_S, actor=True, workers=[address],
+            future = self.client.submit(host_agent.HostAgent, self.lease_s, actor=True, workers=[address],
                                         allow_other_workers=False, pure=False, key=f"pingpong-agent-{uuid.uuid4()}")
             hosts.append(Host(address, roles[address], future.result(timeout=CALL_TIMEOUT_S), answer, future))
         hosts.sort(key=lambda host: host.address)
@@ -191,7 +194,7 @@ class Cluster:
         to fail) never delays the others'."""
         def renew(host: Host) -> None:
             try:
-                host.call("renew", timeout=host_agent.LEASE_S)
+                host.call("renew", timeout=self.lease_s)
             except Exception:  # a lost worker: the attempt on it fails and refresh() replaces its agent
                 pass
         pending: dict[str, threading.Thread] = {}

@@ -150,7 +150,8 @@ def measure_on_cluster(options: argparse.Namespace, configuration, implementatio
     from pingpong.harness.cluster import measurer as cluster
 
     cluster.refuse_unsupported(configuration)
-    connected = connection.Cluster(options.cluster, options.cluster_tls, options.insecure, options.cluster_timeout)
+    connected = connection.Cluster(options.cluster, options.cluster_tls, options.insecure, options.cluster_timeout,
+                                   options.cluster_lease)
     try:
         measurer = cluster.ClusterMeasurer(connected)
         topology = connected.topology()

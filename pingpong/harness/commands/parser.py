@@ -100,6 +100,9 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
                          help="the cluster's ca.pem, client.pem and client-key.pem (run_bench.py cluster-certs)")
     cluster.add_argument("--cluster-timeout", type=float, default=10.0, metavar="S",
                          help="give up connecting to the scheduler after this many seconds (default 10)")
+    cluster.add_argument("--cluster-lease", type=float, metavar="S",
+                         help="each host's agent ends what it started when this run has not renewed its lease for S "
+                              "seconds (a kill -9, a lost link; renewed every second; default 10)")
     cluster.add_argument("--insecure", action="store_true",
                          help="accept a plain tcp:// scheduler on a network address (anyone who reaches it can run "
                               "code on every worker)")
