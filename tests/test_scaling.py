@@ -18,6 +18,7 @@ from tests.test_cli_input import assert_one_line_error
 from tests.test_docs import as_argv, documented_commands
 
 SWEEP = "results/reference/2026-11-25-workers-cluster-sweep.json"
+AFTER = "results/reference/2026-11-26-workers-after-sweep.json"  # --workers 1,2,4 × --room-placement kernel,room
 
 
 def usl(sigma: float, kappa: float, n: int) -> float:
@@ -124,3 +125,20 @@ def test_the_documented_command_predicts_each_cell_at_each_n():
 ])
 def test_bad_input_is_one_line(args, fragment):
     assert_one_line_error(scaling(*args), fragment)
+
+
+def test_each_value_of_another_swept_setting_is_a_series_of_its_own():
+    """The sweep after the broker change ran --room-placement kernel,room beside --workers 1,2,4: each workers server
+    is modelled once per placement, from that placement's points only; go-gorilla, which placement by room skips,
+    only by the kernel's."""
+    completed = scaling(AFTER, "--format", "json")
+    assert completed.returncode == 0, completed.stderr
+    models = json.loads(completed.stdout)["models"]
+    series = {(model["server"], model["variant"]): model for model in models}
+    for server in ("sanic-workers", "aiohttp-workers", "node-ws-cluster"):
+        for placement in ("kernel", "room"):
+            model = series[(server, f"room-placement {placement}")]
+            assert [point["workers"] for point in model["points"]] == [1, 2, 4]
+    assert ("go-gorilla", "room-placement kernel") in series and ("go-gorilla", "room-placement room") not in series
+    by_room = series[("sanic-workers", "room-placement room")]["points"]
+    assert max(point["broker_cpu_us"] for point in by_room if point["workers"] > 1) < 1  # nothing published

@@ -116,6 +116,8 @@ class Prediction:
 class ScalingModel:
     server: str
     client: str
+    variant: str  # the other swept settings' values of this series ("" when only --workers was swept)
+    skipped_above_one: str | None  # why the run did not measure it above N = 1 (then: one CPU whatever N)
     points: tuple[MeasuredPoint, ...]
     fit: Fit
     host: Host
@@ -170,19 +172,47 @@ def measured_point(workers: int, attempts: list[Attempt]) -> MeasuredPoint | Non
         broker_busy=_median([_busy(cpu, attempt.window_wall_s, 1) for cpu, attempt in zip(broker_cpu, good)]))
 
 
+# Settings a sweep may vary beside --workers: each value of them is a series of its own (--room-placement kernel,room
+# gives each cell two series, each fitted on its own)
+VARIANT_SETTINGS = ("room_placement", "placement", "loop", "compression", "tls", "malloc", "payload_size",
+                    "payload_kind", "pairs", "client_processes", "workload")
+
+
 def workers_of(run: RunResult) -> int:
     return int(run.configuration.get("workers") or 1)
 
 
-def measured_series(runs: list[RunResult]) -> dict[tuple[str, str], list[MeasuredPoint]]:
-    """{(server, client): its points in order of N} over the runs of a --workers sweep (one run per N)."""
-    series: dict[tuple[str, str], dict[int, MeasuredPoint]] = {}
-    for run in runs:
+def variants(runs: list[RunResult]) -> list[str]:
+    """Each run's label of the settings that vary across the runs, besides --workers ("" when none does)."""
+    varying = [name for name in VARIANT_SETTINGS
+               if len({repr(run.configuration.get(name)) for run in runs}) > 1]
+    return [", ".join(f"{name.replace('_', '-')} {run.configuration.get(name)}" for name in varying) for run in runs]
+
+
+SeriesKey = tuple[str, str, str]  # server, client, variant
+
+
+def measured_series(runs: list[RunResult]) -> dict[SeriesKey, list[MeasuredPoint]]:
+    """{(server, client, variant): its points in order of N} over the runs of a --workers sweep (one run per N and
+    value of the other swept settings)."""
+    series: dict[SeriesKey, dict[int, MeasuredPoint]] = {}
+    for run, variant in zip(runs, variants(runs)):
         for cell in run.cells:
             point = measured_point(workers_of(run), cell.attempts)
             if point is not None:
-                series.setdefault((cell.server, cell.client), {})[point.workers] = point
+                series.setdefault((cell.server, cell.client, variant), {})[point.workers] = point
     return {key: [points[n] for n in sorted(points)] for key, points in series.items()}
+
+
+def skipped_above_one(runs: list[RunResult]) -> dict[SeriesKey, str]:
+    """{(server, client, variant): why the run skipped the cell} at an N above 1 (the first reason met)."""
+    found: dict[SeriesKey, str] = {}
+    for run, variant in zip(runs, variants(runs)):
+        if workers_of(run) > 1:
+            for cell in run.cells:
+                if cell.skipped:
+                    found.setdefault((cell.server, cell.client, variant), cell.skipped)
+    return found
 
 
 # -- the fit
@@ -262,11 +292,13 @@ def predict(fit: Fit, base_server_us: float, host: Host, workers: int) -> Predic
 def scaling_models(runs: list[RunResult], host: Host, at: list[int]) -> list[ScalingModel]:
     """A model per cell measured at N = 1 (and, for a fit, at more N), with its predictions at each N of `at`."""
     models = []
-    for (server, client), points in measured_series(runs).items():
+    skipped = skipped_above_one(runs)
+    for (server, client, variant), points in measured_series(runs).items():
         if not any(point.workers == 1 for point in points):
             continue
         fit = fit_series(points)
         base = next(point for point in points if point.workers == 1).server_cpu_us.value
-        models.append(ScalingModel(server, client, tuple(points), fit, host,
+        reason = skipped.get((server, client, variant)) if len(points) == 1 else None
+        models.append(ScalingModel(server, client, variant, reason, tuple(points), fit, host,
                                    tuple(predict(fit, base, host, workers) for workers in at)))
     return models

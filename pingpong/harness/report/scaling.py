@@ -36,7 +36,11 @@ def render_scaling(models: list[ScalingModel], sources: list[str]) -> str:
              "docs/workloads.md, \"What a bigger host would give\".", ""]
     for model in models:
         fit = model.fit
-        lines += [f"## {model.server} × {model.client}", "",
+        heading = f"## {model.server} × {model.client}" + (f" ({model.variant})" if model.variant else "")
+        lines += [heading, ""]
+        if model.skipped_above_one:
+            lines += [f"Not measured above N = 1: {model.skipped_above_one}.", ""]
+        lines += [
                   "| N | attempts | roundtrips/s here | server CPU µs/rt (interval) | broker µs/rt | client µs/rt "
                   "| server busy | clients busy | broker busy | saturated |",
                   "|---:|---:|---:|---|---:|---:|---:|---:|---:|---|"]
