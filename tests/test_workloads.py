@@ -241,7 +241,7 @@ def test_idle_connections_are_held_and_seen_by_the_kernel_on_the_server_side(tmp
     port while the pair runs; the server's memory is sampled before and with them; the sweep fits bytes per
     connection and says so in its Markdown; fresh servers are recorded."""
     completed = run_bench("--servers", "websockets,node-ws", "--clients", "websockets,node-ws", *FAST_WITH_FIGURES,
-                          "--repeat", "2", "--idle-connections", "0,60", "--client-processes", "2",
+                          "--idle-connections", "0,60", "--client-processes", "2",  # one round: a slope per round
                           "--results-dir", str(tmp_path), timeout=360)
     assert completed.returncode == 0, completed.stderr
     index, path = sweep_files(tmp_path)
