@@ -14,7 +14,7 @@ from pingpong.harness.results.histograms import latency_summary, merge
 from pingpong.harness.results.records import FORMAT_VERSION
 from tests.conftest import ROOT
 
-FAST = ["--duration", "0.5", "--warmup", "0.2"]
+FAST = ["--duration", "0.5", "--warmup", "0.2", "--jit-warmup", "0"]  # what these runs record, not their rates
 # matplotlib's import and drawing cost about a second a run: a test that does not look at a figure asks for none
 NO_FIGURES = ["--no-figures"]
 
@@ -190,7 +190,7 @@ def test_one_server_process_per_round_serves_the_row_and_fresh_server_does_not(t
     """Two clients, two rounds: each round's server process serves both cells (in rooms of their own) and is
     stopped cleanly; --fresh-server starts one per attempt. The seed and the order are recorded."""
     args = ["--servers", "websockets", "--clients", "websockets,node-ws", "--duration", "0.3", "--warmup", "0.1",
-            "--repeat", "2", "--seed", "5", "--format", "json", *NO_FIGURES]
+            "--repeat", "2", "--seed", "5", "--format", "json", "--jit-warmup", "0", *NO_FIGURES]
     completed = run_bench(*args, "--results-dir", str(tmp_path / "long-lived"))
     assert completed.returncode == 0, completed.stderr
     result = json.loads(completed.stdout)
