@@ -355,7 +355,8 @@ def test_a_run_over_workers_records_the_broker_and_leaves_nothing(tmp_path):
     (test_a_room_whose_members_sit_on_two_workers_relays_every_message_through_redis)."""
     completed = run_bench("--servers", "node-ws-cluster,aiohttp-workers,sanic", "--clients", "websockets",
                           "--workers", "1,2", "--pairs", "4", "--client-processes", "2", "--repeat", "1",
-                          "--duration", "0.4", "--warmup", "0.2", "--results-dir", str(tmp_path))
+                          "--duration", "0.4", "--warmup", "0.2", "--no-figures", "--jit-warmup", "0",
+                          "--results-dir", str(tmp_path))
     assert completed.returncode == 0, completed.stderr
     files = {path.name.split("Z-")[1]: path for path in tmp_path.glob("*Z-*.json")}
     assert {"workers1.json", "workers2.json", "sweep.json"} <= set(files)
@@ -460,7 +461,7 @@ def test_a_run_without_redis_server_on_its_path_skips_the_cells_above_one_worker
     (bin_dir / "node").symlink_to("/usr/bin/node")
     environment = {**os.environ, "PATH": f"{bin_dir}:{Path(sys.executable).parent}"}
     completed = run_bench("--servers", "aiohttp-workers", "--clients", "websockets", "--workers", "1,2",
-                          "--repeat", "1", "--duration", "0.3", "--warmup", "0.1", "--results-dir",
+                          "--repeat", "1", "--duration", "0.3", "--warmup", "0.1", "--no-figures", "--results-dir",
                           str(tmp_path / "results"), env=environment)
     assert completed.returncode == 0, completed.stderr
     runs = {path.name.split("Z-")[1]: json.loads(path.read_text())
