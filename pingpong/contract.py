@@ -44,7 +44,8 @@ DEFAULT_PAIRS = 1
 
 # The flags of the CLI contract (docs/contract.md). An implementation may accept fewer (its manifest entry
 # says which features it has) but never other ones.
-SERVER_FLAGS = ("--host", "--port", "--loop", "--compression", "--tls-cert", "--tls-key", "--workers", "--broker")
+SERVER_FLAGS = ("--host", "--port", "--loop", "--compression", "--tls-cert", "--tls-key", "--workers", "--broker",
+                "--worker-ports")
 CLIENT_FLAGS = ("--url", "--duration", "--warmup", "--loop", "--compression", "--payload-size", "--payload-kind",
                 "--workload", "--tls-ca", "--pairs", "--stall-timeout", "--no-latency", "--ab-windows", "--receivers",
                 "--broadcast-role", "--ack-processes", "--idle-connections", "--rate")
