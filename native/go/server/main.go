@@ -44,6 +44,9 @@ type member struct {
 func (m *member) send(messageType int, data []byte) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.conn == nil {
+		return // its handshake failed: it never joined for real
+	}
 	m.conn.SetWriteDeadline(time.Now().Add(writeWait))
 	if err := m.conn.WriteMessage(messageType, data); err != nil {
 		m.conn.Close() // its own reader then fails and leaves the room
@@ -89,19 +92,25 @@ func leave(name string, r *room, m *member) {
 
 func serve(upgrader *websocket.Upgrader) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		name, _, _ := strings.Cut(r.RequestURI, "?")
+		if name == "" {
+			name = "/"
+		}
+		// The member joins its room before Upgrade answers the handshake, its lock held until its connection is
+		// there: a message relayed to it in between waits for it, so the client's first message after the
+		// handshake can never find the room without it.
+		m := &member{}
+		m.mu.Lock()
+		joined := join(name, m)
+		defer leave(name, joined, m)
 		conn, err := upgrader.Upgrade(w, r, nil)
+		m.conn = conn // nil when the handshake failed
+		m.mu.Unlock()
 		if err != nil {
 			return // Upgrade has answered with an HTTP error
 		}
 		defer conn.Close()
 		conn.SetReadLimit(readLimit)
-		name, _, _ := strings.Cut(r.RequestURI, "?")
-		if name == "" {
-			name = "/"
-		}
-		m := &member{conn: conn}
-		joined := join(name, m)
-		defer leave(name, joined, m)
 		for {
 			messageType, data, err := conn.ReadMessage()
 			if err != nil {
