@@ -92,13 +92,13 @@ def abuse_oversized_length(port: int) -> None:
         _drain(sock, 1.0)
 
 
-def abuse_flood_without_reading(port: int) -> None:
-    """Two rogue members of one room; one sends 64 KiB frames as fast as it can, neither ever reads."""
+def abuse_flood_without_reading(port: int, seconds: float = FLOOD_S) -> None:
+    """Two rogue members of one room; one sends 64 KiB frames as fast as it can for `seconds`, neither ever reads."""
     sender, silent = handshake(port, "/rogue-flood"), handshake(port, "/rogue-flood")
     frame = frame_header(0x2, FLOOD_FRAME_BYTES) + b"\xab" * FLOOD_FRAME_BYTES
     sender.settimeout(0.2)
     sent = 0
-    deadline = time.monotonic() + FLOOD_S
+    deadline = time.monotonic() + seconds
     try:
         while time.monotonic() < deadline and sent < FLOOD_MAX_BYTES:
             try:
@@ -110,7 +110,7 @@ def abuse_flood_without_reading(port: int) -> None:
     finally:
         _close_abruptly(sender)
         _close_abruptly(silent)
-    print(f"sent {sent / 2**20:.1f} MiB in {FLOOD_S:g} s")
+    print(f"sent {sent / 2**20:.1f} MiB in {seconds:g} s")
 
 
 def _drain(sock: socket.socket, seconds: float) -> None:
@@ -207,7 +207,7 @@ class AbuseOutcome:
 
 
 def run_abuse(server_name: str, base_url: str, server_process: processes.ManagedProcess, abuse: str,
-              work_dir: Path, phase_s: float = PHASE_S) -> AbuseOutcome:
+              work_dir: Path, phase_s: float = PHASE_S, flood_s: float = FLOOD_S) -> AbuseOutcome:
     """Count the pair's roundtrips for phase_s before, during (at least phase_s from the abuse's start), after.
 
     The rogue runs in a process of its own, so it shares no interpreter lock with the pair it is judged by.
@@ -221,10 +221,10 @@ def run_abuse(server_name: str, base_url: str, server_process: processes.Managed
         time.sleep(phase_s)
         during_start = time.monotonic()
         rogue = processes.start(f"rogue-{abuse}", [sys.executable, "-m", "pingpong.harness.commands.abuse", "--rogue", abuse,
-                                                   "--port", str(port)], ROOT, work_dir)
+                                                   "--port", str(port), "--flood", str(flood_s)], ROOT, work_dir)
         abuse_error = None
         try:
-            code = rogue.popen.wait(FLOOD_S + 15)
+            code = rogue.popen.wait(flood_s + 15)
             if code != 0:
                 abuse_error = rogue.stderr_tail(1) or f"rogue exited with code {code}"
         except Exception as exc:
@@ -246,8 +246,10 @@ def run_abuse(server_name: str, base_url: str, server_process: processes.Managed
         abuse_detail=rogue.stdout_text().strip() or None)
 
 
-def abuse_server(implementation, abuses: list[str] | None = None, phase_s: float = PHASE_S) -> list[AbuseOutcome]:
-    """Start one server and run the abuses against it, each with a fresh well-behaved pair counted phase_s a phase."""
+def abuse_server(implementation, abuses: list[str] | None = None, phase_s: float = PHASE_S,
+                 flood_s: float = FLOOD_S) -> list[AbuseOutcome]:
+    """Start one server and run the abuses against it, each with a fresh well-behaved pair counted phase_s a phase
+    (the flood lasting flood_s)."""
     outcomes = []
     with tempfile.TemporaryDirectory(prefix="pingpong-abuse-") as work:
         port = processes.free_port()
@@ -257,7 +259,7 @@ def abuse_server(implementation, abuses: list[str] | None = None, phase_s: float
             base_url = f"ws://127.0.0.1:{port}"
             probe.wait_until_ready(base_url, server, 20)
             for abuse in abuses or list(ABUSES):
-                outcomes.append(run_abuse(implementation.name, base_url, server, abuse, Path(work), phase_s))
+                outcomes.append(run_abuse(implementation.name, base_url, server, abuse, Path(work), phase_s, flood_s))
                 if server.popen.poll() is not None:
                     break
         finally:
@@ -287,6 +289,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print JSON instead of a Markdown table")
     parser.add_argument("--phase", type=float, default=PHASE_S, metavar="SECONDS",
                         help=f"how long the pair is counted before, during and after each abuse (default {PHASE_S:g})")
+    parser.add_argument("--flood", type=float, default=FLOOD_S, metavar="SECONDS",
+                        help=f"how long the flooding rogue sends (default {FLOOD_S:g}, at most "
+                             f"{FLOOD_MAX_BYTES // 2**20} MiB)")
 
 
 def main() -> int:
@@ -296,6 +301,9 @@ def main() -> int:
     parser.add_argument("--rogue", choices=list(ABUSES), help=argparse.SUPPRESS)  # the rogue's own process
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.rogue == "flood-without-reading":
+        abuse_flood_without_reading(args.port, args.flood)
+        return 0
     if args.rogue:
         ABUSES[args.rogue](args.port)
         return 0
@@ -311,6 +319,9 @@ def run(args: argparse.Namespace) -> int:
     if not args.phase > 0:
         print(f"abuse: --phase must be > 0 seconds, got {args.phase:g}", file=sys.stderr)
         return 2
+    if not args.flood > 0:
+        print(f"abuse: --flood must be > 0 seconds, got {args.flood:g}", file=sys.stderr)
+        return 2
     if args.servers:
         wanted = args.servers.split(",")
         unknown = [name for name in wanted if name not in {s.name for s in servers}]
@@ -323,7 +334,7 @@ def run(args: argparse.Namespace) -> int:
     for server in servers:
         print(f"abusing {server.name} ...", file=sys.stderr, flush=True)
         try:
-            outcomes += abuse_server(server, phase_s=args.phase)
+            outcomes += abuse_server(server, phase_s=args.phase, flood_s=args.flood)
         except probe.NotReady as exc:
             not_ready.append(server.name)
             print(f"abuse: {server.name} not measured: {exc}", file=sys.stderr, flush=True)
