@@ -29,7 +29,7 @@ TEST_IMPLEMENTATIONS = load_manifest(ROOT / "tests" / "manifest.toml")
 
 
 # The slowest tests (--durations on 2 CPUs, 2026-11-26): 10 s or more each when they were chosen, about 5 to 30 s
-# since the tests' windows were shortened (the abuse of each of the 16 servers 5 to 8 s, 96 s together). Marked slow,
+# since the tests' windows were shortened (the abuse of each of the 16 servers 3 to 5 s, 65 s together). Marked slow,
 # so that `python -m pytest -m "not slow"` is the quick subset while developing; `python -m pytest` runs them all.
 SLOW_TESTS = {
     "test_cluster.py::test_a_two_by_two_matrix_runs_across_hosts_with_each_side_counted_on_its_own_host",
