@@ -12,7 +12,7 @@ from tests.test_render import failed, ok
 from tests.test_run_bench import assert_gone, run_bench
 
 TEST_MANIFESTS = ["--manifest", "manifest.toml", "--manifest", "tests/manifest.toml"]
-FAST = ["--duration", "1", "--warmup", "0.3"]
+FAST = ["--duration", "1", "--warmup", "0.3", "--jit-warmup", "0"]  # flags and counts, not rates
 NO_FIGURES = ["--no-figures"]  # run only: matplotlib's second a run, for figures these tests do not look at
 
 
@@ -81,8 +81,9 @@ def test_diagnose_on_a_healthy_pair_finds_no_anomaly_and_counts_syscalls(tmp_pat
     Three repeats a cell: on a shared machine a burst of someone else's load can slow one attempt by half; the
     median of three interleaved attempts does not follow it, the median of two did.
     """
-    completed = diagnose("node-ws", "node-ws", *FAST, "--repeat", "3", "--switches", "nodelay-forced,localhost",
-                         "--results-dir", str(tmp_path))
+    # half-second windows and no JIT warmup: a switch moves the rate when it does by 1.5x, far past what they add
+    completed = diagnose("node-ws", "node-ws", "--duration", "0.5", "--warmup", "0.2", "--jit-warmup", "0",
+                         "--repeat", "3", "--switches", "nodelay-forced,localhost", "--results-dir", str(tmp_path))
     assert completed.returncode == 0, completed.stderr
     markdown = completed.stdout
     verdict = markdown.split("## Verdict")[1].split("##")[0]

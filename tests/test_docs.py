@@ -171,7 +171,7 @@ def test_the_cluster_certificates_are_made_as_documented(tmp_path):
                                                       for kind in ("", "-key")]]
 
 
-FAST = ["--repeat", "1", "--duration", "0.5", "--warmup", "0.2"]
+FAST = ["--repeat", "1", "--duration", "0.5", "--warmup", "0.2", "--jit-warmup", "0"]
 
 
 @pytest.mark.timeout(300)
