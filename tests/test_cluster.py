@@ -345,7 +345,7 @@ def test_a_worker_lost_mid_run_fails_its_attempt_and_the_run_completes(cluster, 
     baseline = cluster.cluster_pids()
     worker_before = cluster.worker_process("client").pid
     run = subprocess.Popen(cluster.bench("--servers", "node-ws", "--clients", "websockets,node-ws", "--repeat", "3",
-                                         "--duration", "1", "--warmup", "0.2", "--no-figures",
+                                         "--duration", "1", "--warmup", "0.2", *COUNTING,
                                          "--results-dir", str(tmp_path), "--format", "json"),
                            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
@@ -471,8 +471,8 @@ def test_the_documented_commands_run_a_cluster(tmp_path):
             role = "server" if "--role server" in command else "client"
             started[role] = lab.run(role, as_argv(command, address), tmp_path / f"{role}.log", env, cwd=tmp_path)
         assert set(started) == {"scheduler", "server", "client"}, workers
-        options = ("--servers node-ws --clients node-ws --repeat 1 --duration 0.5 --warmup 0.2 --no-figures "
-                   "--results-dir results")
+        options = ("--servers node-ws --clients node-ws --repeat 1 --duration 0.5 --warmup 0.2 --jit-warmup 0 "
+                   "--no-figures --results-dir results")
         argv = as_argv(run, {**address, "[any other options]": options})
         scheduler_address = next(word for word in argv if word.startswith("tls://"))
         netns_lab.wait_for_workers(lab, "h0", tmp_path / "cluster-tls", scheduler_address, 2)
