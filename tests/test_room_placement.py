@@ -165,6 +165,32 @@ def test_a_run_by_room_puts_every_pair_on_one_worker_and_leaves_nothing(tmp_path
                 assert processes.group_members(record["broker"]["pid"]) == []
 
 
+@needs_broker
+def test_by_room_each_workers_own_port_speaks_wss_with_tls(tmp_path):
+    """--tls --room-placement room at N = 2, the five servers: each worker's own port answers wss with the run's
+    certificate (a plain listener there would fail the handshake), every pair sits on one worker, and client
+    process j's rooms are on worker j."""
+    names = sorted(server.name for server in WORKER_SERVERS)
+    completed = run_bench("--servers", ",".join(names), "--clients", "websockets", "--workers", "2", "--tls",
+                          "--room-placement", "room", "--pairs", "2", "--client-processes", "2", "--repeat", "1",
+                          "--duration", "0.3", "--warmup", "0.1", "--jit-warmup", "0", "--no-figures",
+                          "--results-dir", str(tmp_path), "--format", "json", timeout=300)
+    assert completed.returncode == 0, completed.stderr
+    run = json.loads(completed.stdout)
+    assert sorted(cell["server"] for cell in run["cells"]) == names
+    for cell in run["cells"]:
+        (attempt,) = cell["attempts"]
+        assert attempt["status"] == "ok", (cell["server"], attempt["reason"])
+        assert attempt["client_report"]["settings"]["tls"] is True
+        record = attempt["workers"]
+        assert record["worker_ports"] == [attempt["port"] + 1, attempt["port"] + 2]
+        assert [pair["placement"] for pair in record["pairs"]] == ["local", "local"], record["pairs"]
+        rooms_of = [set(r["joined_per_room"]) for r in sorted(record["per_worker"], key=lambda r: r["own_port"])]
+        for pair in record["pairs"]:  # client process j's rooms (-c<j>-) on worker j
+            process = int(pair["room"].split("-c")[1].split("-")[0])
+            assert pair["roundtrips"] > 0 and pair["room"] in rooms_of[process], (pair, rooms_of)
+
+
 def test_room_placement_with_too_few_client_processes_is_one_line_and_exit_2(tmp_path):
     completed = run_bench("--servers", "workers", "--workers", "2", "--room-placement", "room", "--pairs", "4",
                           "--results-dir", str(tmp_path))
