@@ -138,8 +138,8 @@ def test_a_run_by_room_puts_every_pair_on_one_worker_and_leaves_nothing(tmp_path
     names = sorted(server.name for server in WORKER_SERVERS)
     completed = run_bench("--servers", ",".join(names), "--clients", "websockets", "--workers", "1,2",
                           "--room-placement", "room", "--pairs", "4", "--client-processes", "2", "--repeat", "1",
-                          "--duration", "0.3", "--warmup", "0.1", "--no-figures", "--results-dir", str(tmp_path),
-                          timeout=600)
+                          "--duration", "0.3", "--warmup", "0.1", "--jit-warmup", "0", "--no-figures",
+                          "--results-dir", str(tmp_path), timeout=600)
     assert completed.returncode == 0, completed.stderr
     files = {path.name.split("Z-")[1]: path for path in tmp_path.glob("*Z-*.json")}
     for workers in (1, 2):
