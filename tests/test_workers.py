@@ -292,7 +292,7 @@ def next_notice_for(presence, room: bytes, timeout: float):
     deadline = time.monotonic() + timeout
     while (left := deadline - time.monotonic()) > 0:
         notice = presence.get_message(timeout=left)
-        if notice is not None and notice["data"].rsplit(b":", 1)[-1] == room:
+        if notice is not None and notice["data"].split(b":", 3)[-1] == room:  # kind:worker:nonce:room
             return notice
     return None
 

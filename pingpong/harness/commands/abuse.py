@@ -301,11 +301,11 @@ def main() -> int:
     parser.add_argument("--rogue", choices=list(ABUSES), help=argparse.SUPPRESS)  # the rogue's own process
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.rogue == "flood-without-reading":
-        abuse_flood_without_reading(args.port, args.flood)
-        return 0
-    if args.rogue:
-        ABUSES[args.rogue](args.port)
+    if args.rogue:  # the flood alone has a length
+        if args.rogue == "flood-without-reading":
+            abuse_flood_without_reading(args.port, args.flood)
+        else:
+            ABUSES[args.rogue](args.port)
         return 0
     return run(args)
 
