@@ -221,3 +221,12 @@ def test_the_reference_cell_of_a_ranking_has_no_interval_of_its_own():
     assert "| noisy | 1.00× [" in relative  # the others keep their intervals
     page = render_html(run, summaries)
     assert "relative to the fastest pair</td><td>1.00× (reference)</td>" in page
+
+
+def test_every_format_the_parser_offers_has_its_exporter_and_every_saved_one_is_offered():
+    """The parser reads results.files.FORMATS without importing the exporters; the two lists must agree."""
+    from pingpong.harness.report.exporters import EXPORTERS
+    from pingpong.harness.results.files import FORMATS, SAVED_FORMATS
+
+    assert tuple(EXPORTERS) == FORMATS
+    assert set(SAVED_FORMATS) <= set(FORMATS)

@@ -9,9 +9,6 @@ import sys
 import tempfile
 from pathlib import Path
 
-from pingpong.harness.cluster import commands as cluster_commands
-from pingpong.harness.commands import abuse, compare, compare_alternate, diagnose, report, run_profiles, scaling
-from pingpong.harness.commands import run as matrix
 from pingpong.harness.commands.parser import COMMANDS, build_parser
 from pingpong.harness.results.files import prepare_results_dir
 from pingpong.harness.settings.catalog import DEFAULT_MANIFEST, load_manifests, nothing_runnable, render_listing, select
@@ -19,7 +16,7 @@ from pingpong.harness.settings.configuration import (ResolvedOptions, build_conf
                                                      with_package_environments, with_tls_files)
 from pingpong.harness.settings.manifest import Implementation, ManifestError, outside_entry_problem
 from pingpong.harness.settings.usage import UsageError
-from pingpong.harness.system.stop_signals import stop_signals_raise_interrupt
+from pingpong.harness.system.stop_signals import EXIT_INTERRUPTED, stop_signals_raise_interrupt
 
 EXIT_OK, EXIT_USAGE = 0, 2
 
@@ -37,29 +34,39 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE
     except KeyboardInterrupt:  # outside a matrix's own handling (which saves what was measured)
         print("\nrun_bench.py: interrupted", file=sys.stderr)
-        return matrix.EXIT_INTERRUPTED
+        return EXIT_INTERRUPTED
     except BrokenPipeError:  # stdout's reader left early (`| head`); the results files are written regardless
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so that the exit's flush is quiet
         return EXIT_OK
 
 
 def run(argv: list[str] | None) -> int:
+    """One command. Its own module is imported here, when it runs: the others' imports are not paid for."""
     argv = sys.argv[1:] if argv is None else argv
-    argv, run_options = compare_alternate.split_run_options(argv)  # compare --alternate A B ... -- RUN OPTIONS
+    run_options = None
+    if argv[:1] == ["compare"]:  # compare --alternate A B ... -- RUN OPTIONS
+        from pingpong.harness.commands import compare_alternate
+        argv, run_options = compare_alternate.split_run_options(argv)
     explicit = argv[:1] and (argv[0] in COMMANDS or argv[0] in ("-h", "--help", "--version"))
-    options = build_parser().parse_args(argv if explicit else ["run", *argv])
+    command = (argv[0] if argv[0] in COMMANDS else None) if explicit else "run"
+    options = build_parser(command).parse_args(argv if explicit else ["run", *argv])
     command_line = [sys.executable, "run_bench.py", *argv]
     if options.command == "diagnose":
+        from pingpong.harness.commands import diagnose
         return diagnose.run(options, command_line)
     if options.command == "compare":
+        from pingpong.harness.commands import compare, compare_alternate
         if compare_alternate.asked(options, run_options):
             return compare_alternate.run(options, run_options)
         return compare.run(options)
     if options.command == "scaling":
+        from pingpong.harness.commands import scaling
         return scaling.run(options)
     if options.command == "abuse":
+        from pingpong.harness.commands import abuse
         return abuse.run(options)
     if options.command == "report":
+        from pingpong.harness.commands import report
         return report.run(options)
     if options.command == "cluster-certs":
         from pingpong.harness.cluster.connection import make_certificates
@@ -67,6 +74,7 @@ def run(argv: list[str] | None) -> int:
         print("\n".join(str(path) for path in written))
         return EXIT_OK
     if options.command == "cluster":
+        from pingpong.harness.cluster import commands as cluster_commands
         return cluster_commands.run(options)
     if options.command == "list":
         print(render_listing(load_manifests(options.manifest or [DEFAULT_MANIFEST]), options.format))
@@ -87,6 +95,8 @@ def measure_matrix(options: argparse.Namespace, resolved: ResolvedOptions, comma
                    implementations) -> int:
     """The settings resolved into the run's configuration, then the matrix measured (once, or once per sweep
     point). options: what selects the servers and clients, and --cluster's connection."""
+    from pingpong.harness.commands import run as matrix  # the measuring and the reports: imported when a run starts
+
     servers = select(implementations, "server", options.servers, options.exclude)
     clients = select(implementations, "client", options.clients, options.exclude)
     if options.cluster and any(client.outside for client in clients):
@@ -107,6 +117,7 @@ def measure_matrix(options: argparse.Namespace, resolved: ResolvedOptions, comma
             configuration = with_tls_files(configuration, Path(tls_folder))
         profiling = None
         if profiled:
+            from pingpong.harness.commands import run_profiles
             profiling = functools.partial(run_profiles.profile_cells, cells=profiled, implementations=implementations,
                                           settings=configuration.settings_at(configuration.points[0]),
                                           rounds=options.profile_rounds)
@@ -118,6 +129,7 @@ def profiled_cells(options: argparse.Namespace, configuration, servers: list[Imp
     """--profile's cells, checked before anything is measured (a one-line UsageError), or none."""
     if not options.profile:
         return []
+    from pingpong.harness.commands import run_profiles
     if options.cluster:
         raise UsageError("--profile with --cluster: not supported yet (the profilers attach to processes on this "
                          "machine; run diagnose --profile on a host)")
@@ -148,6 +160,7 @@ def measure_on_cluster(options: argparse.Namespace, configuration, implementatio
     """--cluster: check the cluster (one line and exit 2 if it cannot be used), then the same rounds on its hosts."""
     from pingpong.harness.cluster import connection
     from pingpong.harness.cluster import measurer as cluster
+    from pingpong.harness.commands import run as matrix
 
     cluster.refuse_unsupported(configuration)
     connected = connection.Cluster(options.cluster, options.cluster_tls, options.insecure, options.cluster_timeout,

@@ -115,7 +115,7 @@ def check_run_options(run_options: list[str], sides: list[SideSource]) -> None:
         raise UsageError("the options after -- are run's options, for its runs; see 'run_bench.py run --help'")
     words = run_options[1:] if run_options[:1] == ["run"] else run_options
     try:
-        parsed, _ = build_parser().parse_known_args(["run", *words])
+        parsed, _ = build_parser("run").parse_known_args(["run", *words])
     except UsageError as exc:
         raise UsageError(f"the run options after --: {exc}") from None
     if parsed.results_dir is not DEFAULT_RESULTS_DIR:  # argparse keeps a non-string default as the same object

@@ -1,7 +1,8 @@
 """run_bench.py's command line: every command and its options, as argparse reads them.
 
 Its own module so that cli (which runs the commands) and compare_alternate (which reads the run options after --
-as `run` reads them) both import it.
+as `run` reads them) both import it. A command's own module (diagnose, compare, abuse, ...) is imported only when
+its options are read, so that `run` and a mistyped option do not pay for the others' imports (numpy, websockets).
 """
 
 from __future__ import annotations
@@ -10,9 +11,7 @@ import argparse
 from pathlib import Path
 
 from pingpong import SUITE_VERSION
-from pingpong.harness.cluster import commands as cluster_commands
-from pingpong.harness.commands import abuse, compare, diagnose, report, scaling
-from pingpong.harness.results.files import DEFAULT_RESULTS_DIR
+from pingpong.harness.results.files import DEFAULT_RESULTS_DIR, FORMATS
 from pingpong.harness.settings.catalog import PROJECT_ROOT
 from pingpong.harness.settings.configuration import (DEFAULT_MATRIX_DURATION_S, DEFAULT_MATRIX_WARMUP_S,
                                                      add_measuring_options, add_package_options, add_round_options)
@@ -22,7 +21,8 @@ COMMANDS = ("run", "measure", "list", "report", "diagnose", "compare", "scaling"
             "cluster")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """Every command, with the options of `command` (None: of every command; `--help` lists them all anyway)."""
     parser = OneLineArgumentParser(
         prog="run_bench.py",
         description="WebSocket ping-pong benchmark: every server x every client, roundtrips per second.",
@@ -49,27 +49,46 @@ def build_parser() -> argparse.ArgumentParser:
     listing.add_argument("--format", choices=("md", "json", "csv"), default="md",
                          help="a table (md), JSON or CSV")
     listing.set_defaults(list=True)
-    report.add_arguments(commands.add_parser("report", help="show a saved run again, in any format",
-                                             description=report.DESCRIPTION))
-    diagnose.add_arguments(commands.add_parser(
-        "diagnose", help="measure one server x client cell in depth, with A/B switches, and explain its rate",
-        description="Measure one server x client cell in depth and explain its rate."))
-    compare.add_arguments(commands.add_parser("compare", help="compare two runs cell by cell",
-                                              description=compare.DESCRIPTION))
-    scaling.add_arguments(commands.add_parser(
-        "scaling", help="from a --workers sweep, what N server CPUs would give on a bigger host (a fitted model)",
-        description=scaling.DESCRIPTION))
-    abuse.add_arguments(commands.add_parser("abuse", help="rogue clients against every server: does a pair go on?",
-                                            description=abuse.DESCRIPTION))
+    own_modules = {
+        "report": commands.add_parser("report", help="show a saved run again, in any format"),
+        "diagnose": commands.add_parser(
+            "diagnose", help="measure one server x client cell in depth, with A/B switches, and explain its rate",
+            description="Measure one server x client cell in depth and explain its rate."),
+        "compare": commands.add_parser("compare", help="compare two runs cell by cell"),
+        "scaling": commands.add_parser(
+            "scaling", help="from a --workers sweep, what N server CPUs would give on a bigger host (a fitted model)"),
+        "abuse": commands.add_parser("abuse", help="rogue clients against every server: does a pair go on?"),
+    }
     certificates = commands.add_parser(
         "cluster-certs", help="make a CA and mutual-TLS certificates for a --cluster's scheduler, workers and you",
         description="Make a CA for a cluster and a certificate with key for each role (scheduler, worker, client), "
                     "all signed by it: the files --cluster-tls and the cluster commands take (docs/cluster.md).")
     certificates.add_argument("folder", type=Path, help="where to write them (created if missing)")
-    cluster_commands.add_arguments(commands.add_parser(
-        "cluster", help="start a --cluster's Dask scheduler or a worker on this host, until Ctrl-C",
-        description=cluster_commands.DESCRIPTION))
+    own_modules["cluster"] = commands.add_parser(
+        "cluster", help="start a --cluster's Dask scheduler or a worker on this host, until Ctrl-C")
+    for name, subparser in own_modules.items():
+        if command in (None, name):
+            add_own_module_arguments(name, subparser)
     return parser
+
+
+def add_own_module_arguments(command: str, parser: argparse.ArgumentParser) -> None:
+    """The options and description of a command whose module defines them, imported here, when it is read."""
+    if command == "report":
+        from pingpong.harness.commands import report as module
+    elif command == "diagnose":
+        from pingpong.harness.commands import diagnose as module
+    elif command == "compare":
+        from pingpong.harness.commands import compare as module
+    elif command == "scaling":
+        from pingpong.harness.commands import scaling as module
+    elif command == "abuse":
+        from pingpong.harness.commands import abuse as module
+    else:
+        from pingpong.harness.cluster import commands as module
+    module.add_arguments(parser)
+    if getattr(module, "DESCRIPTION", None):
+        parser.description = module.DESCRIPTION
 
 
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:
@@ -107,7 +126,7 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
                          help="accept a plain tcp:// scheduler on a network address (anyone who reaches it can run "
                               "code on every worker)")
     output = parser.add_argument_group("output")
-    output.add_argument("--format", choices=report.FORMATS, default="terminal",
+    output.add_argument("--format", choices=FORMATS, default="terminal",
                         help="what to print on stdout (default terminal: tables that fit the terminal or COLUMNS, "
                              "at most 120; --list takes md, json or csv)")
     output.add_argument("--results-dir", type=Path, default=DEFAULT_RESULTS_DIR,

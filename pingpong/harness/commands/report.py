@@ -12,9 +12,10 @@ from pathlib import Path
 from pingpong.harness.analysis.replication import combine, first_setting_difference, to_json_dict
 from pingpong.harness.analysis.summary import Summaries, summarize_run, workload_kind
 from pingpong.harness.report import terminal
-from pingpong.harness.report.exporters import FORMATS, rendered
+from pingpong.harness.report.exporters import rendered
 from pingpong.harness.report.formatting import rate_unit
 from pingpong.harness.report.replication import render_replication
+from pingpong.harness.results.files import FORMATS
 from pingpong.harness.results.records import RunResult, load
 from pingpong.harness.settings.usage import UsageError
 

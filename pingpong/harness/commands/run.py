@@ -22,8 +22,9 @@ from pingpong.harness.settings.cell import CellSettings
 from pingpong.harness.settings.configuration import RunConfiguration
 from pingpong.harness.settings.environment import describe_environment
 from pingpong.harness.settings.usage import UsageError
+from pingpong.harness.system.stop_signals import EXIT_INTERRUPTED
 
-EXIT_OK, EXIT_CELL_FAILED, EXIT_INTERRUPTED = 0, 1, 130
+EXIT_OK, EXIT_CELL_FAILED = 0, 1
 
 
 def run_points(configuration: RunConfiguration, measurer: Measurer | None = None,

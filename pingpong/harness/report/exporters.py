@@ -16,7 +16,7 @@ from pingpong.harness.report import terminal
 from pingpong.harness.report.csv_rows import render_csv
 from pingpong.harness.report.html import render_html
 from pingpong.harness.report.markdown import render_markdown
-from pingpong.harness.results.files import SAVED_FORMATS, ResultPaths
+from pingpong.harness.results.files import FORMATS, SAVED_FORMATS, ResultPaths
 from pingpong.harness.results.records import RunResult, write_atomically
 
 
@@ -36,10 +36,10 @@ def terminal_text(result: RunResult, summaries: Summaries, source: str | None = 
     return terminal.render_plain(terminal.terminal_report(result, summaries, source))
 
 
-# The one table of formats: what `run --format` and `report --format` print, and (SAVED_FORMATS) a run's files.
+# The one table of formats: one exporter for each of FORMATS (what `run --format` and `report --format` print; the
+# parser reads FORMATS without importing the exporters), and SAVED_FORMATS, a run's files.
 EXPORTERS: dict[str, Callable[[RunResult, Summaries], str]] = {
     "terminal": terminal_text, "md": render_markdown, "csv": render_csv, "json": json_text, "html": render_html}
-FORMATS = tuple(EXPORTERS)
 
 
 def rendered(result: RunResult, summaries: Summaries, output_format: str, source: str | None = None) -> str:

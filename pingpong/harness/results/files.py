@@ -30,6 +30,7 @@ def prepare_results_dir(results_dir: Path) -> None:
 
 
 SAVED_FORMATS = ("json", "md", "csv", "html")  # the files of a run: <stamp>.<format>, and latest.<format>
+FORMATS = ("terminal", "md", "csv", "json", "html")  # what `run --format` and `report --format` print
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,8 @@ import signal
 from contextlib import contextmanager
 from typing import Iterator
 
+EXIT_INTERRUPTED = 130  # 128 + SIGINT: the code a shell gives a command that Ctrl-C ended
+
 
 def sigint_ignored() -> bool:
     """True when SIGINT's disposition is 'ignore' (inherited from the parent, and so kept), or its stand-in."""
