@@ -179,6 +179,7 @@ def test_a_reader_that_leaves_early_gets_no_traceback():
     (["--idle-connections", "-1"], "--idle-connections values must be at least 0"),
     (["--saturation-p99", "0"], "--saturation-p99 must be > 0"),
     (["--malloc", "warm"], "--malloc 'warm': choose from settled, as-is"),
+    (["--relay-silence", "0"], "--relay-silence must be > 0 seconds, got 0"),
 ])
 def test_workload_options_that_do_not_fit_get_one_line(tmp_path, args, fragment):
     completed = run_bench(*args, "--results-dir", str(tmp_path / "new"))

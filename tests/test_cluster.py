@@ -21,7 +21,7 @@ from pingpong.harness.cluster.connection import make_certificates
 from pingpong.harness.cluster.measurer import spread_shares
 from pingpong.harness.measure.attempt_plan import ClientShare
 from pingpong.harness.system import broker
-from tests.conftest import TEST_TOKEN_ENV, processes_carrying
+from tests.conftest import QUICK_RELAY_CHECK, TEST_TOKEN_ENV, processes_carrying
 from tests.test_docs import as_argv, documented_commands
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -151,7 +151,7 @@ def test_the_local_mode_imports_no_dask():
 UNAVAILABLE = netns_lab.available()
 # The runs below count (segments, sockets, publishes, processes), they compare no rates: Node.js sides get no extra
 # warmup for its compiler, and no figure is drawn (matplotlib's second a run)
-COUNTING = ["--jit-warmup", "0", "--no-figures"]
+COUNTING = ["--jit-warmup", "0", "--no-figures", *QUICK_RELAY_CHECK]
 # the lease of the runs killed with -9: the agents end what they started after it (the default, 10 s, is for real
 # links; renewals come every second)
 LEASE_S = 3

@@ -8,11 +8,12 @@ import pytest
 
 from pingpong.harness.commands.diagnose import moves, switch_ratio
 from pingpong.harness.results.records import Cell
+from tests.conftest import QUICK_RELAY_CHECK
 from tests.test_render import failed, ok
 from tests.test_run_bench import assert_gone, run_bench
 
 TEST_MANIFESTS = ["--manifest", "manifest.toml", "--manifest", "tests/manifest.toml"]
-FAST = ["--duration", "1", "--warmup", "0.3", "--jit-warmup", "0"]  # flags and counts, not rates
+FAST = ["--duration", "1", "--warmup", "0.3", "--jit-warmup", "0", *QUICK_RELAY_CHECK]  # flags and counts, not rates
 NO_FIGURES = ["--no-figures"]  # run only: matplotlib's second a run, for figures these tests do not look at
 
 

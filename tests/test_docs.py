@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import QUICK_RELAY_CHECK, ROOT
 
 DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), ROOT / "results" / "reference" / "README.md"]
 
@@ -171,7 +171,7 @@ def test_the_cluster_certificates_are_made_as_documented(tmp_path):
                                                       for kind in ("", "-key")]]
 
 
-FAST = ["--repeat", "1", "--duration", "0.5", "--warmup", "0.2", "--jit-warmup", "0"]
+FAST = ["--repeat", "1", "--duration", "0.5", "--warmup", "0.2", "--jit-warmup", "0", *QUICK_RELAY_CHECK]
 
 
 @pytest.mark.timeout(300)

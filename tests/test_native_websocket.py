@@ -23,7 +23,7 @@ from pingpong.harness.results.histograms import merge, recorded_values
 from pingpong.harness.settings.cell import CellSettings
 from pingpong.harness.settings.manifest import resolve_command
 from pingpong.harness.system import processes
-from tests.conftest import IMPLEMENTATIONS, ROOT, by_name
+from tests.conftest import IMPLEMENTATIONS, QUICK_RELAY_CHECK, QUICK_RELAY_SILENCE_S, ROOT, by_name
 from tests.test_run_bench import run_bench
 
 NATIVE = [i for i in IMPLEMENTATIONS if "native" in i.sets]
@@ -36,7 +36,8 @@ LIBRARY_SERVERS = [i.name for i in NATIVE_SERVERS if i.name != PROTOCOL_FLOOR]
 LIBRARY_CLIENTS = [i.name for i in NATIVE_CLIENTS if i.name != PROTOCOL_FLOOR]
 PAIRS_CLIENTS = [i for i in NATIVE_CLIENTS if "pairs" in i.features]
 SHORT = CellSettings(duration_s=0.3, warmup_s=0.1, loop="auto", compression="default", payload_size=4,
-                     payload_kind="text-ascii", ready_timeout_s=20, stall_timeout_s=5, pin=True)
+                     payload_kind="text-ascii", ready_timeout_s=20, stall_timeout_s=5, pin=True,
+                     relay_silence_s=QUICK_RELAY_SILENCE_S)
 
 
 def required_flags(implementation) -> list[str]:
@@ -141,8 +142,8 @@ def test_native_servers_and_clients_speak_wss_with_each_other_and_python(tmp_pat
     wss:// trusting only the run's CA; each side says it spoke TLS."""
     completed = run_bench("--tls", "--servers", ",".join(LIBRARY_SERVERS), "--clients",
                           ",".join([*LIBRARY_CLIENTS, "websockets"]), "--duration", "0.3", "--warmup", "0.1",
-                          "--repeat", "1", "--no-figures", "--jit-warmup", "0", "--results-dir", str(tmp_path),
-                          "--format", "json", timeout=600)
+                          "--repeat", "1", "--no-figures", "--jit-warmup", "0", *QUICK_RELAY_CHECK, "--results-dir",
+                          str(tmp_path), "--format", "json", timeout=600)
     assert completed.returncode == 0, completed.stderr
     cells = json.loads(completed.stdout)["cells"]
     assert len(cells) == len(LIBRARY_SERVERS) * (len(LIBRARY_CLIENTS) + 1) == 15
@@ -159,8 +160,8 @@ def test_the_native_set_runs_beside_the_default_one_with_its_floor_cost_split(tm
     the C floor, and each native side's WebSocket cost is split against the C floor (runtime native). The protocol
     floor's own pair is a row of that cost table (what RFC 6455 costs with no library), never a ranked pair."""
     completed = run_bench("--servers", "native,raw-tcp-c", "--clients", "native,raw-tcp-c", "--duration", "0.3",
-                          "--warmup", "0.1", "--repeat", "1", "--no-figures", "--jit-warmup", "0", "--results-dir",
-                          str(tmp_path), "--format", "json", timeout=600)
+                          "--warmup", "0.1", "--repeat", "1", "--no-figures", "--jit-warmup", "0", *QUICK_RELAY_CHECK,
+                          "--results-dir", str(tmp_path), "--format", "json", timeout=600)
     assert completed.returncode == 0, completed.stderr
     result = json.loads(completed.stdout)
     measured = {(c["server"], c["client"]) for c in result["cells"] if not c["skipped"]}

@@ -16,15 +16,17 @@ from pingpong.harness.measure.local import run_attempt_on
 from pingpong.harness.settings.cell import CellSettings
 from pingpong.harness.settings.manifest import Implementation
 from pingpong.harness.system import processes
-from tests.conftest import PLAIN_CLIENTS, ROOT, WEBSOCKET_SERVERS, by_name
+from tests.conftest import PLAIN_CLIENTS, QUICK_RELAY_CHECK, QUICK_RELAY_SILENCE_S, ROOT, WEBSOCKET_SERVERS, by_name
 from tests.test_run_bench import NO_FIGURES
 
 WINDOW = CellSettings(duration_s=1.0, warmup_s=0.3, loop="auto", compression="default", payload_size=4,
-                      payload_kind="text-ascii", ready_timeout_s=20, stall_timeout_s=5, pin=True)
+                      payload_kind="text-ascii", ready_timeout_s=20, stall_timeout_s=5, pin=True,
+                      relay_silence_s=QUICK_RELAY_SILENCE_S)
 SHORT = replace(WINDOW, duration_s=0.3, warmup_s=0.2)
 DEFAULT_WEBSOCKET_SERVERS = [s for s in WEBSOCKET_SERVERS if "default" in s.sets]
 BOTH_MANIFESTS = ["--manifest", "manifest.toml", "--manifest", "tests/manifest.toml"]
-QUICK = ["--duration", "0.3", "--warmup", "0.2", "--repeat", "1", "--ready-timeout", "3", *NO_FIGURES]
+QUICK = ["--duration", "0.3", "--warmup", "0.2", "--repeat", "1", "--ready-timeout", "3", *NO_FIGURES,
+         *QUICK_RELAY_CHECK]
 
 
 def self_counting(compression: str, record) -> Implementation:

@@ -18,11 +18,12 @@ from pingpong.harness.settings import cell
 from pingpong.harness.settings.cell import CellSettings, cpus_for, orchestrator_cpus, placement_of
 from pingpong.harness.system import processes
 from pingpong.harness.system.listeners import process_tree
-from tests.conftest import ROOT, by_name
+from tests.conftest import QUICK_RELAY_SILENCE_S, ROOT, by_name
 from tests.test_render import ok
 
 SETTINGS = CellSettings(duration_s=0.2, warmup_s=0.1, loop="auto", compression="default", payload_size=4,
-                        payload_kind="text-ascii", ready_timeout_s=20, stall_timeout_s=10, pin=True)
+                        payload_kind="text-ascii", ready_timeout_s=20, stall_timeout_s=10, pin=True,
+                        relay_silence_s=QUICK_RELAY_SILENCE_S)
 two_cpus = pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="placement needs two CPUs of ours")
 
 

@@ -18,7 +18,7 @@ import pytest
 from pingpong.harness.commands import diagnose_profiles
 from pingpong.harness.results.records import Attempt
 from pingpong.harness.system import profilers
-from tests.conftest import ROOT
+from tests.conftest import QUICK_RELAY_CHECK, ROOT
 from tests.interactive import sigint_at_default
 from tests.test_html_report import BROWSER, Elements, chromium, needs_browser
 
@@ -45,7 +45,7 @@ BURNING = "spend_service_time (tests/implementations/slow_server.py)"  # 2 ms of
 KNOWN_US_PER_ROUNDTRIP = 2 * 2000  # two messages a roundtrip
 # A short window for the measured attempts (diagnose's default is 5 s after 1 s of warmup): these tests read the
 # profiles, whose own attempts keep a window of at least PROFILE_WINDOW_S (2 s) whatever --duration says
-SHORT_WINDOW = ["--duration", "0.5", "--warmup", "0.2"]
+SHORT_WINDOW = ["--duration", "0.5", "--warmup", "0.2", *QUICK_RELAY_CHECK]
 DIAGNOSE = [sys.executable, "run_bench.py", "diagnose", "slow-relay", "websockets", "--manifest", "manifest.toml",
             "--manifest", "tests/manifest.toml", "--profile", "--against", "websockets", "node-ws", "--repeat", "1",
             "--no-strace", "--switches", "nodelay-forced", *SHORT_WINDOW]

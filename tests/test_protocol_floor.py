@@ -20,7 +20,7 @@ import pytest
 
 from pingpong.harness.settings.cell import CellSettings
 from pingpong.harness.settings.manifest import resolve_command
-from tests.conftest import ROOT, by_name
+from tests.conftest import QUICK_RELAY_SILENCE_S, ROOT, by_name
 
 GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 TEXT, BINARY, CLOSE, PING, PONG = 1, 2, 8, 9, 10
@@ -112,7 +112,8 @@ def joined(port: int, path: str = "/room") -> socket.socket:
 def floor_port(shared_servers):
     """The floor's server, started as a run starts it (probed, relay verified), shared by the module."""
     settings = CellSettings(duration_s=0.3, warmup_s=0.1, loop="auto", compression="default", payload_size=4,
-                            payload_kind="text-ascii", ready_timeout_s=20, stall_timeout_s=5, pin=True)
+                            payload_kind="text-ascii", ready_timeout_s=20, stall_timeout_s=5, pin=True,
+                            relay_silence_s=QUICK_RELAY_SILENCE_S)
     server = shared_servers.get(by_name("server", "c-ws-floor"), settings)
     assert server.problem is None, server.problem
     return server.port

@@ -20,7 +20,7 @@ from pingpong.harness.settings.catalog import skip_reason
 from pingpong.harness.settings.configuration import build_configuration, resolve_options
 from pingpong.harness.settings.usage import UsageError
 from pingpong.harness.system import processes
-from tests.conftest import ROOT, by_name, stopped_cleanly
+from tests.conftest import QUICK_RELAY_CHECK, ROOT, by_name, stopped_cleanly
 from tests.test_cli_input import assert_one_line_error
 from tests.test_workers import SETTINGS, WORKER_SERVERS, needs_broker, run_bench, server_side_owner
 
@@ -139,6 +139,7 @@ def test_a_run_by_room_puts_every_pair_on_one_worker_and_leaves_nothing(tmp_path
     completed = run_bench("--servers", ",".join(names), "--clients", "websockets", "--workers", "1,2",
                           "--room-placement", "room", "--pairs", "4", "--client-processes", "2", "--repeat", "1",
                           "--duration", "0.3", "--warmup", "0.1", "--jit-warmup", "0", "--no-figures",
+                          *QUICK_RELAY_CHECK,
                           "--results-dir", str(tmp_path), timeout=600)
     assert completed.returncode == 0, completed.stderr
     files = {path.name.split("Z-")[1]: path for path in tmp_path.glob("*Z-*.json")}
@@ -174,6 +175,7 @@ def test_by_room_each_workers_own_port_speaks_wss_with_tls(tmp_path):
     completed = run_bench("--servers", ",".join(names), "--clients", "websockets", "--workers", "2", "--tls",
                           "--room-placement", "room", "--pairs", "2", "--client-processes", "2", "--repeat", "1",
                           "--duration", "0.3", "--warmup", "0.1", "--jit-warmup", "0", "--no-figures",
+                          *QUICK_RELAY_CHECK,
                           "--results-dir", str(tmp_path), "--format", "json", timeout=300)
     assert completed.returncode == 0, completed.stderr
     run = json.loads(completed.stdout)

@@ -12,9 +12,10 @@ import pytest
 
 from pingpong.harness.results.histograms import latency_summary, merge
 from pingpong.harness.results.records import FORMAT_VERSION
-from tests.conftest import ROOT
+from tests.conftest import QUICK_RELAY_CHECK, QUICK_RELAY_SILENCE_S, ROOT
 
-FAST = ["--duration", "0.5", "--warmup", "0.2", "--jit-warmup", "0"]  # what these runs record, not their rates
+FAST = ["--duration", "0.5", "--warmup", "0.2", "--jit-warmup", "0",
+        *QUICK_RELAY_CHECK]  # what these runs record, not their rates
 # matplotlib's import and drawing cost about a second a run: a test that does not look at a figure asks for none
 NO_FIGURES = ["--no-figures"]
 
@@ -53,6 +54,7 @@ def test_sub_matrix_writes_json_and_markdown(tmp_path):
     assert saved["cells"] == printed["cells"]
     assert saved["format_version"] == FORMAT_VERSION
     assert saved["configuration"]["repeat"] == 2 and saved["configuration"]["pinned"] is True
+    assert saved["configuration"]["relay_silence_s"] == QUICK_RELAY_SILENCE_S  # each server's relay check, as given
     # what the run learned is beside its settings: why and when its rounds stopped; no topology on one machine
     assert saved["rounds_outcome"]["stopped_by"] == "rounds" and saved["rounds_outcome"]["measuring_s"] > 0
     assert "stopped_by" not in saved["configuration"]["rounds"] and saved["topology"] is None

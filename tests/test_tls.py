@@ -5,10 +5,12 @@ import os
 
 import pytest
 
+from tests.conftest import QUICK_RELAY_CHECK
 from tests.test_run_bench import NO_FIGURES, run_bench
 
 # the cells' TLS settings and roundtrips are checked, no rate: a short window, no extra warmup for Node.js's compiler
-FAST = ["--duration", "0.2", "--warmup", "0.1", "--repeat", "1", "--jit-warmup", "0", *NO_FIGURES]
+FAST = ["--duration", "0.2", "--warmup", "0.1", "--repeat", "1", "--jit-warmup", "0", *NO_FIGURES,
+        *QUICK_RELAY_CHECK]
 
 
 @pytest.mark.timeout(660)  # its run_bench is allowed 600 s

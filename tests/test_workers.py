@@ -26,7 +26,7 @@ from pingpong.harness.settings import cell
 from pingpong.harness.settings.catalog import skip_reason
 from pingpong.harness.settings.configuration import build_configuration, resolve_options
 from pingpong.harness.system import broker, listeners, processes
-from tests.conftest import IMPLEMENTATIONS, ROOT, CellSettings, by_name, stopped_cleanly
+from tests.conftest import IMPLEMENTATIONS, QUICK_RELAY_CHECK, ROOT, CellSettings, by_name, stopped_cleanly
 from tests.interactive import sigint_at_default
 from tests.test_contract import node_exports
 
@@ -368,6 +368,7 @@ def test_a_run_over_workers_records_the_broker_and_leaves_nothing(tmp_path):
     completed = run_bench("--servers", "node-ws-cluster,aiohttp-workers,sanic", "--clients", "websockets",
                           "--workers", "1,2", "--pairs", "4", "--client-processes", "2", "--repeat", "1",
                           "--duration", "0.4", "--warmup", "0.2", "--no-figures", "--jit-warmup", "0",
+                          *QUICK_RELAY_CHECK,
                           "--results-dir", str(tmp_path))
     assert completed.returncode == 0, completed.stderr
     files = {path.name.split("Z-")[1]: path for path in tmp_path.glob("*Z-*.json")}
@@ -473,8 +474,8 @@ def test_a_run_without_redis_server_on_its_path_skips_the_cells_above_one_worker
     (bin_dir / "node").symlink_to("/usr/bin/node")
     environment = {**os.environ, "PATH": f"{bin_dir}:{Path(sys.executable).parent}"}
     completed = run_bench("--servers", "aiohttp-workers", "--clients", "websockets", "--workers", "1,2",
-                          "--repeat", "1", "--duration", "0.3", "--warmup", "0.1", "--no-figures", "--results-dir",
-                          str(tmp_path / "results"), env=environment)
+                          "--repeat", "1", "--duration", "0.3", "--warmup", "0.1", "--no-figures", *QUICK_RELAY_CHECK,
+                          "--results-dir", str(tmp_path / "results"), env=environment)
     assert completed.returncode == 0, completed.stderr
     runs = {path.name.split("Z-")[1]: json.loads(path.read_text())
             for path in (tmp_path / "results").glob("*Z-workers*.json")}

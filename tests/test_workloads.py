@@ -9,13 +9,13 @@ import pytest
 from pingpong.harness.results.histograms import merge, recorded_values
 from pingpong.harness.settings.cell import CellSettings
 from pingpong.harness.settings.manifest import resolve_command
-from tests.conftest import ROOT, by_name, client_report_of
+from tests.conftest import QUICK_RELAY_CHECK, ROOT, by_name, client_report_of
 from tests.test_run_bench import NO_FIGURES, run_bench
 
 TEST_MANIFESTS = ["--manifest", "manifest.toml", "--manifest", "tests/manifest.toml"]
 # These tests count (messages, sockets, bytes, handshakes), they do not compare rates: a short window, and no extra
 # warmup for Node.js's compiler (--jit-warmup; tests/test_orchestration_logic.py checks what it does)
-FAST_WITH_FIGURES = ["--duration", "0.3", "--warmup", "0.2", "--repeat", "1", "--jit-warmup", "0"]
+FAST_WITH_FIGURES = ["--duration", "0.3", "--warmup", "0.2", "--repeat", "1", "--jit-warmup", "0", *QUICK_RELAY_CHECK]
 FAST = [*FAST_WITH_FIGURES, *NO_FIGURES]  # the tests that look at a figure use FAST_WITH_FIGURES
 # With the C floor on both axes a run first measures the host's figure (10 floor attempts, ~8 s); a test that does
 # not look at it leaves it out. tests/test_native_websocket.py runs it and checks it is recorded.

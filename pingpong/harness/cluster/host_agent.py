@@ -427,8 +427,8 @@ class HostAgent:
                 return f"{type(exc).__name__}: {exc}"
         return await asyncio.to_thread(attempt)
 
-    async def verify_relay(self, base_url: str) -> str | None:
-        return await asyncio.to_thread(probe.verify_relay, base_url, None)
+    async def verify_relay(self, base_url: str, silence_s: float = probe.DEFAULT_RELAY_SILENCE_S) -> str | None:
+        return await asyncio.to_thread(probe.verify_relay, base_url, None, silence_s)
 
     # -- clients
     async def start_clients(self, attempt_id: str, client: Implementation, settings: CellSettings, url: str,

@@ -166,7 +166,7 @@ class ClusterMeasurer:
         conflict = started.host.call("port_check", started.pid, started.port)
         if conflict:
             return failed("port-conflict", conflict)
-        problem = prober.call("verify_relay", started.base_url)
+        problem = prober.call("verify_relay", started.base_url, settings.relay_silence_s)
         if problem:
             return failed("verification-failed", problem, ServerFacts(ready_after_s=started.ready_after_s))
         started.server_info = started.host.call("server_info", started.pid)

@@ -244,7 +244,7 @@ def _check_server(started: LocalServer, settings: CellSettings,
     if owner is not None and owner not in listeners.process_tree(process.pid):
         return failed("port-conflict", f"port {port} answered, but it is held by another process (pid {owner}), "
                                        f"not by the server")
-    problem = probe.verify_relay(started.base_url, settings.tls_ca)
+    problem = probe.verify_relay(started.base_url, settings.tls_ca, settings.relay_silence_s)
     if problem:
         return failed("verification-failed", problem, ServerFacts(ready_after_s=started.ready_after_s))
     return None

@@ -26,6 +26,9 @@ DEFAULT_PLACEMENT = "auto"
 # worker also listens on a port of its own (--worker-ports), and client process j gets worker j mod N's.
 ROOM_PLACEMENTS = ("kernel", "room")
 DEFAULT_ROOM_PLACEMENT = "kernel"
+# --relay-silence: how long the relay check (measure/probe.py) watches the connections that must receive nothing; a
+# copy the server sends them later than this goes unseen (tests/implementations/leaky_server.py leaks at 0.2 s)
+DEFAULT_RELAY_SILENCE_S = 0.3
 DEFAULT_SATURATION_P99_MS = 10.0  # open loop: p99 above this (or < 95% of the offered rate achieved) = saturated
 
 
@@ -42,6 +45,7 @@ class CellSettings:
     ready_timeout_s: float
     stall_timeout_s: float
     pin: bool
+    relay_silence_s: float = DEFAULT_RELAY_SILENCE_S  # how long the relay check watches for a stray copy
     placement: str = DEFAULT_PLACEMENT  # PLACEMENTS; placement_of() says what an attempt with these settings gets
     client_grace_s: float = 30.0  # a client may run warmup + duration + this before it is stopped as hung
     start_barrier_timeout_s: float = 30.0  # several client processes: all must be connected and ready within this

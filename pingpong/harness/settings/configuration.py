@@ -13,8 +13,9 @@ from pingpong.contract import (COMPRESSION_MODES, DEFAULT_COMPRESSION, DEFAULT_D
                                DEFAULT_WARMUP_S, DEFAULT_WORKLOAD, LOOPS, MALLOC_MODES, PAYLOAD_KINDS, WORKLOADS)
 from pingpong.harness.settings import package_envs
 from pingpong.harness.settings.catalog import DEFAULT_MANIFEST, PROJECT_ROOT
-from pingpong.harness.settings.cell import (DEFAULT_PLACEMENT, DEFAULT_ROOM_PLACEMENT, DEFAULT_SATURATION_P99_MS,
-                                           PLACEMENTS, ROOM_PLACEMENTS, CellSettings, plan_cpus, with_planned_cpus)
+from pingpong.harness.settings.cell import (DEFAULT_PLACEMENT, DEFAULT_RELAY_SILENCE_S, DEFAULT_ROOM_PLACEMENT,
+                                           DEFAULT_SATURATION_P99_MS, PLACEMENTS, ROOM_PLACEMENTS, CellSettings,
+                                           plan_cpus, with_planned_cpus)
 from pingpong.harness.settings.manifest import Implementation
 from pingpong.harness.settings.round_policy import RoundPolicy, parse_duration, parse_precision
 from pingpong.harness.settings.usage import UsageError
@@ -118,6 +119,9 @@ def add_measuring_options(parser: argparse.ArgumentParser, duration: float = DEF
                            help="seconds a server may take to accept its first WebSocket (default %(default)g)")
     measuring.add_argument("--stall-timeout", type=float, default=DEFAULT_STALL_TIMEOUT_S,
                            help="seconds without a completed roundtrip before a client gives up (default %(default)g)")
+    measuring.add_argument("--relay-silence", type=float, default=DEFAULT_RELAY_SILENCE_S, metavar="S",
+                           help="each new server's relay check: how long the connections that must receive nothing "
+                                "(the sender, another room) are watched for a stray copy (default %(default)g)")
     measuring.add_argument("--client-grace", type=float, default=DEFAULT_CLIENT_GRACE_S,
                            help="seconds a client may take beyond warmup + duration before it is stopped as hung")
 
@@ -178,7 +182,7 @@ class RunConfiguration:
     node_packages: str | None
     package_environments: dict[str, Any]  # ... and what the environments built for them hold
     results_dir: Path
-    output_format: str  # what goes to stdout: terminal, md, csv, json or html (exporters.FORMATS)
+    output_format: str  # what goes to stdout: terminal, md, csv, json or html (results.files.FORMATS)
     resume: Path | None  # the interrupted run to continue
     command_line: tuple[str, ...]  # as recorded in the results: interpreter, run_bench.py, the arguments
 
@@ -261,11 +265,12 @@ class ResolvedOptions:
     ready_timeout_s: float
     stall_timeout_s: float
     client_grace_s: float
+    relay_silence_s: float
     manifests: tuple[Path, ...]  # --manifest as given, else the project's manifest.toml
     python_packages: str | None
     node_packages: str | None
     results_dir: Path
-    output_format: str  # what goes to stdout: terminal, md, csv, json or html (exporters.FORMATS; diagnose: md, json)
+    output_format: str  # what goes to stdout: terminal, md, csv, json or html (files.FORMATS; diagnose: md, json)
     resume: Path | None  # run --resume: the interrupted run to continue (diagnose: None)
     host_figure: str = "off"  # run --host-figure: auto, on or off (measure/host_wakeup.py)
     figures: bool = True  # run --no-figures: False
@@ -308,6 +313,8 @@ def resolve_options(options: argparse.Namespace) -> ResolvedOptions:
         problems += _room_placement_problems(options, pairs, workers)
     if not options.ready_timeout > 0 or not options.stall_timeout > 0 or not options.client_grace > 0:
         problems.append("--ready-timeout, --stall-timeout and --client-grace must be > 0 seconds")
+    if not options.relay_silence > 0:
+        problems.append(f"--relay-silence must be > 0 seconds, got {options.relay_silence:g}")
     in_rounds = options.command in ("run", "measure")
     rounds = (_round_policy(options, repeat, problems) if in_rounds else  # diagnose: its repeats, in its own order
               RoundPolicy(min_rounds=repeat, max_rounds=repeat, precision=None, budget_s=None, seed=0))
@@ -334,7 +341,7 @@ def resolve_options(options: argparse.Namespace) -> ResolvedOptions:
         workload=options.workload, client_processes=options.client_processes,
         saturation_p99_ms=options.saturation_p99, pin=not options.no_pin, ready_timeout_s=options.ready_timeout,
         stall_timeout_s=options.stall_timeout, client_grace_s=options.client_grace,
-        manifests=tuple(options.manifest or [DEFAULT_MANIFEST]), python_packages=options.python_packages,
+        relay_silence_s=options.relay_silence, manifests=tuple(options.manifest or [DEFAULT_MANIFEST]), python_packages=options.python_packages,
         node_packages=options.node_packages, results_dir=options.results_dir, output_format=options.format,
         resume=options.resume if in_rounds else None, host_figure=getattr(options, "host_figure", "off"),
         figures=getattr(options, "figures", True))
@@ -464,6 +471,7 @@ def build_configuration(resolved: ResolvedOptions, command_line: list[str], impl
                             payload_size=DEFAULT_PAYLOAD_SIZE,
                             payload_kind=DEFAULT_PAYLOAD_KIND, ready_timeout_s=resolved.ready_timeout_s,
                             stall_timeout_s=resolved.stall_timeout_s, pin=resolved.pin,
+                            relay_silence_s=resolved.relay_silence_s,
                             placement=resolved.placements[0], room_placement=resolved.room_placements[0],
                             client_grace_s=resolved.client_grace_s, workload=resolved.workload,
                             saturation_p99_ms=resolved.saturation_p99_ms,
