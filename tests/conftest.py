@@ -3,11 +3,8 @@ outlives its test."""
 
 from __future__ import annotations
 
-import atexit
 import json
 import os
-import shutil
-import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -39,15 +36,11 @@ QUICK_RELAY_CHECK = ["--relay-silence", str(QUICK_RELAY_SILENCE_S)]
 
 def compile_once_for_every_child() -> None:
     """Under PYTHONDONTWRITEBYTECODE (set on this machine), every Python process the tests start would compile the
-    suite's modules from source again: about 0.13 s of each of the ~215 run_bench.py runs. The children write their
-    bytecode to a folder of this session instead (PYTHONPYCACHEPREFIX), removed at its end, so the checkout still
-    gets no __pycache__ and each module is compiled once. Without the variable, Python caches as it always does."""
-    if not os.environ.get("PYTHONDONTWRITEBYTECODE"):
-        return
-    prefix = tempfile.mkdtemp(prefix="pingpong-test-bytecode-")
-    atexit.register(shutil.rmtree, prefix, True)
-    del os.environ["PYTHONDONTWRITEBYTECODE"]
-    os.environ["PYTHONPYCACHEPREFIX"] = prefix
+    suite's modules from source again: about 0.13 s of each of the ~215 run_bench.py runs. The children write and
+    reuse __pycache__ as Python does by default (git ignores it). Not a PYTHONPYCACHEPREFIX folder: there each
+    interpreter would compile its standard library too on its first run, and a fresh interpreter's allocator would
+    start elsewhere than a user's (tests/test_allocator.py reads it)."""
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
 
 compile_once_for_every_child()
