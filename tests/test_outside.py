@@ -19,7 +19,8 @@ from pingpong.harness.system import processes
 from tests.conftest import PLAIN_CLIENTS, QUICK_RELAY_CHECK, QUICK_RELAY_SILENCE_S, ROOT, WEBSOCKET_SERVERS, by_name
 from tests.test_run_bench import NO_FIGURES
 
-WINDOW = CellSettings(duration_s=1.0, warmup_s=0.3, loop="auto", compression="default", payload_size=4,
+# The count test's window: long enough for a program's own count to pass the 200 roundtrips the test asks for.
+WINDOW = CellSettings(duration_s=0.5, warmup_s=0.2, loop="auto", compression="default", payload_size=4,
                       payload_kind="text-ascii", ready_timeout_s=20, stall_timeout_s=5, pin=True,
                       relay_silence_s=QUICK_RELAY_SILENCE_S)
 SHORT = replace(WINDOW, duration_s=0.3, warmup_s=0.2)

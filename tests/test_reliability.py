@@ -342,10 +342,11 @@ def test_sigterm_stops_every_child_including_worker_processes(tmp_path, phase):
     assert not [pid for leader in leaders for pid in processes.group_members(leader.pid)]
 
 
-# Hundreds to thousands of roundtrips a phase on this machine (a stall of a whole phase is what fails): enough to see
-# a pair stop or go on. Each of 16 servers takes 5 abuses, each with a phase before and one after: 0.1 s costs 16 s.
+# A hundred roundtrips a phase or more on this machine, the Python servers' the fewest (200 to 580 for the six of
+# them, `abuse --phase 0.1 --flood 0.5`, 2026-11-26): a stall of a whole phase is what fails, so enough to see a pair
+# stop or go on. Each of 16 servers takes 5 abuses, each with a phase before, one during and one after.
 # The flood sends for 0.5 s: tens of MiB here, past every server's and the kernel's buffers (it reports how much).
-ABUSE_PHASE_S = 0.2
+ABUSE_PHASE_S = 0.1
 ABUSE_FLOOD_S = 0.5
 
 

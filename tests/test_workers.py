@@ -311,9 +311,12 @@ def test_a_members_handshake_waits_until_the_workers_with_members_in_its_room_ac
         probe.wait_until_ready(started.base_url, started.process, SETTINGS.ready_timeout_s)
         assert wait_for_workers(started, SETTINGS.ready_timeout_s) is None, started.stderr_tail()
         client = broker_client(started)
-        presence = client.pubsub(ignore_subscribe_messages=True)
+        presence = client.pubsub()
         presence.subscribe(contract.BROKER_PRESENCE_CHANNEL)
-        assert next_notice_for(presence, b"/acknowledged", timeout=1) is None  # subscribed; nothing said yet
+        confirmed = presence.get_message(timeout=5)  # Redis has taken the SUBSCRIBE: what is said after it reaches us
+        assert confirmed is not None and confirmed["type"] == "subscribe", confirmed
+        presence.ignore_subscribe_messages = True
+        assert next_notice_for(presence, b"/acknowledged", timeout=0.1) is None  # nothing said about the room yet
         key = contract.BROKER_WORKERS_KEY_PREFIX + "/acknowledged"
         client.sadd(key, b"999999")
         connecting = threading.Thread(target=lambda: opened.append(connect(f"{started.base_url}/acknowledged")))
