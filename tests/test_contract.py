@@ -14,7 +14,8 @@ import pytest
 from pingpong import client_report, contract
 from pingpong.harness.settings.manifest import check_availability, resolve_command
 from pingpong.kit import raw_tcp
-from tests.conftest import CLIENTS, IMPLEMENTATIONS, ROOT, CellSettings, by_name, client_report_of
+from tests.conftest import (CLIENTS, IMPLEMENTATIONS, QUICK_RELAY_SILENCE_S, ROOT, CellSettings, by_name,
+                            client_report_of)
 
 NODE_DRIVER_CORE = ROOT / "node" / "driver" / "core.js"
 NODE_SERVER_SUPPORT = ROOT / "node" / "server_support.js"
@@ -212,7 +213,8 @@ def test_the_contract_is_a_leaf():
 # --- The client report: every client's JSON held to its one schema, pingpong/client_report.py ---
 
 REPORT_SERVER_SETTINGS = CellSettings(duration_s=1, warmup_s=0, loop="auto", compression="default", payload_size=4,
-                                      payload_kind="text-ascii", ready_timeout_s=20, stall_timeout_s=5, pin=False)
+                                      payload_kind="text-ascii", ready_timeout_s=20, stall_timeout_s=5, pin=False,
+                                      relay_silence_s=QUICK_RELAY_SILENCE_S)
 SHORT_RUN = ["--duration", "0.3", "--warmup", "0.1", "--stall-timeout", "5"]
 # The Python driver (clients/websockets_client.py on pingpong/kit/driver) and the JavaScript one (node/ws_client.js
 # on node/driver): every other client of their language measures through the same driver.

@@ -141,7 +141,7 @@ def test_native_servers_and_clients_speak_wss_with_each_other_and_python(tmp_pat
     """--tls: every native library's server with every native library's client and the websockets client, over
     wss:// trusting only the run's CA; each side says it spoke TLS."""
     completed = run_bench("--tls", "--servers", ",".join(LIBRARY_SERVERS), "--clients",
-                          ",".join([*LIBRARY_CLIENTS, "websockets"]), "--duration", "0.3", "--warmup", "0.1",
+                          ",".join([*LIBRARY_CLIENTS, "websockets"]), "--duration", "0.2", "--warmup", "0.05",
                           "--repeat", "1", "--no-figures", "--jit-warmup", "0", *QUICK_RELAY_CHECK, "--results-dir",
                           str(tmp_path), "--format", "json", timeout=600)
     assert completed.returncode == 0, completed.stderr
@@ -159,8 +159,8 @@ def test_the_native_set_runs_beside_the_default_one_with_its_floor_cost_split(tm
     """--servers native,raw-tcp-c --clients native,raw-tcp-c: the named set measures its 20 WebSocket cells plus
     the C floor, and each native side's WebSocket cost is split against the C floor (runtime native). The protocol
     floor's own pair is a row of that cost table (what RFC 6455 costs with no library), never a ranked pair."""
-    completed = run_bench("--servers", "native,raw-tcp-c", "--clients", "native,raw-tcp-c", "--duration", "0.3",
-                          "--warmup", "0.1", "--repeat", "1", "--no-figures", "--jit-warmup", "0", *QUICK_RELAY_CHECK,
+    completed = run_bench("--servers", "native,raw-tcp-c", "--clients", "native,raw-tcp-c", "--duration", "0.2",
+                          "--warmup", "0.05", "--repeat", "1", "--no-figures", "--jit-warmup", "0", *QUICK_RELAY_CHECK,
                           "--results-dir", str(tmp_path), "--format", "json", timeout=600)
     assert completed.returncode == 0, completed.stderr
     result = json.loads(completed.stdout)

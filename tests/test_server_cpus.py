@@ -24,7 +24,7 @@ from pingpong.harness.settings.catalog import check_availability, cpu_use, skip_
 from pingpong.harness.settings.configuration import build_configuration, resolve_options
 from pingpong.harness.settings.manifest import resolve_command
 from pingpong.harness.system import broker, listeners, processes
-from tests.conftest import IMPLEMENTATIONS, ROOT, CellSettings, by_name, stopped_cleanly
+from tests.conftest import IMPLEMENTATIONS, QUICK_RELAY_SILENCE_S, ROOT, CellSettings, by_name, stopped_cleanly
 from tests.test_run_bench import run_bench
 
 SERVERS = [i for i in IMPLEMENTATIONS if i.role == "server"]
@@ -32,7 +32,8 @@ THREADED = [i for i in SERVERS if "threads" in i.features]
 MULTI_PROCESS = [i for i in SERVERS if "workers" in i.features]
 NO_BROKER = broker.unavailable_reason()
 SETTINGS = CellSettings(duration_s=0.4, warmup_s=0.2, loop="auto", compression="default", payload_size=4,
-                        payload_kind="text-ascii", ready_timeout_s=20.0, stall_timeout_s=5.0, pin=True)
+                        payload_kind="text-ascii", ready_timeout_s=20.0, stall_timeout_s=5.0, pin=True,
+                        relay_silence_s=QUICK_RELAY_SILENCE_S)
 PAIRS = 4  # at once, each in a room of its own, on a server with N threads
 MESSAGES = 40  # each way, per pair
 

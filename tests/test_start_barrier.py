@@ -14,10 +14,11 @@ from pingpong.harness.measure.start_barrier import StartBarrier, window_spread
 from pingpong.harness.results.histograms import latency_summary, merge
 from pingpong.harness.settings.cell import CellSettings
 from pingpong.harness.settings.manifest import resolve_command
-from tests.conftest import ROOT, by_name
+from tests.conftest import QUICK_RELAY_SILENCE_S, ROOT, by_name
 
 SETTINGS = CellSettings(duration_s=1.0, warmup_s=0.2, loop="auto", compression="default", payload_size=4,
-                        payload_kind="text-ascii", ready_timeout_s=20, stall_timeout_s=5, pin=True)
+                        payload_kind="text-ascii", ready_timeout_s=20, stall_timeout_s=5, pin=True,
+                        relay_silence_s=QUICK_RELAY_SILENCE_S)
 # One client per driver: the Python driver, node/driver/ under Node and Bun, the C client, the Go, Rust and C++
 # clients; each with a server of its protocol.
 DRIVERS = [("websockets", "websockets"), ("websockets", "node-ws"), ("websockets", "bun"),
@@ -73,7 +74,8 @@ def test_a_driver_holds_its_warmup_until_the_go(server, client, shared_servers, 
         os.close(events_write)
         os.close(go_read)
         assert os.read(events_read, 64) == b"ready\n"  # sent once its connections are open
-        assert select.select([events_read], [], [], 0.5)[0] == []  # held: no window-start while waiting
+        # held: no window-start while waiting (unheld, it would come after the 0.1 s warmup)
+        assert select.select([events_read], [], [], 0.3)[0] == []
         if released:
             os.write(go_write, f"{GO_LINE}\n".encode())
         os.close(go_write)

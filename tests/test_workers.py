@@ -26,7 +26,8 @@ from pingpong.harness.settings import cell
 from pingpong.harness.settings.catalog import skip_reason
 from pingpong.harness.settings.configuration import build_configuration, resolve_options
 from pingpong.harness.system import broker, listeners, processes
-from tests.conftest import IMPLEMENTATIONS, QUICK_RELAY_CHECK, ROOT, CellSettings, by_name, stopped_cleanly
+from tests.conftest import (IMPLEMENTATIONS, QUICK_RELAY_CHECK, QUICK_RELAY_SILENCE_S, ROOT, CellSettings, by_name,
+                            stopped_cleanly)
 from tests.interactive import sigint_at_default
 from tests.test_contract import node_exports
 
@@ -34,7 +35,8 @@ WORKER_SERVERS = [i for i in IMPLEMENTATIONS if i.role == "server" and "workers"
 NO_BROKER = broker.unavailable_reason()
 needs_broker = pytest.mark.skipif(NO_BROKER is not None, reason=f"needs a Redis broker: {NO_BROKER}")
 SETTINGS = CellSettings(duration_s=0.5, warmup_s=0.2, loop="auto", compression="default", payload_size=4,
-                        payload_kind="text-ascii", ready_timeout_s=20.0, stall_timeout_s=5.0, pin=True, workers=2)
+                        payload_kind="text-ascii", ready_timeout_s=20.0, stall_timeout_s=5.0, pin=True, workers=2,
+                        relay_silence_s=QUICK_RELAY_SILENCE_S)
 MESSAGES = 50  # each way
 
 

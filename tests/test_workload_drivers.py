@@ -25,11 +25,12 @@ from pingpong.harness.results.histograms import merge
 from pingpong.harness.settings.cell import CellSettings
 from pingpong.harness.settings.manifest import resolve_command
 from pingpong.kit.payloads import PING, make_payload
-from tests.conftest import ROOT, by_name, client_report_of
+from tests.conftest import QUICK_RELAY_SILENCE_S, ROOT, by_name, client_report_of
 
 PYTHON_CLIENTS = ["websockets", "aiohttp", "picows"]
 SERVER_SETTINGS = CellSettings(duration_s=1, warmup_s=0, loop="auto", compression="default", payload_size=4,
-                               payload_kind="text-ascii", ready_timeout_s=20, stall_timeout_s=5, pin=False)
+                               payload_kind="text-ascii", ready_timeout_s=20, stall_timeout_s=5, pin=False,
+                               relay_silence_s=QUICK_RELAY_SILENCE_S)
 SHORT = ["--duration", "0.3", "--warmup", "0.1", "--stall-timeout", "5"]
 TIMEOUT_S = 60
 

@@ -20,10 +20,11 @@ from pingpong.harness.results import histograms
 from pingpong.harness.settings.cell import CellSettings
 from pingpong.harness.settings.manifest import resolve_command
 from pingpong.harness.system import processes
-from tests.conftest import ROOT, by_name
+from tests.conftest import QUICK_RELAY_SILENCE_S, ROOT, by_name
 
 SETTINGS = CellSettings(duration_s=0.3, warmup_s=0.1, loop="auto", compression="default", payload_size=4,
-                        payload_kind="text-ascii", ready_timeout_s=20, stall_timeout_s=5, pin=False)
+                        payload_kind="text-ascii", ready_timeout_s=20, stall_timeout_s=5, pin=False,
+                        relay_silence_s=QUICK_RELAY_SILENCE_S)
 SHORT = ["--duration", "0.3", "--warmup", "0.1", "--stall-timeout", "5"]
 WEBSOCKET_JS_CLIENTS = ["node-ws", "node-builtin", "bun"]
 RAW_TCP_JS_CLIENTS = ["raw-tcp-node", "raw-tcp-bun"]

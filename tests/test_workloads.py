@@ -9,7 +9,7 @@ import pytest
 from pingpong.harness.results.histograms import merge, recorded_values
 from pingpong.harness.settings.cell import CellSettings
 from pingpong.harness.settings.manifest import resolve_command
-from tests.conftest import QUICK_RELAY_CHECK, ROOT, by_name, client_report_of
+from tests.conftest import QUICK_RELAY_CHECK, QUICK_RELAY_SILENCE_S, ROOT, by_name, client_report_of
 from tests.test_run_bench import NO_FIGURES, run_bench
 
 TEST_MANIFESTS = ["--manifest", "manifest.toml", "--manifest", "tests/manifest.toml"]
@@ -21,7 +21,8 @@ FAST = [*FAST_WITH_FIGURES, *NO_FIGURES]  # the tests that look at a figure use 
 # not look at it leaves it out. tests/test_native_websocket.py runs it and checks it is recorded.
 NO_HOST_FIGURE = ["--host-figure", "off"]
 SERVER_SETTINGS = CellSettings(duration_s=0.3, warmup_s=0.1, loop="auto", compression="default", payload_size=4,
-                               payload_kind="text-ascii", ready_timeout_s=20, stall_timeout_s=5, pin=False)
+                               payload_kind="text-ascii", ready_timeout_s=20, stall_timeout_s=5, pin=False,
+                               relay_silence_s=QUICK_RELAY_SILENCE_S)
 
 
 def sweep_files(folder):

@@ -8,11 +8,7 @@ bytes, and only ever talks to 127.0.0.1.
 from __future__ import annotations
 
 import argparse
-import base64
 import json
-import os
-import socket
-import struct
 import sys
 import tempfile
 import threading
@@ -22,113 +18,14 @@ from pathlib import Path
 
 from websockets.sync.client import connect
 
+from pingpong.harness.commands.abuse_rogue import ABUSES, FLOOD_MAX_BYTES, FLOOD_S
 from pingpong.harness.measure import probe
 from pingpong.harness.settings.manifest import load_manifest, resolve_command
 from pingpong.harness.system import processes
 
 ROOT = Path(__file__).resolve().parents[3]  # the checkout: pingpong/harness/commands/abuse.py
 PHASE_S = 1.0  # the pair is counted for this long before and after each abuse
-FLOOD_S = 2.0
-FLOOD_MAX_BYTES = 64 * 2**20
-FLOOD_FRAME_BYTES = 64 * 1024
 UNDISTURBED_SHARE = 0.5  # at half of 'before' or more, a phase counts as undisturbed (informational only)
-
-
-def handshake(port: int, path: str) -> socket.socket:
-    """A raw TCP connection that has completed a WebSocket opening handshake (no library in the way)."""
-    sock = socket.create_connection(("127.0.0.1", port), timeout=5)
-    key = base64.b64encode(os.urandom(16)).decode()
-    sock.sendall((f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-                  f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n").encode())
-    response = b""
-    while b"\r\n\r\n" not in response:
-        chunk = sock.recv(4096)
-        if not chunk:
-            raise ConnectionError("connection closed during the handshake")
-        response += chunk
-    if not response.startswith(b"HTTP/1.1 101"):
-        raise ConnectionError(f"handshake refused: {response.splitlines()[0]!r}")
-    return sock
-
-
-def frame_header(opcode: int, length: int, masked: bool = True, fin: bool = True) -> bytes:
-    first = (0x80 if fin else 0) | opcode
-    mask_bit = 0x80 if masked else 0
-    if length < 126:
-        header = struct.pack("!BB", first, mask_bit | length)
-    elif length < 2**16:
-        header = struct.pack("!BBH", first, mask_bit | 126, length)
-    else:
-        header = struct.pack("!BBQ", first, mask_bit | 127, length)
-    return header + (b"\x00\x00\x00\x00" if masked else b"")  # a zero mask leaves the payload as is
-
-
-def _close_abruptly(sock: socket.socket) -> None:
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # RST, no FIN
-    sock.close()
-
-
-def abuse_disconnect_mid_frame(port: int) -> None:
-    sock = handshake(port, "/rogue")
-    sock.sendall(frame_header(0x1, 1000) + b"x" * 10)
-    _close_abruptly(sock)
-
-
-def abuse_bad_opcode(port: int) -> None:
-    with handshake(port, "/rogue") as sock:
-        sock.sendall(frame_header(0x3, 4) + b"oops")
-        _drain(sock, 1.0)
-
-
-def abuse_unmasked_frame(port: int) -> None:
-    with handshake(port, "/rogue") as sock:
-        sock.sendall(frame_header(0x1, 5, masked=False) + b"hello")
-        _drain(sock, 1.0)
-
-
-def abuse_oversized_length(port: int) -> None:
-    with handshake(port, "/rogue") as sock:
-        sock.sendall(frame_header(0x2, 2**63 - 1) + b"\x00" * 1024)
-        _drain(sock, 1.0)
-
-
-def abuse_flood_without_reading(port: int, seconds: float = FLOOD_S) -> None:
-    """Two rogue members of one room; one sends 64 KiB frames as fast as it can for `seconds`, neither ever reads."""
-    sender, silent = handshake(port, "/rogue-flood"), handshake(port, "/rogue-flood")
-    frame = frame_header(0x2, FLOOD_FRAME_BYTES) + b"\xab" * FLOOD_FRAME_BYTES
-    sender.settimeout(0.2)
-    sent = 0
-    deadline = time.monotonic() + seconds
-    try:
-        while time.monotonic() < deadline and sent < FLOOD_MAX_BYTES:
-            try:
-                sent += sender.send(frame)
-            except socket.timeout:
-                continue  # the server stopped reading from us: keep the pressure on until the deadline
-            except OSError:
-                break
-    finally:
-        _close_abruptly(sender)
-        _close_abruptly(silent)
-    print(f"sent {sent / 2**20:.1f} MiB in {seconds:g} s")
-
-
-def _drain(sock: socket.socket, seconds: float) -> None:
-    sock.settimeout(seconds)
-    try:
-        while sock.recv(4096):
-            pass
-    except OSError:
-        pass
-
-
-ABUSES = {
-    "disconnect-mid-frame": abuse_disconnect_mid_frame,
-    "bad-opcode": abuse_bad_opcode,
-    "unmasked-frame": abuse_unmasked_frame,
-    "oversized-length": abuse_oversized_length,
-    "flood-without-reading": abuse_flood_without_reading,
-}
 
 
 class WellBehavedPair:
@@ -220,7 +117,7 @@ def run_abuse(server_name: str, base_url: str, server_process: processes.Managed
         before_start = time.monotonic()
         time.sleep(phase_s)
         during_start = time.monotonic()
-        rogue = processes.start(f"rogue-{abuse}", [sys.executable, "-m", "pingpong.harness.commands.abuse", "--rogue", abuse,
+        rogue = processes.start(f"rogue-{abuse}", [sys.executable, "-m", "pingpong.harness.commands.abuse_rogue", abuse,
                                                    "--port", str(port), "--flood", str(flood_s)], ROOT, work_dir)
         abuse_error = None
         try:
@@ -294,22 +191,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              f"{FLOOD_MAX_BYTES // 2**20} MiB)")
 
 
-def main() -> int:
-    """A rogue's own process (python -m pingpong.harness.commands.abuse --rogue ABUSE --port P), or the abuse run itself."""
-    parser = argparse.ArgumentParser(description=DESCRIPTION)
-    add_arguments(parser)
-    parser.add_argument("--rogue", choices=list(ABUSES), help=argparse.SUPPRESS)  # the rogue's own process
-    parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.rogue:  # the flood alone has a length
-        if args.rogue == "flood-without-reading":
-            abuse_flood_without_reading(args.port, args.flood)
-        else:
-            ABUSES[args.rogue](args.port)
-        return 0
-    return run(args)
-
-
 def run(args: argparse.Namespace) -> int:
     """`run_bench.py abuse`: every abuse against every chosen WebSocket server, then the table (or JSON).
 
@@ -342,6 +223,3 @@ def run(args: argparse.Namespace) -> int:
           else render_table(outcomes))
     return 1 if not_ready else 0
 
-
-if __name__ == "__main__":
-    sys.exit(main())
