@@ -79,7 +79,8 @@ async def main(args):
         print("faulty server: never listening", file=sys.stderr, flush=True)
         while True:
             time.sleep(1)
-    port = args.port + 1 if args.fault == "binds-elsewhere" else args.port
+    # elsewhere: a port the kernel picks (the requested one + 1 was sometimes taken by a client's connection here)
+    port = 0 if args.fault == "binds-elsewhere" else args.port
     stop = asyncio.get_running_loop().create_future()
     for signal_number in (signal.SIGTERM, signal.SIGINT):
         asyncio.get_running_loop().add_signal_handler(signal_number, lambda: stop.done() or stop.set_result(None))
