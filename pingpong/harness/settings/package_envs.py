@@ -146,7 +146,9 @@ def _removed_on_failure(folder: Path):
 def python_environment(specs: list[str], project_root: Path) -> PackageEnvironment:
     """A venv with requirements.txt's pins, the specs overriding them; built once, then reused."""
     requirements = override_requirements((project_root / "requirements.txt").read_text(), specs)
-    folder = cache_folder() / f"python-{_key(sys.version, sys.executable, platform.machine(), requirements)}"
+    # Keyed by the Python installation (base_prefix), not by the venv this runs in: the environment is a venv of its
+    # own made from that installation, so every venv and clone of the suite on one machine shares it.
+    folder = cache_folder() / f"python-{_key(sys.version, sys.base_prefix, platform.machine(), requirements)}"
     python = folder / "bin" / "python"
     marker = folder / "installed.json"
     with _Lock(folder.with_suffix(".lock")), _removed_on_failure(folder):
