@@ -3,6 +3,7 @@ each client process connects to one worker's, so all of a room's members sit on 
 Redis broker and real runs: where each connection landed is read back from /proc and from what the workers wrote."""
 
 import json
+import os
 import subprocess
 import sys
 from dataclasses import replace
@@ -13,9 +14,11 @@ from websockets.sync.client import connect
 
 from pingpong.harness.commands.parser import build_parser
 from pingpong.harness.measure import probe
+from pingpong.harness.measure.local import run_attempt
 from pingpong.harness.measure.attempt_plan import process_worker, server_command
 from pingpong.harness.measure.server import (check_worker_ports, launch_server, stop_server, wait_for_workers,
                                              worker_counts)
+from pingpong.harness.settings import cell
 from pingpong.harness.settings.catalog import skip_reason
 from pingpong.harness.settings.configuration import build_configuration, resolve_options
 from pingpong.harness.settings.usage import UsageError
@@ -191,6 +194,65 @@ def test_by_room_each_workers_own_port_speaks_wss_with_tls(tmp_path):
         for pair in record["pairs"]:  # client process j's rooms (-c<j>-) on worker j
             process = int(pair["room"].split("-c")[1].split("-")[0])
             assert pair["roundtrips"] > 0 and pair["room"] in rooms_of[process], (pair, rooms_of)
+
+
+def test_same_cpu_by_worker_plans_each_worker_beside_the_clients_of_its_rooms(monkeypatch):
+    """--placement same-cpu at N = 2 by room: worker 0 and client process 0 (and 2, 4, ...) on our last CPU, as with
+    one worker, worker 1 and client process 1 on the one before; the orchestrator has no CPU of its own left."""
+    monkeypatch.setattr(cell, "our_cpus", lambda: (0, 1))
+    settings = replace(BY_ROOM, placement="same-cpu", pairs=4, client_processes=4)
+    assert cell.by_worker(settings) and cell.cpus_for(settings) == ({0, 1}, {0, 1})
+    assert cell.orchestrator_cpus(settings) is None
+    assert [cell.client_process_cpus(settings, process_worker(j, 2), {0, 1}) for j in range(4)] == [{1}, {0}] * 2
+    one = replace(settings, workers=1)
+    assert not cell.by_worker(one) and cell.cpus_for(one) == ({1}, {1}) and cell.orchestrator_cpus(one) == {0}
+    monkeypatch.setattr(cell, "our_cpus", lambda: (0, 1, 2))
+    assert cell.orchestrator_cpus(settings) == {0}  # workers on 2 and 1
+
+
+def test_same_cpu_with_workers_by_the_kernels_placement_is_refused():
+    with pytest.raises(UsageError) as raised:
+        resolved("--workers", "1,2", "--placement", "same-cpu", "--pairs", "2", "--client-processes", "2")
+    assert "it needs --room-placement room" in str(raised.value)
+    assert resolved("--workers", "1,2", "--placement", "same-cpu", "--room-placement", "room", "--pairs", "2",
+                    "--client-processes", "2").placements == ("same-cpu",)
+
+
+@needs_broker
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="placement by worker needs two CPUs of ours")
+def test_a_same_cpu_attempt_by_worker_runs_each_worker_and_its_clients_on_one_cpu(monkeypatch):
+    """A real attempt (node-ws-cluster, 2 workers, 2 client processes by room, placement same-cpu): every thread of
+    worker i (its own port PORT+1+i) and of client process i is on one CPU, a different one for each i, read from
+    /proc while they run; every pair stays on its worker and the attempt records same-cpu on both CPUs."""
+    affinities: dict[str, set[frozenset[int]]] = {}
+    real_start, real_pin = processes.start, processes.pin_threads
+
+    def threads_cpus(pid: int) -> set[frozenset[int]]:
+        return {frozenset(os.sched_getaffinity(int(tid))) for tid in os.listdir(f"/proc/{pid}/task")}
+
+    def start(name, *args, **kwargs):
+        process = real_start(name, *args, **kwargs)
+        if name != "server":
+            affinities[f"client {name}"] = threads_cpus(process.pid)
+        return process
+
+    def pin_threads(pid, cpus):
+        real_pin(pid, cpus)
+        affinities[f"worker pid {pid}"] = threads_cpus(pid)
+
+    monkeypatch.setattr(processes, "start", start)
+    monkeypatch.setattr(processes, "pin_threads", pin_threads)
+    settings = replace(BY_ROOM, placement="same-cpu", pairs=2, client_processes=2)
+    attempt = run_attempt(by_name("server", "node-ws-cluster"), by_name("client", "node-ws"), settings, 1, ROOT)
+    assert attempt.ok, attempt.reason
+    ours = sorted(os.sched_getaffinity(0))
+    assert (attempt.cpu_placement, attempt.server_cpus) == ("same-cpu", ours[-2:])
+    by_port = {record["own_port"]: record["pid"] for record in attempt.workers["per_worker"]}
+    for index in range(2):
+        cpu = frozenset({ours[-1 - index]})
+        assert affinities[f"worker pid {by_port[attempt.port + 1 + index]}"] == {cpu}, affinities
+        assert affinities[f"client client{index}"] == {cpu}, affinities
+    assert [pair["placement"] for pair in attempt.workers["pairs"]] == ["local", "local"]
 
 
 def test_room_placement_with_too_few_client_processes_is_one_line_and_exit_2(tmp_path):

@@ -29,7 +29,8 @@ from pingpong.harness.measure.start_barrier import StartBarrier
 from pingpong.harness.measure.window import HeldConnections, WindowWatcher
 from pingpong.harness.results.records import Attempt
 from pingpong.harness.settings.catalog import PROJECT_ROOT
-from pingpong.harness.settings.cell import CellSettings, cpus_for, orchestrator_cpus, placement_of
+from pingpong.harness.settings.cell import (CellSettings, client_process_cpus, cpus_for, orchestrator_cpus,
+                                            placement_of)
 from pingpong.harness.settings.manifest import Implementation
 from pingpong.harness.system import processes
 from pingpong.harness.system.broker import BrokerNotReady
@@ -176,8 +177,10 @@ def _measure_client(started: LocalServer, client: Implementation, settings: Cell
             argv = client_command(client, settings, url, share.pairs, project_root, share)
             fds = {EVENTS_FD_ENV: write_fd} | ({GO_FD_ENV: barrier.read_fds[index]} if barrier else {}) | (
                 {ACK_FD_ENV: ack_fds[0] if share.role == "sender" else ack_fds[1]} if ack_fds else {})
+            cpus = client_process_cpus(settings, process_worker(index, max(1, len(started.worker_ports))),
+                                       client_cpus)
             clients.append(processes.start(process_name(index, len(shares), number), argv, project_root,
-                                           started.work_dir, cpus=client_cpus, pass_fds=tuple(fds.values()),
+                                           started.work_dir, cpus=cpus, pass_fds=tuple(fds.values()),
                                            env=process_environment(settings, **{env: str(fd)
                                                                                 for env, fd in fds.items()})))
             running.append(clients[-1])

@@ -18,7 +18,7 @@ from pingpong.harness.measure.attempt_plan import (ROOM_PROBE_TIMEOUT_S, STDERR_
                                                    room_probe_path, server_command, server_scheme, with_jit_warmup)
 from pingpong.harness.measure.boundary import Outcome, ServerFacts, Turn, failed
 from pingpong.harness.measure.clients_ahead import CLIENTS_AHEAD_AT_SERVER_START, WaitingClient, can_start_ahead
-from pingpong.harness.settings.cell import CellSettings, cpus_for, orchestrator_cpus
+from pingpong.harness.settings.cell import CellSettings, by_worker, cpus_for, orchestrator_cpus, worker_cpu
 from pingpong.harness.settings.manifest import Implementation
 from pingpong.harness.system import broker as redis_broker
 from pingpong.harness.system import listeners, processes
@@ -233,7 +233,7 @@ def _check_server(started: LocalServer, settings: CellSettings,
     except probe.NotReady as exc:
         return failed("not-ready", str(exc) + diagnose_port(port, process))
     if started.worker_stats_dir is not None:
-        problem = wait_for_workers(started, settings.ready_timeout_s)
+        problem = wait_for_workers(started, settings.ready_timeout_s, by_worker(settings))
         if problem is None and settings.room_placement == "room":
             problem = check_worker_ports(started, settings)
         if problem:
@@ -258,9 +258,10 @@ def worker_counts(started: LocalServer) -> list[dict[str, Any]]:
     return sorted((record for record in found if record), key=lambda record: record.get("pid", 0))
 
 
-def wait_for_workers(started: LocalServer, timeout_s: float) -> str | None:
+def wait_for_workers(started: LocalServer, timeout_s: float, by_worker_cpu: bool = False) -> str | None:
     """None once every worker says it serves (subscribed to the broker when there is one); then each worker is
-    pinned to one of the server's CPUs, in turn, when it has more than one. Else why not, in one line. The first
+    pinned to one of the server's CPUs, in turn, when it has more than one (by_worker_cpu: placement same-cpu by
+    worker, worker i on settings/cell.worker_cpu(i)). Else why not, in one line. The first
     handshake alone does not show it: the kernel (or the cluster's primary) hands connections to whichever worker
     listens, so a run could start while one worker takes them all."""
     deadline = time.monotonic() + timeout_s
@@ -273,10 +274,14 @@ def wait_for_workers(started: LocalServer, timeout_s: float) -> str | None:
                     f"{timeout_s:g} s")
         time.sleep(WORKER_STATS_POLL_S)
     cpus = sorted(started.cpus or ())
-    if len(cpus) > 1:
-        for index, record in enumerate(worker_counts(started)):
+    records = worker_counts(started)
+    if by_worker_cpu:  # worker i (its own port PORT+1+i) on worker_cpu(i), beside the clients of its rooms
+        for record in records:
+            processes.pin_threads(record["pid"], {worker_cpu(record["own_port"] - started.port - 1)})
+    elif len(cpus) > 1:
+        for index, record in enumerate(records):
             processes.pin_threads(record["pid"], {cpus[index % len(cpus)]})
-    started.worker_ports = sorted(record["own_port"] for record in worker_counts(started) if record.get("own_port"))
+    started.worker_ports = sorted(record["own_port"] for record in records if record.get("own_port"))
     return None
 
 

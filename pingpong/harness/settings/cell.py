@@ -13,7 +13,8 @@ from pingpong.contract import DEFAULT_MALLOC
 # then pays no cross-CPU wakeup (about 35 µs each on this VM, four per roundtrip). split: each side on CPUs of its
 # own (the server N of them for --workers N, the clients the others). auto: same-cpu for a serial workload (one
 # pair, one client process, one worker, closed loop; broadcast is never serial), split for one with parallelism.
-# unpinned: the kernel places them (--no-pin).
+# unpinned: the kernel places them (--no-pin). same-cpu with --workers N above 1 (by room only): worker i and the
+# client processes of its rooms share one CPU (worker_cpu), so N workers are N copies of the one-worker attempt.
 PLACEMENTS = ("auto", "same-cpu", "split", "unpinned")
 # What a split attempt gets when the server's --workers N take every CPU of ours (N = 2 on a 2-CPU host): no CPU is
 # left for the clients, so both sides run on all of them and compete for them (recorded as the attempt's
@@ -145,6 +146,19 @@ def shared_cpu() -> int:
     return our_cpus()[-1]
 
 
+def by_worker(settings: CellSettings) -> bool:
+    """Whether an attempt puts each of its server's workers on a CPU of its own beside the client processes of that
+    worker's rooms: placement same-cpu with --workers N above 1, by room (a room's members all on one worker)."""
+    return placement_of(settings) == "same-cpu" and settings.workers > 1 and settings.room_placement == "room"
+
+
+def worker_cpu(index: int) -> int:
+    """same-cpu by worker: the CPU of worker `index` and of its rooms' client processes; worker 0 on our last CPU (as
+    one worker's same-cpu attempt), worker 1 on the one before, and so on, in turn when N is more than our CPUs."""
+    cpus = our_cpus()
+    return cpus[-1 - index % len(cpus)]
+
+
 def cpus_for(settings: CellSettings) -> tuple[set[int] | None, set[int] | None]:
     """The server's and the client's CPUs for an attempt with these settings: the run's planned split when it has
     one, else a plan for these settings (diagnose's pinning switches); one CPU for both with same-cpu."""
@@ -152,7 +166,8 @@ def cpus_for(settings: CellSettings) -> tuple[set[int] | None, set[int] | None]:
     if placement == "unpinned":
         return None, None
     if placement == "same-cpu":
-        return {shared_cpu()}, {shared_cpu()}
+        both = {worker_cpu(index) for index in range(settings.workers)} if by_worker(settings) else {shared_cpu()}
+        return both, set(both)  # by worker, each client process then runs on its worker's one (client_process_cpus)
     if placement == SHARED:
         return set(our_cpus()), set(our_cpus())
     if settings.server_cpus is not None and settings.client_cpus is not None:
@@ -162,8 +177,15 @@ def cpus_for(settings: CellSettings) -> tuple[set[int] | None, set[int] | None]:
 
 def orchestrator_cpus(settings: CellSettings) -> set[int] | None:
     """Where the orchestrator (its sampling, clients loading ahead of their turn) runs during an attempt: off the
-    shared CPU with same-cpu when another CPU is ours; None: where it is (split and unpinned attempts)."""
+    shared CPU (by worker, off every worker's) with same-cpu when another CPU is ours; None: where it is (split and
+    unpinned attempts, and same-cpu by worker when the workers have every CPU)."""
     if placement_of(settings) != "same-cpu":
         return None
-    others = set(our_cpus()) - {shared_cpu()}
+    others = set(our_cpus()) - cpus_for(settings)[0]
     return others or None
+
+
+def client_process_cpus(settings: CellSettings, worker: int, client_cpus: set[int] | None) -> set[int] | None:
+    """Where a client process whose rooms sit on `worker` runs: that worker's CPU when placed by worker
+    (by_worker), else the clients' CPUs."""
+    return {worker_cpu(worker)} if by_worker(settings) else client_cpus

@@ -311,6 +311,10 @@ def resolve_options(options: argparse.Namespace) -> ResolvedOptions:
     receivers, idle_connections, rates = _workload_lists(options, pairs, problems)
     if "room" in room_placements:
         problems += _room_placement_problems(options, pairs, workers)
+    if "same-cpu" in placements and max(workers, default=1) > 1 and "kernel" in room_placements:
+        problems.append("--placement same-cpu with --workers above 1 puts each worker on a CPU beside the client "
+                        "processes of its rooms: it needs --room-placement room (the kernel's placement spreads a "
+                        "room over workers)")
     if not options.ready_timeout > 0 or not options.stall_timeout > 0 or not options.client_grace > 0:
         problems.append("--ready-timeout, --stall-timeout and --client-grace must be > 0 seconds")
     if not options.relay_silence > 0:
