@@ -12,6 +12,7 @@ import psutil
 import pytest
 from websockets.sync.client import connect
 
+from pingpong.harness.analysis import scaling
 from pingpong.harness.commands.parser import build_parser
 from pingpong.harness.measure import probe
 from pingpong.harness.measure.local import run_attempt
@@ -208,6 +209,24 @@ def test_same_cpu_by_worker_plans_each_worker_beside_the_clients_of_its_rooms(mo
     assert not cell.by_worker(one) and cell.cpus_for(one) == ({1}, {1}) and cell.orchestrator_cpus(one) == {0}
     monkeypatch.setattr(cell, "our_cpus", lambda: (0, 1, 2))
     assert cell.orchestrator_cpus(settings) == {0}  # workers on 2 and 1
+
+
+def test_load_per_worker_gives_every_worker_the_same_pairs_and_client_processes_at_every_n():
+    """--load-per-worker --pairs 4 --client-processes 1 over --workers 1,2: 4 pairs in 1 process at N = 1, 8 in 2 at
+    N = 2 (so by room one process per worker, which a plain 1 process would refuse); recorded in the configuration,
+    and a sweep's scaling series stays one series although pairs and processes differ between its points."""
+    options = resolved("--workers", "1,2", "--room-placement", "room", "--load-per-worker", "--pairs", "4")
+    configuration = build_configuration(options, ["run_bench.py"], [], [], [])
+    at = [configuration.settings_at(point) for point in configuration.points]
+    assert [(s.workers, s.pairs, s.client_processes) for s in at] == [(1, 4, 1), (2, 8, 2)]
+    assert configuration.recorded(at[1])["load_per_worker"] is True
+    with pytest.raises(UsageError):
+        resolved("--workers", "1,2", "--room-placement", "room", "--pairs", "4")  # 1 process for 2 workers
+    runs = [type("Run", (), {"configuration": {"load_per_worker": True, "pairs": 4 * n, "client_processes": n}})
+            for n in (1, 2)]
+    assert scaling.variants(runs) == ["", ""]
+    runs = [type("Run", (), {"configuration": {"pairs": 4 * n, "client_processes": n}}) for n in (1, 2)]
+    assert scaling.variants(runs) == ["pairs 4, client-processes 1", "pairs 8, client-processes 2"]
 
 
 def test_same_cpu_with_workers_by_the_kernels_placement_is_refused():

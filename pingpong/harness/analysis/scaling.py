@@ -184,8 +184,10 @@ def workers_of(run: RunResult) -> int:
 
 def variants(runs: list[RunResult]) -> list[str]:
     """Each run's label of the settings that vary across the runs, besides --workers ("" when none does)."""
+    per_worker = all(run.configuration.get("load_per_worker") for run in runs)  # N times the load at each N
     varying = [name for name in VARIANT_SETTINGS
-               if len({repr(run.configuration.get(name)) for run in runs}) > 1]
+               if len({repr(run.configuration.get(name)) for run in runs}) > 1
+               and not (per_worker and name in ("pairs", "client_processes"))]
     return [", ".join(f"{name.replace('_', '-')} {run.configuration.get(name)}" for name in varying) for run in runs]
 
 

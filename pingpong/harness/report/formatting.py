@@ -427,7 +427,8 @@ def placement_text(config: dict[str, Any]) -> str:
         return "server and client pinned to separate CPUs" if config.get("pinned") else "not pinned"
     return {"auto": "placement auto (one pair: server and client on one CPU, the orchestrator on another; more: "
                     "each side on CPUs of its own)",
-            "same-cpu": "server and client on one CPU, the orchestrator on another",
+            "same-cpu": "server and client on one CPU, the orchestrator on another (by room with workers: each "
+                        "worker beside its rooms' clients)",
             "split": "server and client on CPUs of their own",
             "unpinned": "not pinned"}.get(placement, f"placement {placement}")
 

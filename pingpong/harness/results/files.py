@@ -16,7 +16,7 @@ DEFAULT_RESULTS_DIR = PROJECT_ROOT / "results"
 # The configuration keys that shape the figures: a resumed run must not change any of them.
 RESUME_KEYS = ("duration_s", "warmup_s", "repeat", "loop", "compression", "payload_size", "payload_kind", "pin",
                "servers", "clients", "python_packages", "node_packages", "pairs", "workload", "tls",
-               "client_processes")
+               "client_processes", "load_per_worker")
 
 
 def prepare_results_dir(results_dir: Path) -> None:

@@ -52,6 +52,9 @@ class CellSettings:
     start_barrier_timeout_s: float = 30.0  # several client processes: all must be connected and ready within this
     pairs: int = 1  # independent pairs per cell, each in its own room
     client_processes: int = 1  # client processes the pairs are spread over (all on the client's CPUs)
+    # --load-per-worker: the run's --pairs and --client-processes count per server worker; an attempt's pairs and
+    # client_processes are then already N times them (RunConfiguration.settings_at)
+    load_per_worker: bool = False
     tls_ca: str | None = None  # --tls: the run's throwaway CA (clients trust it) ...
     tls_cert: str | None = None  # ... and the server certificate chain and key (servers serve wss:// with them)
     tls_key: str | None = None

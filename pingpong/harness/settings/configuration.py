@@ -79,6 +79,10 @@ def add_measuring_options(parser: argparse.ArgumentParser, duration: float = DEF
     measuring.add_argument("--client-processes", type=int, default=1, metavar="K",
                            help="spread each cell's pairs over K client processes (default 1), for when one client "
                                 "process saturates its CPU; they share the client's CPUs")
+    measuring.add_argument("--load-per-worker", action="store_true",
+                           help="--pairs and --client-processes are per server worker: at --workers N, N times as "
+                                "many (every worker gets the same load at every N: weak scaling); without it they "
+                                "are the whole load, shared by the N workers (strong scaling)")
     measuring.add_argument("--workers", default="1", metavar="N[,N...]",
                            help="worker processes per server, for the servers whose manifest entry declares "
                                 "workers (the others are skipped above 1); above 1 a Redis broker (redis-server) "
@@ -215,6 +219,9 @@ class RunConfiguration:
             settings = replace(self.settings, **dimensions, tls_ca=ca, tls_cert=cert, tls_key=key)
         else:
             settings = replace(self.settings, **dimensions, tls_ca=None, tls_cert=None, tls_key=None)
+        if settings.load_per_worker:  # --load-per-worker: the point's --pairs and --client-processes, N times
+            settings = replace(settings, pairs=settings.pairs * settings.workers,
+                               client_processes=settings.client_processes * settings.workers)
         return with_planned_cpus(settings) if "workers" in point else settings
 
     def recorded(self, settings: CellSettings) -> dict[str, Any]:
@@ -260,6 +267,7 @@ class ResolvedOptions:
     room_placements: tuple[str, ...]  # --room-placement: which worker takes each connection (settings/cell.py)
     workload: str
     client_processes: int
+    load_per_worker: bool  # --load-per-worker: --pairs and --client-processes count per worker (settings_at)
     saturation_p99_ms: float
     pin: bool
     ready_timeout_s: float
@@ -343,6 +351,7 @@ def resolve_options(options: argparse.Namespace) -> ResolvedOptions:
         receivers=tuple(receivers), idle_connections=tuple(idle_connections), rates=tuple(rates),
         workers=tuple(workers), placements=tuple(placements), room_placements=tuple(room_placements),
         workload=options.workload, client_processes=options.client_processes,
+        load_per_worker=getattr(options, "load_per_worker", False),
         saturation_p99_ms=options.saturation_p99, pin=not options.no_pin, ready_timeout_s=options.ready_timeout,
         stall_timeout_s=options.stall_timeout, client_grace_s=options.client_grace,
         relay_silence_s=options.relay_silence, manifests=tuple(options.manifest or [DEFAULT_MANIFEST]), python_packages=options.python_packages,
@@ -359,7 +368,7 @@ def _room_placement_problems(options: argparse.Namespace, pairs: list[int], work
     if getattr(options, "cluster", None):
         return ["--room-placement room runs on this machine only, not with --cluster"]
     processes = min(min(pairs), options.client_processes)
-    if processes < max(workers):
+    if processes < max(workers) and not getattr(options, "load_per_worker", False):  # per worker: N times them
         return [f"--room-placement room gives each worker the rooms of whole client processes: --workers "
                 f"{max(workers)} needs --client-processes {max(workers)} or more, and as many --pairs (got "
                 f"--client-processes {options.client_processes}, --pairs {min(pairs)})"]
@@ -481,6 +490,7 @@ def build_configuration(resolved: ResolvedOptions, command_line: list[str], impl
                             saturation_p99_ms=resolved.saturation_p99_ms,
                             sample_server_memory=any(resolved.idle_connections),
                             client_processes=resolved.client_processes,
+                            load_per_worker=resolved.load_per_worker,
                             server_cpus=tuple(sorted(server_cpus)) if server_cpus else None,
                             client_cpus=tuple(sorted(client_cpus)) if client_cpus else None)
     return RunConfiguration(settings=settings, points=tuple(sweep_points(resolved)), rounds=resolved.rounds,
