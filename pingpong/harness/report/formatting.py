@@ -420,6 +420,14 @@ def point_label(entry: dict[str, Any], swept: list[str]) -> str:
     return ", ".join(parts) or "—"
 
 
+def per_worker_text(config: dict[str, Any]) -> str:
+    """" (P per worker, --load-per-worker)" when the run's load was given per worker, else ""."""
+    workers = int(config.get("workers") or 1)
+    if not config.get("load_per_worker"):
+        return ""
+    return f" ({config.get('pairs', 1) // workers} per worker, --load-per-worker)"
+
+
 def placement_text(config: dict[str, Any]) -> str:
     """Where a run's two sides ran, from its configuration: its --placement, or (files from before it) pinned or not."""
     placement = config.get("placement")

@@ -17,7 +17,8 @@ from pingpong.harness.report.formatting import (COST_PARTS, CV_MEANING, HALF_WID
                                                 faults_text, floors, format_difference, format_duration_ns,
                                                 format_optional, format_rate, format_ratio, format_ratio_to_reference,
                                                 half_width_text, interval_legend, latency_name, matrix_cell_text,
-                                                percentiles, placement_text, rate_unit, relative_to_fastest,
+                                                per_worker_text, percentiles, placement_text, rate_unit,
+                                                relative_to_fastest,
                                                 rounds_text, short_extensions, time_budgets, topology_line,
                                                 usual_label, with_loop, workload_title)
 from pingpong.harness.report import profile_report
@@ -112,7 +113,8 @@ def matrix_section(run: RunResult, summaries: Summaries, servers: list[str], cli
         f"Settings: {rounds_text(run)}; each attempt {config['duration_s']:g} s after {config['warmup_s']:g} s "
         "warmup; "
         f"loop {config['loop']}; compression {config['compression']}; payload {config['payload_size']} bytes "
-        f"{config['payload_kind']}; " + (f"{pairs} pairs per cell, each in its own room, driven by "
+        f"{config['payload_kind']}; " + (f"{pairs} pairs per cell{per_worker_text(config)}, each in its own room, "
+                                          f"driven by "
                                           f"{config.get('client_processes', 1)} client process(es); "
                                           if pairs != 1 else "")
         + ("TLS (wss://); " if config.get("tls") else "")

@@ -22,7 +22,8 @@ from pingpong.harness.analysis.summary import CellSummary, Summaries
 from pingpong.harness.analysis.workers import workers_figures
 from pingpong.harness.report.formatting import (REFERENCE_TEXT, Headline, axes, axis_loops, excess_by_cell,
                                                 fastest_cell, floors, format_duration_ns, format_rate, is_contender,
-                                                is_floor, placement_text, rate_unit, relative_to_fastest,
+                                                is_floor, per_worker_text, placement_text, rate_unit,
+                                                relative_to_fastest,
                                                 rounds_text, short_rate, topology_line, usual_label, with_loop,
                                                 workload_title)
 from pingpong.harness.report.workloads import cell_figures
@@ -382,7 +383,8 @@ def settings_line(run: RunResult) -> str:
     return (f"{rounds_text(run)}; each attempt {config.get('duration_s', 0):g} s after "
             f"{config.get('warmup_s', 0):g} s warmup; payload {config.get('payload_size')} B {config.get('payload_kind')}; compression "
             f"{config.get('compression')}; loop {config.get('loop')}"
-            + (f"; {pairs} pairs per cell" if pairs != 1 else "") + ("; TLS" if config.get("tls") else "")
+            + (f"; {pairs} pairs per cell{per_worker_text(config)}" if pairs != 1 else "")
+            + ("; TLS" if config.get("tls") else "")
             + f"; {placement_text(config)}"
             + f". Run {run.started_at}" + (" (interrupted)" if run.interrupted else "") + ".")
 
