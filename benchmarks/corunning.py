@@ -23,11 +23,13 @@ import os
 import statistics
 import sys
 import tempfile
+from datetime import datetime, timezone
 from pathlib import Path
 
 import psutil
 
 from pingpong.harness.measure import probe
+from pingpong.harness.settings.environment import suite_commit
 from pingpong.harness.settings.manifest import load_manifest, resolve_command
 from pingpong.harness.system import processes
 from pingpong.harness.system.listeners import process_tree
@@ -107,6 +109,7 @@ def main() -> int:
         return 2
     server, client = implementation("server", args.server), implementation("client", args.client)
     rounds = []
+    started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
     with tempfile.TemporaryDirectory(prefix="pingpong-corunning-") as work:
         for number in range(1, args.rounds + 1):
             order = ("alone", "beside") if number % 2 else ("beside", "alone")
@@ -122,7 +125,9 @@ def main() -> int:
             print(f"round {number}: A alone {measured['alone'][0]}, beside B {measured['beside'][0]}",
                   file=sys.stderr, flush=True)
     ratios = sorted(r["rate_per_cpu_beside_over_alone"] for r in rounds)
-    print(json.dumps({"server": args.server, "client": args.client, "pairs": args.pairs, "duration_s": args.duration,
+    commit, modified = suite_commit(ROOT)
+    print(json.dumps({"started_at": started_at, "suite_commit": commit, "suite_modified": modified,
+                      "server": args.server, "client": args.client, "pairs": args.pairs, "duration_s": args.duration,
                       "cpus": {"copy_a": ours[-1], "copy_b": ours[-2]},
                       "kernel": Path("/proc/sys/kernel/osrelease").read_text().strip(), "rounds": rounds,
                       "rate_per_cpu_beside_over_alone": {
