@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -244,6 +245,7 @@ def described(pids: dict[str, set[int]]) -> list:
 @needs_namespaces
 def test_a_two_by_two_matrix_runs_across_hosts_with_each_side_counted_on_its_own_host(cluster, tmp_path):
     baseline = cluster.cluster_pids()
+    host_folders = set(Path(tempfile.gettempdir()).glob("pingpong-host-*"))
     done = subprocess.run(cluster.bench("--servers", "sanic,node-ws", "--clients", "websockets,node-ws",
                                         "--repeat", "2", "--duration", "0.5", "--warmup", "0.2", *COUNTING,
                                         "--results-dir", str(tmp_path), "--format", "json"),
@@ -284,6 +286,9 @@ def test_a_two_by_two_matrix_runs_across_hosts_with_each_side_counted_on_its_own
             # the payloads came back verified by the driver (a wrong byte fails the attempt)
             assert attempt["client_report"]["roundtrips"] == roundtrips
     assert not settled(cluster, baseline, 15)
+    # each host's agent removed its folder when the run closed it (and an agent that starts removes those of
+    # agents whose worker was killed)
+    assert not set(Path(tempfile.gettempdir()).glob("pingpong-host-*")) - host_folders
 
 
 @needs_namespaces

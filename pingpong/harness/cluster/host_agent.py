@@ -33,7 +33,6 @@ import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import weakref
@@ -51,7 +50,7 @@ from pingpong.harness.measure.window import WindowWatcher
 from pingpong.harness.settings.catalog import PROJECT_ROOT
 from pingpong.harness.settings.cell import CellSettings
 from pingpong.harness.settings.manifest import Implementation
-from pingpong.harness.system import cpu, guardian, kernel_signals, listeners, processes
+from pingpong.harness.system import cpu, guardian, kernel_signals, listeners, processes, work_dirs
 
 # One worker process may hold several agents (one per orchestrator that came by). They share the process's guardian,
 # so an agent stops it only when no other agent has processes running, and never while one is starting a process.
@@ -280,7 +279,8 @@ class HostAgent:
 
     def __init__(self, lease_s: float = LEASE_S) -> None:
         processes.raise_descriptor_limit()
-        self.work_dir = Path(tempfile.mkdtemp(prefix="pingpong-host-"))
+        work_dirs.remove_orphans()  # what agents of killed workers on this host left
+        self.work_dir = work_dirs.make("pingpong-host-")
         self.lease_s = lease_s
         self.renewed_at = time.monotonic()
         self.servers: dict[int, processes.ManagedProcess] = {}
@@ -319,9 +319,11 @@ class HostAgent:
 
     async def close(self) -> None:
         self.closed = True
-        await asyncio.to_thread(self._end_everything)
+        await asyncio.to_thread(self._end_everything, True)
 
-    def _end_everything(self) -> None:
+    def _end_everything(self, final: bool = False) -> None:
+        """Stop every client run and server of this agent and empty its folder; final (the orchestrator's close):
+        remove the folder too, else (the lease ran out) keep it, empty, for a call that may still come."""
         with self._lock:
             runs, self.client_runs = list(self.client_runs.values()), {}
             self.servers = {}
@@ -334,7 +336,9 @@ class HostAgent:
             if not any(agent.servers or agent.client_runs for agent in list(_AGENTS) if agent is not self):
                 guardian.stop_guardian()
         shutil.rmtree(self.work_dir, ignore_errors=True)
-        self.work_dir.mkdir(parents=True, exist_ok=True)
+        if not final:
+            self.work_dir.mkdir(parents=True, exist_ok=True)
+            work_dirs.mark_owned(self.work_dir)
 
     # -- servers
     async def start_server(self, server: Implementation, settings: CellSettings, host: str) -> dict[str, Any]:

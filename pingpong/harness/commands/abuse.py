@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import tempfile
 import threading
 import time
 from dataclasses import asdict, dataclass
@@ -21,7 +20,7 @@ from websockets.sync.client import connect
 from pingpong.harness.commands.abuse_rogue import ABUSES, FLOOD_MAX_BYTES, FLOOD_S
 from pingpong.harness.measure import probe
 from pingpong.harness.settings.manifest import load_manifest, resolve_command
-from pingpong.harness.system import processes
+from pingpong.harness.system import processes, work_dirs
 
 ROOT = Path(__file__).resolve().parents[3]  # the checkout: pingpong/harness/commands/abuse.py
 PHASE_S = 1.0  # the pair is counted for this long before and after each abuse
@@ -148,7 +147,7 @@ def abuse_server(implementation, abuses: list[str] | None = None, phase_s: float
     """Start one server and run the abuses against it, each with a fresh well-behaved pair counted phase_s a phase
     (the flood lasting flood_s)."""
     outcomes = []
-    with tempfile.TemporaryDirectory(prefix="pingpong-abuse-") as work:
+    with work_dirs.temporary("pingpong-abuse-") as work:
         port = processes.free_port()
         server = processes.start("server", resolve_command(implementation, ROOT) + ["--port", str(port)], ROOT,
                                  Path(work))

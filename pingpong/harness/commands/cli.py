@@ -6,7 +6,6 @@ import argparse
 import functools
 import os
 import sys
-import tempfile
 from pathlib import Path
 
 from pingpong.harness.commands.parser import COMMANDS, build_parser
@@ -16,9 +15,11 @@ from pingpong.harness.settings.configuration import (ResolvedOptions, build_conf
                                                      with_package_environments, with_tls_files)
 from pingpong.harness.settings.manifest import Implementation, ManifestError, outside_entry_problem
 from pingpong.harness.settings.usage import UsageError
+from pingpong.harness.system import work_dirs
 from pingpong.harness.system.stop_signals import EXIT_INTERRUPTED, stop_signals_raise_interrupt
 
 EXIT_OK, EXIT_USAGE = 0, 2
+STARTS_PROCESSES = ("run", "measure", "diagnose", "compare", "abuse")  # the commands that make work folders
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -51,6 +52,8 @@ def run(argv: list[str] | None) -> int:
     command = (argv[0] if argv[0] in COMMANDS else None) if explicit else "run"
     options = build_parser(command).parse_args(argv if explicit else ["run", *argv])
     command_line = [sys.executable, "run_bench.py", *argv]
+    if options.command in STARTS_PROCESSES:
+        work_dirs.remove_orphans()  # the folders a killed run (kill -9) could not remove
     if options.command == "diagnose":
         from pingpong.harness.commands import diagnose
         return diagnose.run(options, command_line)
@@ -112,7 +115,7 @@ def measure_matrix(options: argparse.Namespace, resolved: ResolvedOptions, comma
     configuration = with_package_environments(configuration)
     if options.cluster:
         return measure_on_cluster(options, configuration, implementations)
-    with tempfile.TemporaryDirectory(prefix="pingpong-tls-") as tls_folder:
+    with work_dirs.temporary("pingpong-tls-") as tls_folder:
         if configuration.tls:
             configuration = with_tls_files(configuration, Path(tls_folder))
         profiling = None

@@ -22,7 +22,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
@@ -34,7 +33,7 @@ from pingpong.harness.results.files import DEFAULT_RESULTS_DIR
 from pingpong.harness.settings.catalog import PROJECT_ROOT
 from pingpong.harness.settings.package_envs import parse_node_specs, parse_python_specs
 from pingpong.harness.settings.usage import UsageError
-from pingpong.harness.system import guardian, processes
+from pingpong.harness.system import guardian, processes, work_dirs
 from pingpong.harness.system.stop_signals import stop_requested
 
 ALTERNATION_FORMAT_VERSION = 1  # of alternation.json
@@ -279,7 +278,7 @@ def run(options: argparse.Namespace, run_options: list[str] | None) -> int:
     """The two sides' runs alternated, then compare.run on their files; exits with the gate's code."""
     sides = check_options(options, run_options)
     run_options = run_options or []
-    folder = options.keep.resolve() if options.keep else Path(tempfile.mkdtemp(prefix="pingpong-alternate-"))
+    folder = options.keep.resolve() if options.keep else work_dirs.make("pingpong-alternate-")
     folder.mkdir(parents=True, exist_ok=True)
     by_label = {side.label: side for side in sides}
     runs: list[AlternateRun] = []

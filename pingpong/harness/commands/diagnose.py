@@ -14,7 +14,6 @@ import argparse
 import json
 import statistics
 import sys
-import tempfile
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -37,6 +36,7 @@ from pingpong.harness.settings.configuration import (RunConfiguration, add_measu
 from pingpong.harness.settings.environment import describe_environment
 from pingpong.harness.settings.manifest import Implementation
 from pingpong.harness.settings.usage import UsageError
+from pingpong.harness.system import work_dirs
 from pingpong.harness.system.syscall_trace import STRACE_MISSING, strace_path
 
 EXIT_OK, EXIT_BASELINE_FAILED, EXIT_USAGE = 0, 1, 2
@@ -92,7 +92,7 @@ def run(options: argparse.Namespace, command_line: list[str]) -> int:
     if len(configuration.points) != 1:
         raise UsageError("diagnose measures one cell with one setting each: its A/B switches are its comparisons "
                          "(give one --payload-size, --payload-kind, --pairs, --loop, --compression, --tls)")
-    with tempfile.TemporaryDirectory(prefix="pingpong-tls-") as tls_folder:
+    with work_dirs.temporary("pingpong-tls-") as tls_folder:
         if configuration.tls:
             configuration = with_tls_files(configuration, Path(tls_folder))
         return diagnose_cell(options, configuration, server, client, implementations)

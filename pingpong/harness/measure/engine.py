@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import statistics
 import sys
-import tempfile
 import time
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
@@ -25,7 +24,7 @@ from pingpong.harness.settings.cell import CellSettings, placement_of
 from pingpong.harness.settings.configuration import RunConfiguration
 from pingpong.harness.settings.manifest import Implementation
 from pingpong.harness.settings.round_policy import RoundPolicy
-from pingpong.harness.system import processes
+from pingpong.harness.system import processes, work_dirs
 from pingpong.harness.system.stop_signals import clear_stop_requests, raise_if_stop_requested
 
 NOT_READY_LIMIT = 2  # consecutive server starts that failed readiness after which a server is not tried again
@@ -199,7 +198,7 @@ class EngineState:
         server_settings = self.settings_of[group.units[0].point]
         pending = list(group.units)
         while pending:
-            with tempfile.TemporaryDirectory(prefix="pingpong-server-") as work:
+            with work_dirs.temporary("pingpong-server-") as work:
                 began = self.clock()
                 upcoming = ([(self.by_name[("client", unit.client)], self.settings_of[unit.point], round_number)
                              for unit in pending] if self.policy.spawn_ahead else None)

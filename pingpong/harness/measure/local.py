@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import tempfile
 import time
 from dataclasses import replace
 from datetime import datetime, timezone
@@ -32,7 +31,7 @@ from pingpong.harness.settings.catalog import PROJECT_ROOT
 from pingpong.harness.settings.cell import (CellSettings, client_process_cpus, cpus_for, orchestrator_cpus,
                                             placement_of)
 from pingpong.harness.settings.manifest import Implementation
-from pingpong.harness.system import processes
+from pingpong.harness.system import processes, work_dirs
 from pingpong.harness.system.broker import BrokerNotReady
 
 
@@ -72,7 +71,7 @@ def run_attempt(server: Implementation, client: Implementation, settings: CellSe
                 project_root: Path) -> Attempt:
     """Measure one repeat of a cell on a server started for it; every failure becomes an Attempt with a reason."""
     server_cpus, client_cpus = cpus_for(settings)
-    with tempfile.TemporaryDirectory(prefix="pingpong-cell-") as work:
+    with work_dirs.temporary("pingpong-cell-") as work:
         started_at = _now()
         try:
             started = start_server(server, settings, project_root, Path(work), server_cpus)

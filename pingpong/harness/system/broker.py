@@ -15,12 +15,11 @@ import functools
 import shutil
 import socket
 import subprocess
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from pingpong.harness.system import cpu, processes
+from pingpong.harness.system import cpu, processes, work_dirs
 
 REDIS_SERVER = "redis-server"
 READY_TIMEOUT_S = 10.0
@@ -195,7 +194,7 @@ def start_broker(work_dir: Path, cpus: set[int] | None = None,
     path = redis_server_path()
     if path is None:
         raise BrokerNotReady(unavailable_reason())
-    socket_path = Path(tempfile.mkdtemp(prefix="pingpong-broker-")) / "redis.sock"
+    socket_path = work_dirs.make("pingpong-broker-") / "redis.sock"
     argv = [path, "--port", "0", "--unixsocket", str(socket_path), "--unixsocketperm", "700",
             "--save", "", "--appendonly", "no", "--dir", str(socket_path.parent), "--daemonize", "no",
             "--loglevel", "warning", "--logfile", ""]
