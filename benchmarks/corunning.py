@@ -57,7 +57,8 @@ def implementation(role: str, name: str):
 
 
 def run_copies(cpus: list[int], server, client, pairs: int, duration_s: float, work: Path) -> list[dict]:
-    """One copy per CPU of cpus, started together; each copy's server CPU µs per roundtrip and roundtrips/s."""
+    """One copy per CPU of cpus (A on the first), their clients started one after the other, the last copy's first;
+    each copy's server CPU µs per roundtrip and roundtrips/s."""
     started: list[processes.ManagedProcess] = []
     try:
         servers = []
@@ -69,8 +70,8 @@ def run_copies(cpus: list[int], server, client, pairs: int, duration_s: float, w
             probe.wait_until_ready(f"ws://127.0.0.1:{port}", process, 20)
             servers.append((process, port))
         before = [tree_cpu_s(process.pid) for process, _ in servers]
-        clients = []
-        for (_, port), cpu in zip(servers, cpus):
+        clients = []  # B's client first: A's then never runs while B's loads (only its last ms may run alone)
+        for (_, port), cpu in reversed(list(zip(servers, cpus))):
             argv = resolve_command(client, ROOT) + ["--url", f"ws://127.0.0.1:{port}/corunning-{cpu}", "--duration",
                                                     f"{duration_s:g}", "--warmup", "0", "--pairs", str(pairs)]
             clients.append(processes.start(f"client-{cpu}", argv, ROOT, work, cpus={cpu}))
@@ -78,6 +79,7 @@ def run_copies(cpus: list[int], server, client, pairs: int, duration_s: float, w
         for process in clients:
             process.popen.wait(timeout=duration_s + 60)
         copies = []
+        clients.reverse()  # in the order of cpus again
         for (server_process, _), cpu_before, process in zip(servers, before, clients):
             used_s = tree_cpu_s(server_process.pid) - cpu_before
             report = json.loads(process.stdout_text().strip().splitlines()[-1])

@@ -222,9 +222,13 @@ def test_load_per_worker_gives_every_worker_the_same_pairs_and_client_processes_
     assert configuration.recorded(at[1])["load_per_worker"] is True
     with pytest.raises(UsageError):
         resolved("--workers", "1,2", "--room-placement", "room", "--pairs", "4")  # 1 process for 2 workers
-    runs = [type("Run", (), {"configuration": {"load_per_worker": True, "pairs": 4 * n, "client_processes": n}})
-            for n in (1, 2)]
-    assert scaling.variants(runs) == ["", ""]
+    runs = [type("Run", (), {"configuration": {"load_per_worker": True, "workers": n, "pairs": p * n,
+                                               "client_processes": n}}) for n in (1, 2) for p in (2, 4)]
+    assert scaling.variants(runs) == ["pairs 2", "pairs 4"] * 2  # per worker: two series, each over N = 1 and 2
+    assert scaling.variants(runs[1::2]) == ["", ""]
+    with pytest.raises(UsageError) as raised:
+        resolved("--workers", "1,2", "--load-per-worker", "--workload", "handshake")
+    assert "--load-per-worker multiplies the pairs and client processes of --workload pingpong" in str(raised.value)
     runs = [type("Run", (), {"configuration": {"pairs": 4 * n, "client_processes": n}}) for n in (1, 2)]
     assert scaling.variants(runs) == ["pairs 4, client-processes 1", "pairs 8, client-processes 2"]
 

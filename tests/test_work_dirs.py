@@ -31,11 +31,16 @@ def test_only_the_folders_of_ended_owners_are_removed(tmp_path):
     other = tmp_path / "someone-else"
     other.mkdir()
     reused = work_dirs.make("pingpong-tls-", tmp_path)  # this pid, but another process's start time: pid reused
-    (reused / work_dirs.OWNER_FILE).write_text(f"{os.getpid()} 12.5\n")
+    (reused / work_dirs.OWNER_FILE).write_text(f"{os.getpid()} 12\n")
+    garbled = work_dirs.make("pingpong-abuse-", tmp_path)  # not a file this module wrote: not ours to judge
+    (garbled / work_dirs.OWNER_FILE).write_text("-1 twelve\n")
+    handed_over = left_by_a_dead_process(tmp_path)
+    work_dirs.disown(handed_over)  # as compare --alternate leaves its runs to the user
     assert work_dirs.owner_alive(dead) is False and work_dirs.owner_alive(alive) is True
     assert work_dirs.owner_alive(legacy) is None
     assert sorted(work_dirs.remove_orphans(tmp_path)) == sorted([dead, reused])
-    assert sorted(path.name for path in tmp_path.iterdir()) == sorted([alive.name, legacy.name, other.name])
+    assert sorted(path.name for path in tmp_path.iterdir()) == sorted(
+        [alive.name, legacy.name, other.name, garbled.name, handed_over.name])
 
 
 def test_temporary_is_removed_on_the_way_out_and_a_prefix_must_be_ours(tmp_path):
@@ -51,7 +56,7 @@ def test_a_measuring_command_removes_what_a_killed_run_left():
     after the next run_bench.py command that starts processes, even one that then refuses its input."""
     left = left_by_a_dead_process()
     assert left.parent == Path(tempfile.gettempdir()) and left.exists()
-    completed = subprocess.run([sys.executable, "run_bench.py", "compare", "missing-a.json", "missing-b.json"],
+    completed = subprocess.run([sys.executable, "run_bench.py", "diagnose", "nope", "node-ws"],
                                cwd=ROOT, capture_output=True, text=True, timeout=60)
-    assert completed.returncode == 2, completed.stderr
+    assert completed.returncode == 2 and "unknown server 'nope'" in completed.stderr, completed.stderr
     assert not left.exists()

@@ -184,11 +184,20 @@ def workers_of(run: RunResult) -> int:
 
 def variants(runs: list[RunResult]) -> list[str]:
     """Each run's label of the settings that vary across the runs, besides --workers ("" when none does)."""
-    per_worker = all(run.configuration.get("load_per_worker") for run in runs)  # N times the load at each N
-    varying = [name for name in VARIANT_SETTINGS
-               if len({repr(run.configuration.get(name)) for run in runs}) > 1
-               and not (per_worker and name in ("pairs", "client_processes"))]
-    return [", ".join(f"{name.replace('_', '-')} {run.configuration.get(name)}" for name in varying) for run in runs]
+    varying = [name for name in VARIANT_SETTINGS if len({repr(setting(run, name)) for run in runs}) > 1]
+    return [", ".join(f"{name.replace('_', '-')} {setting(run, name)}" for name in varying) for run in runs]
+
+
+PER_WORKER_SETTINGS = ("pairs", "client_processes")  # N times what was asked with --load-per-worker
+
+
+def setting(run: RunResult, name: str) -> Any:
+    """A run's setting as its command gave it: with --load-per-worker, the pairs and client processes per worker
+    (its configuration records the attempt's, N times them), so one series holds every N."""
+    value = run.configuration.get(name)
+    if name in PER_WORKER_SETTINGS and run.configuration.get("load_per_worker") and value is not None:
+        return value // workers_of(run)
+    return value
 
 
 SeriesKey = tuple[str, str, str]  # server, client, variant

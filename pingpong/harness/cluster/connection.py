@@ -27,6 +27,7 @@ from pingpong.harness.settings.usage import UsageError
 
 RENEW_EVERY_S = 1.0  # lease renewals (the agents end their processes after --cluster-lease, LEASE_S, without one)
 CALL_TIMEOUT_S = 60.0  # a call to an agent that takes longer than this fails the attempt
+LOST_CHECK_S = 0.25  # a call waiting for its answer checks this often whether the agent's worker was lost
 CLOCK_EXCHANGES = 5  # per host and attempt, to estimate its clock's offset
 READY_PROBE_INTERVAL_S = 0.05
 TLS_FILES = {"ca": "ca.pem", "cert": "client.pem", "key": "client-key.pem"}
@@ -90,7 +91,20 @@ class Host:
         return self.address.split("://", 1)[1].rsplit(":", 1)[0]
 
     def call(self, method: str, *args, timeout: float = CALL_TIMEOUT_S):
-        return getattr(self.agent, method)(*args).result(timeout=timeout)
+        """The agent's method's answer, within timeout (TimeoutError). A worker lost meanwhile fails the call as soon
+        as the scheduler knows it (OSError): Dask's own call would first wait for the agent's task to be placed
+        again, which took 15 s here while the nanny restarted the worker."""
+        pending = getattr(self.agent, method)(*args)
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                return pending.result(timeout=max(0.001, min(LOST_CHECK_S, deadline - time.monotonic())))
+            except TimeoutError:
+                if time.monotonic() >= deadline:
+                    raise
+            status = getattr(self.future, "status", "finished")
+            if status != "finished":  # the scheduler took the agent's task back: its worker is gone
+                raise OSError(f"Unable to contact Actor's worker: {self.address} was lost (its agent: {status})")
 
 
 class Cluster:

@@ -335,10 +335,11 @@ class HostAgent:
         with _STARTING:  # nothing left to guard in this worker: the guardian ends too (started again when needed)
             if not any(agent.servers or agent.client_runs for agent in list(_AGENTS) if agent is not self):
                 guardian.stop_guardian()
-        shutil.rmtree(self.work_dir, ignore_errors=True)
-        if not final:
-            self.work_dir.mkdir(parents=True, exist_ok=True)
-            work_dirs.mark_owned(self.work_dir)
+        with self._lock:  # a lease running out while the run closes the agent must not bring the folder back
+            shutil.rmtree(self.work_dir, ignore_errors=True)
+            if not final and not self.closed:
+                self.work_dir.mkdir(parents=True, exist_ok=True)
+                work_dirs.mark_owned(self.work_dir)
 
     # -- servers
     async def start_server(self, server: Implementation, settings: CellSettings, host: str) -> dict[str, Any]:

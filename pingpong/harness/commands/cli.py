@@ -19,7 +19,7 @@ from pingpong.harness.system import work_dirs
 from pingpong.harness.system.stop_signals import EXIT_INTERRUPTED, stop_signals_raise_interrupt
 
 EXIT_OK, EXIT_USAGE = 0, 2
-STARTS_PROCESSES = ("run", "measure", "diagnose", "compare", "abuse")  # the commands that make work folders
+STARTS_PROCESSES = ("run", "measure", "diagnose", "abuse")  # make work folders (compare --alternate: its own)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -278,6 +278,7 @@ def run(options: argparse.Namespace, run_options: list[str] | None) -> int:
     """The two sides' runs alternated, then compare.run on their files; exits with the gate's code."""
     sides = check_options(options, run_options)
     run_options = run_options or []
+    work_dirs.remove_orphans()  # the folders a killed run (kill -9) could not remove
     folder = options.keep.resolve() if options.keep else work_dirs.make("pingpong-alternate-")
     folder.mkdir(parents=True, exist_ok=True)
     by_label = {side.label: side for side in sides}
@@ -293,11 +294,13 @@ def run(options: argparse.Namespace, run_options: list[str] | None) -> int:
             write_record(folder, sides, run_options, runs)
             why = why_it_stops(done, results_dir)
             if why:
+                work_dirs.disown(folder)  # the user's now: no later command removes it
                 print(f"run_bench.py: error: compare --alternate: run {name} ({by_label[label].given}) {why}; "
                       f"stopped, the runs so far are in {folder}", file=sys.stderr)
                 return EXIT_RUN_FAILED
     except KeyboardInterrupt:
         write_record(folder, sides, run_options, runs, interrupted=name)
+        work_dirs.disown(folder)
         print(f"\ncompare --alternate: stopped during {name}; the runs so far are in {folder}", file=sys.stderr)
         raise
     files = {label: [Path(run.results) for run in runs if run.side == label] for label in "AB"}
@@ -305,6 +308,7 @@ def run(options: argparse.Namespace, run_options: list[str] | None) -> int:
         code = compare.run(argparse.Namespace(runs=files["A"], against=files["B"], format=options.format,
                                               fail_above=options.fail_above))
     except UsageError as exc:
+        work_dirs.disown(folder)
         raise UsageError(f"{exc}; the runs are in {folder}") from None
     if options.format == "md":
         print("\n" + render_alternation(sides, run_options, runs, folder if options.keep else None).rstrip("\n"))

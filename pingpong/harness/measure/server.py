@@ -276,8 +276,9 @@ def wait_for_workers(started: LocalServer, timeout_s: float, by_worker_cpu: bool
     cpus = sorted(started.cpus or ())
     records = worker_counts(started)
     if by_worker_cpu:  # worker i (its own port PORT+1+i) on worker_cpu(i), beside the clients of its rooms
-        for record in records:
-            processes.pin_threads(record["pid"], {worker_cpu(record["own_port"] - started.port - 1)})
+        for record in records:  # a worker without its port is left where it is: check_worker_ports says why
+            if isinstance(record.get("own_port"), int):
+                processes.pin_threads(record["pid"], {worker_cpu(record["own_port"] - started.port - 1)})
     elif len(cpus) > 1:
         for index, record in enumerate(records):
             processes.pin_threads(record["pid"], {cpus[index % len(cpus)]})

@@ -16,7 +16,7 @@ matplotlib.use("Agg")  # headless: no display needed, same output everywhere
 import matplotlib.pyplot as plt  # noqa: E402  (after choosing the backend)
 from matplotlib.colors import LogNorm  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
-from matplotlib.ticker import LogFormatter  # noqa: E402
+from matplotlib.ticker import LogFormatter, NullFormatter  # noqa: E402
 
 
 class PlainLogFormatter(LogFormatter):
@@ -30,7 +30,7 @@ class PlainLogFormatter(LogFormatter):
 def plain_log_labels(axis) -> None:
     """Plain-number labels on an Axis (axes.xaxis, axes.yaxis, a colorbar's) with a log scale."""
     axis.set_major_formatter(PlainLogFormatter())
-    axis.set_minor_formatter(PlainLogFormatter(labelOnlyBase=False, minor_thresholds=(2, 0.5)))
+    axis.set_minor_formatter(PlainLogFormatter(labelOnlyBase=False))  # matplotlib's own rule for minor labels
 
 from pingpong.harness.analysis.summary import Summaries  # noqa: E402
 from pingpong.harness.report.formatting import Headline, axes, rate_unit, unit_for_kind  # noqa: E402
@@ -219,8 +219,8 @@ def figure_sweep(index: dict[str, Any]):
         else:
             if x_dimension != "idle_connections":  # it starts at 0
                 axis.set_xscale("log")
-                plain_log_labels(axis.xaxis)  # the swept values' own labels replace the major ones below
             axis.set_xticks(categories, labels=[f"{c:g}" for c in categories])
+            axis.xaxis.set_minor_formatter(NullFormatter())  # only the swept values are labelled
     figure.legend(handles=handles, loc="center right", fontsize=8, frameon=False)
     figure.suptitle(f"Sweep over {x_dimension.replace('_', ' ')}: rate and p99 latency per cell")
     figure.tight_layout(rect=(0, 0, 0.82, 1))

@@ -82,6 +82,8 @@ def sweep_index(members: list[tuple[dict[str, Any], Any, dict, str]]) -> dict[st
             "workload": first.configuration.get("workload", "pingpong") if first else "pingpong",
             "workload_kind": workload_kind(first.configuration) if first else "pingpong",
             "saturation_p99_ms": first.configuration.get("saturation_p99_ms") if first else None,
+            # --load-per-worker: each point's pairs are per worker (its file records the attempt's, N times them)
+            "load_per_worker": bool(first.configuration.get("load_per_worker")) if first else False,
             "swept": swept_dimensions([point for point, *_ in members]),
             "points": points, "cells": cells,
             "interrupted": any(run.interrupted for _, run, _, _ in members)}

@@ -7,8 +7,9 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from pingpong.harness.results.records import RunResult, load, write_atomically
+from pingpong.harness.results.records import ABSENT_MEANS, RunResult, load, write_atomically
 from pingpong.harness.settings.catalog import PROJECT_ROOT
 from pingpong.harness.settings.usage import UsageError
 
@@ -80,8 +81,11 @@ def resume(path: Path, fresh: RunResult, results_dir: Path) -> tuple[RunResult, 
         raise UsageError(f"--resume: {path} does not exist") from None
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise UsageError(f"--resume: {path} is not a results file of this suite ({exc})") from None
-    differences = [f"{key} {saved.configuration.get(key)!r} (this command: {fresh.configuration.get(key)!r})"
-                   for key in RESUME_KEYS if saved.configuration.get(key) != fresh.configuration.get(key)]
+    def value(run: RunResult, key: str) -> Any:
+        return run.configuration.get(key, ABSENT_MEANS.get(key))
+
+    differences = [f"{key} {value(saved, key)!r} (this command: {value(fresh, key)!r})"
+                   for key in RESUME_KEYS if value(saved, key) != value(fresh, key)]
     if differences:
         raise UsageError(f"--resume: {path.name} was measured with other settings: {'; '.join(differences)}; "
                          f"repeat its original options")

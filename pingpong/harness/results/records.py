@@ -22,6 +22,9 @@ FORMAT_VERSION = 3
 # outcome and topology are read into their own fields (_moved_out_of_settings).
 READABLE_FORMAT_VERSIONS = (1, 2, 3)
 SUITE = "websocket-pingpong-bench"
+# What a configuration key means in a file written before the key existed: the behaviour then (resume and the
+# combination of runs compare settings with it)
+ABSENT_MEANS = {"load_per_worker": False}
 
 
 @dataclass(frozen=True)

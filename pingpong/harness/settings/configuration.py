@@ -321,8 +321,11 @@ def resolve_options(options: argparse.Namespace) -> ResolvedOptions:
         problems += _room_placement_problems(options, pairs, workers)
     if "same-cpu" in placements and max(workers, default=1) > 1 and "kernel" in room_placements:
         problems.append("--placement same-cpu with --workers above 1 puts each worker on a CPU beside the client "
-                        "processes of its rooms: it needs --room-placement room (the kernel's placement spreads a "
-                        "room over workers)")
+                        "processes of its rooms: it needs --room-placement room, on this machine (the kernel's "
+                        "placement spreads a room over workers)")
+    if getattr(options, "load_per_worker", False) and (options.workload != "pingpong" or any(idle_connections)):
+        problems.append("--load-per-worker multiplies the pairs and client processes of --workload pingpong by N; "
+                        "not with another workload or --idle-connections")
     if not options.ready_timeout > 0 or not options.stall_timeout > 0 or not options.client_grace > 0:
         problems.append("--ready-timeout, --stall-timeout and --client-grace must be > 0 seconds")
     if not options.relay_silence > 0:
