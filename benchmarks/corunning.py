@@ -7,7 +7,7 @@ copy B on the one before. Each round runs A alone and A beside B (the order alte
 fresh processes, and reads the server's CPU time (every thread of its process tree, /proc) over the client's run
 (no warmup, so the run is the window) and the roundtrips the client reports. It prints JSON: per round A's server CPU µs per roundtrip and roundtrips/s,
 alone and beside B, and the per-round ratio of A's rate per server CPU beside B over alone (paired by round),
-its median and range.
+its median with its order-statistic interval (the coverage it really has) and its range.
 
 Why: with --placement same-cpu by worker, a --workers 2 server is two copies of the one-worker attempt side by side,
 one per CPU, and node-ws-cluster's CPU per roundtrip rose 17.5 -> 19.0 µs from N = 1 to 2, its clients' alike,
@@ -28,6 +28,7 @@ from pathlib import Path
 
 import psutil
 
+from pingpong.harness.analysis.stats import interval_label, median_interval
 from pingpong.harness.measure import probe
 from pingpong.harness.settings.environment import suite_commit
 from pingpong.harness.settings.manifest import load_manifest, resolve_command
@@ -127,6 +128,7 @@ def main() -> int:
             print(f"round {number}: A alone {measured['alone'][0]}, beside B {measured['beside'][0]}",
                   file=sys.stderr, flush=True)
     ratios = sorted(r["rate_per_cpu_beside_over_alone"] for r in rounds)
+    interval = median_interval(ratios)
     commit, modified = suite_commit(ROOT)
     print(json.dumps({"started_at": started_at, "suite_commit": commit, "suite_modified": modified,
                       "server": args.server, "client": args.client, "pairs": args.pairs, "duration_s": args.duration,
@@ -134,7 +136,10 @@ def main() -> int:
                       "kernel": Path("/proc/sys/kernel/osrelease").read_text().strip(), "rounds": rounds,
                       "rate_per_cpu_beside_over_alone": {
                           "median": statistics.median(ratios), "min": ratios[0], "max": ratios[-1],
-                          "rounds": len(ratios), "coverage_of_the_median": f"{1 - 2 * 0.5 ** len(ratios):.2%}"}},
+                          "rounds": len(ratios),
+                          "interval": ({"low": interval.low, "high": interval.high, "coverage": interval.coverage,
+                                        "label": interval_label(interval.kind, interval.coverage, interval.n,
+                                                                ranks=interval.ranks)} if interval else None)}},
                      indent=1))
     return 0
 
