@@ -18,7 +18,7 @@ import pytest
 
 from benchmarks import netns_lab
 from pingpong.harness.cluster import figures as cluster_figures
-from pingpong.harness.cluster.connection import make_certificates
+from pingpong.harness.cluster.connection import LOST_CHECK_S, Host, make_certificates
 from pingpong.harness.cluster.measurer import spread_shares
 from pingpong.harness.measure.attempt_plan import ClientShare
 from pingpong.harness.system import broker
@@ -72,6 +72,29 @@ def test_server_window_interpolates_cpu_and_counters_at_the_window_edges():
     clipped = cluster_figures.server_window(samples, 150, 400)
     assert clipped["covered"] is False and clipped["cpu_s"] == pytest.approx(1.0)
     assert cluster_figures.server_window(samples[:1], 0, 10)["cpu_s"] is None
+
+
+class PendingForever:
+    """An actor call whose answer never comes (its worker was killed and Dask waits for the agent's task)."""
+
+    def result(self, timeout=None):
+        time.sleep(timeout)
+        raise TimeoutError
+
+
+def test_a_call_fails_as_soon_as_the_scheduler_has_lost_the_agents_worker():
+    agent = type("Agent", (), {"renew": lambda self: PendingForever()})()
+    actor_task = type("Future", (), {"status": "finished"})()
+    host = Host("tls://10.0.0.3:4000", "client", agent, {}, actor_task)
+    began = time.monotonic()
+    with pytest.raises(TimeoutError):
+        host.call("renew", timeout=0.3)  # the worker is still there: the call's own timeout
+    assert 0.3 <= time.monotonic() - began < 1.0
+    actor_task.status = "lost"
+    began = time.monotonic()
+    with pytest.raises(OSError, match="10.0.0.3:4000 was lost"):
+        host.call("renew", timeout=60)
+    assert time.monotonic() - began < 2 * LOST_CHECK_S + 0.2
 
 
 def test_counters_of_several_hosts_add_up_and_shares_spread_round_robin():
