@@ -21,9 +21,11 @@ BROADCAST_ROLES = ("sender", "receivers")
 # start-gate: the client honours START_FD_ENV, so the orchestrator may start it ahead of its turn.
 # workers: a server runs --workers N processes on one port, a room's members on other workers reached through the
 # Redis broker named by --broker (docs/workloads.md, "Every core"). threads: a server runs --workers N threads in one
-# process, its rooms in memory, no broker. A server with neither uses one CPU only.
+# process, its rooms in memory, no broker. A server with neither uses one CPU only. thread-ports: a threads server
+# whose thread i (--worker-ports) runs a loop of its own on PORT+1+i, and writes its counts with its thread id, as a
+# worker does: it can be placed by room (--room-placement room).
 FEATURES = ("pairs", "handshake", "tls", "broadcast", "idle-connections", "open-loop", "start-gate", "workers",
-            "threads")
+            "threads", "thread-ports")
 # The features that say how a server uses N CPUs (--workers N); a server declares at most one.
 CPU_FEATURES = ("workers", "threads")
 WORKLOAD_FEATURES = ("broadcast", "idle-connections", "open-loop")

@@ -15,6 +15,7 @@ from websockets.sync.client import connect
 from pingpong.harness.analysis import scaling
 from pingpong.harness.commands.parser import build_parser
 from pingpong.harness.measure import probe
+from pingpong.harness.measure import server as server_module
 from pingpong.harness.measure.local import run_attempt
 from pingpong.harness.measure.attempt_plan import process_worker, server_command
 from pingpong.harness.measure.server import (check_worker_ports, launch_server, stop_server, wait_for_workers,
@@ -75,7 +76,7 @@ def test_client_processes_take_the_workers_in_turn_and_the_server_is_told_to_ope
     assert "--worker-ports" not in server_command(server, SETTINGS, ROOT, "127.0.0.1", 9000, "unix:///b")
     assert skip_reason(by_name("server", "websockets"), by_name("client", "websockets"),
                        replace(BY_ROOM, workers=1)) == ("server websockets runs one process: --room-placement room "
-                                                        "needs workers (its manifest entry)")
+                                                        "needs workers or thread-ports (its manifest entry)")
 
 
 @pytest.mark.parametrize("command", [["{python}", "-m", "servers.aiohttp_server"], ["node", "node/ws_server.js"]],
@@ -276,6 +277,35 @@ def test_a_same_cpu_attempt_by_worker_runs_each_worker_and_its_clients_on_one_cp
         assert affinities[f"worker pid {by_port[attempt.port + 1 + index]}"] == {cpu}, affinities
         assert affinities[f"client client{index}"] == {cpu}, affinities
     assert [pair["placement"] for pair in attempt.workers["pairs"]] == ["local", "local"]
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="placement by worker needs two CPUs of ours")
+def test_a_threads_server_by_room_runs_each_thread_on_its_own_port_and_cpu(monkeypatch):
+    """cpp-websocketpp (thread-ports) at N = 2 by room, placement same-cpu: each thread writes its counts with its
+    thread id and its own port PORT+1+i, the run pins that thread (and only it) to worker i's CPU, read from /proc
+    while it runs; every pair sits on one thread, the window's messages relayed in-process, and there is no broker."""
+    pinned: dict[int, set[int]] = {}
+    real_pin_worker = server_module.pin_worker
+
+    def pin_worker(record, cpus):
+        real_pin_worker(record, cpus)
+        pinned[record["tid"]] = os.sched_getaffinity(record["tid"])
+        pinned[record["pid"]] = os.sched_getaffinity(record["pid"])  # the thread that is the process itself
+
+    monkeypatch.setattr(server_module, "pin_worker", pin_worker)
+    settings = replace(BY_ROOM, placement="same-cpu", pairs=2, client_processes=2)
+    attempt = run_attempt(by_name("server", "cpp-websocketpp"), by_name("client", "node-ws"), settings, 1, ROOT)
+    assert attempt.ok, attempt.reason
+    ours = sorted(os.sched_getaffinity(0))
+    record = attempt.workers
+    assert record["broker"] is None and record["worker_ports"] == [attempt.port + 1, attempt.port + 2]
+    threads = sorted(record["per_worker"], key=lambda worker: worker["own_port"])
+    assert len({worker["pid"] for worker in threads}) == 1 and len({worker["tid"] for worker in threads}) == 2
+    for index, worker in enumerate(threads):
+        assert worker["own_port"] == attempt.port + 1 + index
+        assert pinned[worker["tid"]] == {ours[-1 - index]}, pinned
+    assert [pair["placement"] for pair in record["pairs"]] == ["local", "local"], record["pairs"]
+    assert record["relayed_local"] >= 2 * attempt.roundtrips
 
 
 def test_room_placement_with_too_few_client_processes_is_one_line_and_exit_2(tmp_path):

@@ -2,12 +2,20 @@
 // echo_server_tls examples. The request path without its query is the room. One thread runs the io_context; with
 // --workers N, N threads run it, as websocketpp's testee_server example does (the main thread and N - 1 more), and the
 // rooms, which every thread's handlers read and change, sit behind one mutex, as broadcast_server's connections do.
+// With --worker-ports (placement by room), each of the N threads runs an io_context of its own, as Asio's
+// io_context-per-CPU example (http/server2) does, with an endpoint that listens on PORT+1+i, so a connection stays on
+// the thread that accepted it; the shared port is served by thread 0. The rooms stay one map behind the mutex: a
+// member on another thread is sent to through its own connection, which posts the write to its io_context. Each
+// thread writes its counts as a worker does (PINGPONG_WORKER_STATS_DIR/worker-PID-I.json, with its thread id).
 #define ASIO_STANDALONE
 #include <websocketpp/config/asio.hpp>
 #include <websocketpp/server.hpp>
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
+#include <sys/syscall.h>
 #include <fstream>
 #include <map>
 #include <mutex>
@@ -22,6 +30,7 @@
 struct Args {
     std::string host = "127.0.0.1", port, compression = "default", cert, key;
     long workers = 0;  // --workers N: threads running the io_context; 0 = not given (one)
+    bool worker_ports = false;  // --worker-ports: an io_context and a port of its own per thread (PORT+1+i)
 };
 
 static long io_threads(const Args &args) { return args.workers ? args.workers : 1; }
@@ -36,7 +45,7 @@ static void write_info(const Args &args) {
         << args.compression << "\", \"compression_effective\": " << (args.compression == "on" ? "true" : "false")
         << ", \"tls\": " << (args.cert.empty() ? "false" : "true") << ", \"workers\": "
         << (args.workers ? std::to_string(args.workers) : "null") << ", \"io_threads\": " << io_threads(args)
-        << "}}";
+        << ", \"io_contexts\": " << (args.worker_ports ? io_threads(args) : 1) << "}}";
     std::rename(temporary.c_str(), path);
 }
 
@@ -143,12 +152,187 @@ static int serve(const Args &args) {
     return 0;
 }
 
+// --worker-ports: thread i's endpoint, its counts and its thread id (written as a worker's counts are).
+template <typename server>
+struct Shard {
+    asio::io_context io;
+    server endpoint;
+    long index = 0, own_port = 0;
+    std::atomic<long> relayed{0};  // deliveries sent from this thread's members' messages
+    std::map<std::string, long> joined;  // members that joined each room on this thread (under the rooms' mutex)
+    std::atomic<long> tid{0};
+};
+
+template <typename config, bool tls>
+static int serve_by_thread(const Args &args) {
+    typedef websocketpp::server<config> server;
+    typedef Shard<server> shard;
+    struct Member {
+        shard *on;
+        websocketpp::connection_hdl hdl;
+        bool operator<(const Member &other) const { return hdl.owner_before(other.hdl); }
+    };
+    const long count = io_threads(args), base = std::strtol(args.port.c_str(), nullptr, 10);
+    const char *stats_dir = std::getenv("PINGPONG_WORKER_STATS_DIR");
+    std::vector<std::unique_ptr<shard>> shards;
+    std::map<std::string, std::set<Member>> rooms;
+    std::mutex rooms_mutex;  // held only to read or change rooms and the joined counts, never while sending
+    std::shared_ptr<asio::ssl::context> context;
+    if constexpr (tls) {
+        context = std::make_shared<asio::ssl::context>(asio::ssl::context::tls_server);
+        try {
+            context->set_options(asio::ssl::context::default_workarounds | asio::ssl::context::no_sslv2 |
+                                 asio::ssl::context::no_sslv3 | asio::ssl::context::single_dh_use);
+            context->use_certificate_chain_file(args.cert);
+            context->use_private_key_file(args.key, asio::ssl::context::pem);
+        } catch (const std::exception &error) {
+            std::fprintf(stderr, "cpp_ws_server: cannot load %s / %s: %s\n", args.cert.c_str(), args.key.c_str(),
+                         error.what());
+            return 1;
+        }
+    }
+    auto write_counts = [&](shard &one, bool final) {
+        if (!stats_dir) return;
+        std::string joined = "{";
+        {
+            std::lock_guard<std::mutex> guard(rooms_mutex);
+            for (auto &[room, members] : one.joined)
+                joined += (joined.size() > 1 ? ", \"" : "\"") + room + "\": " + std::to_string(members);
+        }
+        joined += "}";
+        std::string path = std::string(stats_dir) + "/worker-" + std::to_string(getpid()) + "-" +
+                           std::to_string(one.index) + ".json";
+        std::string temporary = path + ".tmp";
+        std::ofstream(temporary) << "{\"pid\": " << getpid() << ", \"tid\": " << one.tid.load() << ", \"thread\": "
+            << one.index << ", \"final\": " << (final ? "true" : "false") << ", \"broker\": false, \"relayed_local\": "
+            << one.relayed.load() << ", \"published\": 0, \"publish_deliveries\": 0, \"delivered_from_broker\": 0, "
+            << "\"own_from_broker\": 0, \"joined_per_room\": " << joined << ", \"published_per_room\": {}, "
+            << "\"own_port\": " << one.own_port << "}";
+        std::rename(temporary.c_str(), path.c_str());
+    };
+    // thread i's endpoint on PORT+1+i; the shared port's endpoint on thread 0's io_context
+    std::vector<std::pair<server *, shard *>> endpoints;  // (endpoint, the shard whose thread runs it)
+    for (long i = 0; i < count; ++i) {
+        shards.push_back(std::make_unique<shard>());
+        shards.back()->index = i;
+        shards.back()->own_port = base + 1 + i;
+        endpoints.push_back({&shards.back()->endpoint, shards.back().get()});
+    }
+    server shared;
+    endpoints.push_back({&shared, shards[0].get()});
+    for (size_t e = 0; e < endpoints.size(); ++e) {
+        server &s = *endpoints[e].first;
+        shard *home = endpoints[e].second;
+        s.clear_access_channels(websocketpp::log::alevel::all);
+        s.clear_error_channels(websocketpp::log::elevel::all);
+        s.get_alog().set_ostream(&std::cerr);
+        s.get_elog().set_ostream(&std::cerr);
+        s.init_asio(&home->io);
+        s.set_reuse_addr(true);
+        if constexpr (tls) s.set_tls_init_handler([context](websocketpp::connection_hdl) { return context; });
+        auto room_of = [&s](websocketpp::connection_hdl hdl) {
+            std::string resource = s.get_con_from_hdl(hdl)->get_resource();
+            std::string room = resource.substr(0, resource.find('?'));
+            return room.empty() ? std::string("/") : room;
+        };
+        s.set_open_handler([&, home, room_of](websocketpp::connection_hdl hdl) {
+            std::string name = room_of(hdl);
+            std::lock_guard<std::mutex> guard(rooms_mutex);
+            rooms[name].insert(Member{home, hdl});
+            home->joined[name] += 1;
+        });
+        s.set_close_handler([&, home, room_of](websocketpp::connection_hdl hdl) {
+            std::string name = room_of(hdl);
+            std::lock_guard<std::mutex> guard(rooms_mutex);
+            auto room = rooms.find(name);
+            if (room == rooms.end()) return;
+            room->second.erase(Member{home, hdl});
+            if (room->second.empty()) rooms.erase(room);
+        });
+        s.set_message_handler([&, home, room_of](websocketpp::connection_hdl hdl, typename server::message_ptr msg) {
+            std::vector<Member> others;
+            std::string name = room_of(hdl);
+            {
+                std::lock_guard<std::mutex> guard(rooms_mutex);
+                auto room = rooms.find(name);
+                if (room == rooms.end()) return;
+                for (auto &other : room->second)
+                    if (other.hdl.owner_before(hdl) || hdl.owner_before(other.hdl)) others.push_back(other);
+            }
+            for (auto &other : others) {  // a member on another thread: its connection posts the write there
+                websocketpp::lib::error_code ignored;
+                other.on->endpoint.send(other.hdl, msg, ignored);
+                home->relayed += 1;
+            }
+        });
+        websocketpp::lib::error_code ec;
+        std::string port = e < shards.size() ? std::to_string(shards[e]->own_port) : args.port;
+        s.listen(args.host, port, ec);
+        if (!ec) s.start_accept(ec);
+        if (ec) {
+            std::fprintf(stderr, "cpp_ws_server: cannot listen on %s:%s: %s\n", args.host.c_str(), port.c_str(),
+                         ec.message().c_str());
+            return 1;
+        }
+    }
+
+    // SIGTERM/SIGINT: stop accepting, close every connection, and stop every loop 300 ms later at the latest.
+    asio::signal_set signals(shards[0]->io, SIGTERM, SIGINT);
+    asio::steady_timer deadline(shards[0]->io);
+    signals.async_wait([&](const asio::error_code &, int) {
+        std::vector<Member> everyone;
+        {
+            std::lock_guard<std::mutex> guard(rooms_mutex);
+            for (auto &room : rooms) everyone.insert(everyone.end(), room.second.begin(), room.second.end());
+        }
+        for (auto &[endpoint, home] : endpoints) {
+            websocketpp::lib::error_code ignored;
+            endpoint->stop_listening(ignored);
+        }
+        for (auto &member : everyone) {
+            websocketpp::lib::error_code ignored;
+            member.on->endpoint.close(member.hdl, websocketpp::close::status::going_away, "", ignored);
+        }
+        deadline.expires_after(std::chrono::milliseconds(300));
+        deadline.async_wait([&](const asio::error_code &) {
+            for (auto &one : shards) one->io.stop();
+        });
+    });
+
+    for (auto &one : shards)  // each thread says its id, then its counts: the run pins thread i by it
+        asio::post(one->io, [&, raw = one.get()] {
+            raw->tid = static_cast<long>(syscall(SYS_gettid));
+            write_counts(*raw, false);
+        });
+    asio::post(shards[0]->io, [&] { write_info(args); });
+    std::fprintf(stderr, "cpp-websocketpp server listening on %s:%s, thread i on port %ld+i\n", args.host.c_str(),
+                 args.port.c_str(), base + 1);
+    std::vector<std::thread> more;
+    for (long i = 1; i < count; ++i) {
+        auto *io = &shards[i]->io;
+        more.emplace_back([io] {
+            auto guard = asio::make_work_guard(*io);  // a thread with no connection yet keeps running
+            io->run();
+        });
+    }
+    shards[0]->io.run();
+    for (long i = 1; i < count; ++i) shards[i]->io.stop();
+    for (auto &thread : more) thread.join();
+    for (auto &one : shards) write_counts(*one, true);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     const char *program = "cpp_ws_server";
     Args args;
     std::string loop = "auto";
     for (int i = 1; i < argc; i += 2) {
         std::string flag = argv[i];
+        if (flag == "--worker-ports") {  // the one flag without a value
+            args.worker_ports = true;
+            i -= 1;
+            continue;
+        }
         if (i + 1 >= argc) usage_error(program, flag + " needs a value");
         std::string value = argv[i + 1];
         if (flag == "--host") args.host = value;
@@ -173,6 +357,12 @@ int main(int argc, char **argv) {
     if (args.cert.empty() != args.key.empty()) usage_error(program, "--tls-cert and --tls-key go together");
 
     bool tls = !args.cert.empty(), on = args.compression == "on";
+    if (args.worker_ports) {
+        if (tls) return on ? serve_by_thread<with_deflate<websocketpp::config::asio_tls>, true>(args)
+                           : serve_by_thread<websocketpp::config::asio_tls, true>(args);
+        return on ? serve_by_thread<with_deflate<websocketpp::config::asio>, false>(args)
+                  : serve_by_thread<websocketpp::config::asio, false>(args);
+    }
     if (tls) return on ? serve<with_deflate<websocketpp::config::asio_tls>, true>(args)
                        : serve<websocketpp::config::asio_tls, true>(args);
     return on ? serve<with_deflate<websocketpp::config::asio>, false>(args)

@@ -19,6 +19,7 @@ from pingpong.harness.measure.attempt_plan import (ROOM_PROBE_TIMEOUT_S, STDERR_
 from pingpong.harness.measure.boundary import Outcome, ServerFacts, Turn, failed
 from pingpong.harness.measure.clients_ahead import CLIENTS_AHEAD_AT_SERVER_START, WaitingClient, can_start_ahead
 from pingpong.harness.settings.cell import CellSettings, by_worker, cpus_for, orchestrator_cpus, worker_cpu
+from pingpong.harness.settings.catalog import takes_rooms_by_port
 from pingpong.harness.settings.manifest import Implementation
 from pingpong.harness.system import broker as redis_broker
 from pingpong.harness.system import listeners, processes
@@ -204,7 +205,7 @@ def launch_server(server: Implementation, settings: CellSettings, project_root: 
         info_path = work_dir / "server-info.json"
         environment = {INFO_FILE_ENV: str(info_path)}
         stats_dir = None
-        if "workers" in server.features:
+        if "workers" in server.features or by_room(server, settings):  # threads by room write counts too
             stats_dir = work_dir / "worker-stats"
             stats_dir.mkdir(exist_ok=True)
             environment[WORKER_STATS_DIR_ENV] = str(stats_dir)
@@ -255,7 +256,8 @@ def worker_counts(started: LocalServer) -> list[dict[str, Any]]:
     if started.worker_stats_dir is None:
         return []
     found = [_read_json_file(path) for path in sorted(started.worker_stats_dir.glob("worker-*.json"))]
-    return sorted((record for record in found if record), key=lambda record: record.get("pid", 0))
+    return sorted((record for record in found if record),
+                  key=lambda record: (record.get("pid", 0), record.get("own_port") or 0))  # a threads server: by port
 
 
 def wait_for_workers(started: LocalServer, timeout_s: float, by_worker_cpu: bool = False) -> str | None:
@@ -278,17 +280,28 @@ def wait_for_workers(started: LocalServer, timeout_s: float, by_worker_cpu: bool
     if by_worker_cpu:  # worker i (its own port PORT+1+i) on worker_cpu(i), beside the clients of its rooms
         for record in records:  # a worker without its port is left where it is: check_worker_ports says why
             if isinstance(record.get("own_port"), int):
-                processes.pin_threads(record["pid"], {worker_cpu(record["own_port"] - started.port - 1)})
+                pin_worker(record, {worker_cpu(record["own_port"] - started.port - 1)})
     elif len(cpus) > 1:
         for index, record in enumerate(records):
-            processes.pin_threads(record["pid"], {cpus[index % len(cpus)]})
+            pin_worker(record, {cpus[index % len(cpus)]})
     started.worker_ports = sorted(record["own_port"] for record in records if record.get("own_port"))
     return None
 
 
+def pin_worker(record: dict[str, Any], cpus: set[int]) -> None:
+    """A worker on cpus: a process with every thread of it, or a thread of a threads server (its record's tid)."""
+    if isinstance(record.get("tid"), int):
+        try:
+            os.sched_setaffinity(record["tid"], cpus)
+        except OSError:
+            pass  # it has ended: its attempt says so
+    else:
+        processes.pin_threads(record["pid"], cpus)
+
+
 def by_room(server: Implementation, settings: CellSettings) -> bool:
     """Whether the server's workers each listen on a port of their own too (--worker-ports): placement by room."""
-    return settings.room_placement == "room" and "workers" in server.features
+    return settings.room_placement == "room" and takes_rooms_by_port(server)
 
 
 def check_worker_ports(started: LocalServer, settings: CellSettings) -> str | None:

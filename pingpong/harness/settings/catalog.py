@@ -119,8 +119,9 @@ def skip_reason(server: Implementation, client: Implementation, settings: CellSe
         for implementation in (server, client):
             if "tls" not in implementation.features:
                 return f"{implementation.role} {implementation.name} does not support --tls"
-    if settings.room_placement == "room" and "workers" not in server.features:
-        return f"server {server.name} runs one process: --room-placement room needs workers (its manifest entry)"
+    if settings.room_placement == "room" and not takes_rooms_by_port(server):
+        return (f"server {server.name} runs one process: --room-placement room needs workers or thread-ports (its "
+                f"manifest entry)")
     if settings.workers > 1:
         if cpu_use(server) is None:
             return (f"server {server.name} uses one CPU only: it declares neither workers nor threads "
@@ -129,6 +130,12 @@ def skip_reason(server: Implementation, client: Implementation, settings: CellSe
         if missing:
             return f"--workers {settings.workers} needs a Redis broker: {missing}"
     return None
+
+
+def takes_rooms_by_port(server: Implementation) -> bool:
+    """Whether each of the server's workers (processes, or threads with thread-ports) can listen on a port of its own
+    (--worker-ports), which placement by room needs."""
+    return "workers" in server.features or "thread-ports" in server.features
 
 
 def cpu_use(server: Implementation) -> str | None:
