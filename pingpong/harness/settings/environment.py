@@ -41,6 +41,8 @@ def describe_environment(project_root: Path) -> dict[str, Any]:
         "open_files_limit": resource.getrlimit(resource.RLIMIT_NOFILE)[1],
         "ephemeral_ports": _read_first_line("/proc/sys/net/ipv4/ip_local_port_range"),
         "somaxconn": _read_first_line("/proc/sys/net/core/somaxconn"),
+        # "1": each session a scheduling group; every process the run starts is in the orchestrator's (processes.py)
+        "sched_autogroup_enabled": _read_first_line("/proc/sys/kernel/sched_autogroup_enabled"),
     }
 
 
