@@ -145,6 +145,12 @@ def cpu_use(server: Implementation) -> str | None:
             else None)
 
 
+def cpus_text(server: Implementation) -> str:
+    """How a server uses --workers N CPUs, for --list; with thread-ports, that it can be placed by room too."""
+    text = CPU_USE_TEXT[cpu_use(server)]
+    return text + ("; by room, a loop and a port per thread" if "thread-ports" in server.features else "")
+
+
 CPU_USE_TEXT = {"processes": "--workers N: N processes on one port, rooms joined through a Redis broker",
                 "threads": "--workers N: N threads in one process, rooms in its memory",
                 None: "one CPU only: refuses --workers above 1"}
@@ -239,7 +245,7 @@ def listing_rows(implementations: list[Implementation]) -> list[dict[str, Any]]:
                      "loops": list(implementation.loops), "compression": list(implementation.compression),
                      "sets": list(implementation.sets), "description": implementation.description,
                      # a server: how it uses --workers N CPUs (CPU_USE_TEXT); a client: None
-                     "cpus": CPU_USE_TEXT[cpu_use(implementation)] if implementation.role == "server" else None})
+                     "cpus": cpus_text(implementation) if implementation.role == "server" else None})
     return rows
 
 
