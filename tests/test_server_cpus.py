@@ -65,7 +65,8 @@ def test_list_says_per_server_how_it_uses_n_cpus():
     assert rows[("client", "go-gorilla")]["cpus"] is None
     table = run_bench("--list").stdout.splitlines()
     below = table[next(i for i, line in enumerate(table) if line.startswith("server  cpp-websocketpp")) + 2]
-    assert below.strip() == "CPUs: --workers N: N threads in one process, rooms in its memory"
+    assert below.strip() == ("CPUs: --workers N: N threads in one process, rooms in its memory; by room, a loop and "
+                             "a port per thread")  # thread-ports
 
 
 def test_a_threaded_server_needs_no_broker_and_gets_workers_without_broker(monkeypatch):
