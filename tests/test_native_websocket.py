@@ -106,7 +106,7 @@ def test_a_native_server_reports_itself_and_refuses_deflate_by_default(server, s
     assert (info["libraries"] or server.name == PROTOCOL_FLOOR) and all(info["libraries"].values()) and info["loop"]
     contract_settings = {"compression": "default", "compression_effective": False, "tls": False}
     threads = {"go-gorilla": {"gomaxprocs": 1}, "rust-tungstenite": {"worker_threads": 1},
-               "cpp-websocketpp": {"io_threads": 1}}
+               "cpp-websocketpp": {"io_threads": 1, "io_contexts": 1}}  # by room: one io_context per thread
     if server.name in threads:
         contract_settings |= {"workers": None, **threads[server.name]}
     assert (info["settings"] == contract_settings or server.name == PROTOCOL_FLOOR
