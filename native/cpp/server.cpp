@@ -49,6 +49,23 @@ static void write_info(const Args &args) {
     std::rename(temporary.c_str(), path);
 }
 
+// One TLS context from the PEM files, loaded up front so a bad file fails the start, not each handshake; null (said
+// on stderr) when they do not load.
+static std::shared_ptr<asio::ssl::context> tls_context(const Args &args) {
+    auto context = std::make_shared<asio::ssl::context>(asio::ssl::context::tls_server);
+    try {
+        context->set_options(asio::ssl::context::default_workarounds | asio::ssl::context::no_sslv2 |
+                             asio::ssl::context::no_sslv3 | asio::ssl::context::single_dh_use);
+        context->use_certificate_chain_file(args.cert);
+        context->use_private_key_file(args.key, asio::ssl::context::pem);
+    } catch (const std::exception &error) {
+        std::fprintf(stderr, "cpp_ws_server: cannot load %s / %s: %s\n", args.cert.c_str(), args.key.c_str(),
+                     error.what());
+        return nullptr;
+    }
+    return context;
+}
+
 template <typename config, bool tls>
 static int serve(const Args &args) {
     typedef websocketpp::server<config> server;
@@ -65,18 +82,8 @@ static int serve(const Args &args) {
     s.set_reuse_addr(true);
 
     if constexpr (tls) {
-        // One context from the PEM files, loaded up front so a bad file fails the start, not each handshake.
-        auto context = std::make_shared<asio::ssl::context>(asio::ssl::context::tls_server);
-        try {
-            context->set_options(asio::ssl::context::default_workarounds | asio::ssl::context::no_sslv2 |
-                                 asio::ssl::context::no_sslv3 | asio::ssl::context::single_dh_use);
-            context->use_certificate_chain_file(args.cert);
-            context->use_private_key_file(args.key, asio::ssl::context::pem);
-        } catch (const std::exception &error) {
-            std::fprintf(stderr, "cpp_ws_server: cannot load %s / %s: %s\n", args.cert.c_str(), args.key.c_str(),
-                         error.what());
-            return 1;
-        }
+        auto context = tls_context(args);
+        if (!context) return 1;
         s.set_tls_init_handler([context](websocketpp::connection_hdl) { return context; });
     }
 
@@ -179,17 +186,8 @@ static int serve_by_thread(const Args &args) {
     std::mutex rooms_mutex;  // held only to read or change rooms and the joined counts, never while sending
     std::shared_ptr<asio::ssl::context> context;
     if constexpr (tls) {
-        context = std::make_shared<asio::ssl::context>(asio::ssl::context::tls_server);
-        try {
-            context->set_options(asio::ssl::context::default_workarounds | asio::ssl::context::no_sslv2 |
-                                 asio::ssl::context::no_sslv3 | asio::ssl::context::single_dh_use);
-            context->use_certificate_chain_file(args.cert);
-            context->use_private_key_file(args.key, asio::ssl::context::pem);
-        } catch (const std::exception &error) {
-            std::fprintf(stderr, "cpp_ws_server: cannot load %s / %s: %s\n", args.cert.c_str(), args.key.c_str(),
-                         error.what());
-            return 1;
-        }
+        context = tls_context(args);
+        if (!context) return 1;
     }
     auto write_counts = [&](shard &one, bool final) {
         if (!stats_dir) return;
