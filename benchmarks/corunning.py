@@ -31,7 +31,8 @@ import psutil
 from pingpong.harness.analysis.stats import interval_label, median_interval
 from pingpong.harness.measure import probe
 from pingpong.harness.settings.environment import suite_commit
-from pingpong.harness.settings.manifest import load_manifest, resolve_command
+from benchmarks.rounds_setup import implementations_by_role
+from pingpong.harness.settings.manifest import resolve_command
 from pingpong.harness.system import processes
 from pingpong.harness.system.listeners import process_tree
 
@@ -51,10 +52,10 @@ def tree_cpu_s(pid: int) -> float:
 
 
 def implementation(role: str, name: str):
-    found = [i for i in load_manifest(ROOT / "manifest.toml") if i.role == role and i.name == name]
-    if not found:
+    found = implementations_by_role().get((role, name))
+    if found is None:
         raise SystemExit(f"corunning: unknown {role} {name!r} (see run_bench.py --list)")
-    return found[0]
+    return found
 
 
 def run_copies(cpus: list[int], server, client, pairs: int, duration_s: float, work: Path) -> list[dict]:

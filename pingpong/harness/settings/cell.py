@@ -146,7 +146,7 @@ def with_planned_cpus(settings: CellSettings) -> CellSettings:
 
 def shared_cpu() -> int:
     """The CPU both sides share with placement same-cpu: our last one (the orchestrator keeps the others)."""
-    return our_cpus()[-1]
+    return worker_cpu(0)
 
 
 def by_worker(settings: CellSettings) -> bool:
@@ -169,7 +169,7 @@ def cpus_for(settings: CellSettings) -> tuple[set[int] | None, set[int] | None]:
     if placement == "unpinned":
         return None, None
     if placement == "same-cpu":
-        both = {worker_cpu(index) for index in range(settings.workers)} if by_worker(settings) else {shared_cpu()}
+        both = {worker_cpu(index) for index in range(settings.workers if by_worker(settings) else 1)}
         return both, set(both)  # by worker, each client process then runs on its worker's one (client_process_cpus)
     if placement == SHARED:
         return set(our_cpus()), set(our_cpus())
