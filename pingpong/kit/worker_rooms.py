@@ -90,6 +90,7 @@ class WorkerRooms:
         self._locks: dict[str, list] = {}  # room: [its asyncio.Lock, its users]
         self._confirmations: dict[tuple[bytes, bytes], asyncio.Future] = {}
         self._acks: set[asyncio.Task] = set()
+        self._changes: set[asyncio.Task] = set()  # joins and leaves on the broker under way (_unless_interrupted)
         self._nonces = 0
         self.own_port: int | None = None  # --worker-ports: the port only this worker listens on
         self._publisher = None
@@ -119,6 +120,8 @@ class WorkerRooms:
     async def stop(self) -> None:
         """Leave every room still joined on the broker, stop listening, close the broker's connections, write the
         final counts."""
+        if self._changes:  # joins and leaves whose callers were cancelled: let them end first
+            await asyncio.wait(set(self._changes), timeout=ACK_TIMEOUT_S)
         if self._publisher is not None and self.others:
             try:
                 async with self._publisher.pipeline(transaction=True) as pipe:
@@ -152,9 +155,7 @@ class WorkerRooms:
         if self._publisher is None:
             return
         try:
-            async with self._room_lock(room):
-                if room not in self.others and self.holds.get(room):
-                    await self._join_broker(room)
+            await self._unless_interrupted(self._join_broker_when_first(room))
         except BaseException:
             await self.leave(room, None)
             raise
@@ -181,9 +182,26 @@ class WorkerRooms:
         self.holds.pop(room, None)
         if self._publisher is None:
             return
+        await self._unless_interrupted(self._leave_broker_when_last(room))
+
+    async def _join_broker_when_first(self, room: str) -> None:
+        async with self._room_lock(room):
+            if room not in self.others and self.holds.get(room):
+                await self._join_broker(room)
+
+    async def _leave_broker_when_last(self, room: str) -> None:
         async with self._room_lock(room):
             if room in self.others and not self.holds.get(room):
                 await self._leave_broker(room)
+
+    async def _unless_interrupted(self, change: Awaitable[None]) -> None:
+        """Run a join or leave on the broker to its end even when the caller is cancelled meanwhile (Sanic cancels a
+        websocket handler when its connection is lost, which may come while the handler's `finally` is leaving):
+        one cut short would leave the room's set and channel on the broker, or a subscription without the set."""
+        task = asyncio.get_running_loop().create_task(change)
+        self._changes.add(task)
+        task.add_done_callback(self._changes.discard)
+        await asyncio.shield(task)
 
     async def relay(self, room: str, sender, message: str | bytes) -> None:
         """Send a member's message to the room's other members here, then, when another worker has members there,
