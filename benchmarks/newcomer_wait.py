@@ -5,8 +5,9 @@
 For each count of pairs, it starts that many node-ws servers, each with a well-behaved pair playing ping-pong in a
 process of its own (the load of `run_bench.py abuse`, or of two tests run side by side), then starts newcomers one
 by one: `python -c "import websockets.sync.client"`, about 0.1 s of CPU. They alternate between this script's
-session and a session of their own, as `pingpong.harness.system.processes.start` starts every server, client and
-rogue (start_new_session: with the kernel's autogroup on, a session is a scheduling group of its own). It prints
+session and a session of their own, as `pingpong.harness.system.processes.start` started every server, client and
+rogue until 2026-11-26 (start_new_session: with the kernel's autogroup on, a session is a scheduling group of its own;
+now a process group in the orchestrator's session, docs/methodology.md, "Sessions"). It prints
 JSON: each newcomer's wall time per placement, their median and max, and how many took over 1 s.
 
 Why: with the tests on two pytest-xdist workers, two abuse tests side by side had rogues that did not finish in

@@ -234,7 +234,7 @@ def test_a_list_setting_is_a_dimension_interleaved_within_every_round(tmp_path):
 
 @pytest.mark.parametrize("started_from", ["the checkout", "another folder"])
 def test_kill_9_of_the_orchestrator_leaves_no_process_behind(tmp_path, started_from):
-    """SIGKILL reaches no handler, and every server and client runs in a session of its own; the guardian, told
+    """SIGKILL reaches no handler, and every server and client runs in a process group of its own; the guardian, told
     each process group as it starts, ends them when the orchestrator's pipe closes. Sanic has worker processes:
     the whole tree of the server being measured goes, and the clients with it. Started from another folder
     (python /path/to/run_bench.py), the guardian still finds the suite's package."""

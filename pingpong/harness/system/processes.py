@@ -62,12 +62,14 @@ def raise_descriptor_limit() -> tuple[int, int]:
 
 def start(name: str, argv: list[str], cwd: Path, log_dir: Path, env: dict[str, str] | None = None,
           cpus: set[int] | None = None, pass_fds: tuple[int, ...] = ()) -> ManagedProcess:
-    """Start argv in a new session (so its whole tree can be signalled as one group), pinned to cpus if given.
+    """Start argv in a process group of its own (so its whole tree can be signalled as one group), in this process's
+    session, pinned to cpus if given.
 
-    With the kernel's autogroup on (/proc/sys/kernel/sched_autogroup_enabled, recorded in each run's environment),
-    each session is a scheduling group with a weight of its own, which skews the CPU shares of processes that share
-    a CPU (docs/methodology.md, "Sessions"). Starting them in this process's session instead (process_group=0) was
-    tried and backed out: sanic-workers then lost a member's leave in about half the runs of a test.
+    Not in a session of its own: with the kernel's autogroup on (/proc/sys/kernel/sched_autogroup_enabled), each
+    session is a scheduling group with a weight of its own, so three sessions on one CPU (a server and two client
+    processes) gave the server a third of it instead of its share as a task, and a server whose threads or workers
+    span two CPUs half its weight on each: two go-gorilla client processes beside a cpp-websocketpp server on one
+    CPU ran 31-32k roundtrips/s in sessions of their own, 44k in one (docs/methodology.md, "Sessions").
 
     Pinning happens before exec, so every thread the runtime starts (Node's thread pool, uvloop's) inherits it.
     SIGINT is back at its default in the child, whatever this process inherited (a background job ignores it):
@@ -92,8 +94,8 @@ def start(name: str, argv: list[str], cwd: Path, log_dir: Path, env: dict[str, s
     preexec = default_sigint_in_child if signal.getsignal(signal.SIGINT) is signal.SIG_IGN else None
     with open(stdout_path, "wb") as stdout, open(stderr_path, "wb") as stderr, _calling_thread_on(pinned):
         popen = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr,
-                                 start_new_session=True, pass_fds=pass_fds, preexec_fn=preexec)
-    guardian.started(popen.pid)  # its own session: the group's id is its PID
+                                 process_group=0, pass_fds=pass_fds, preexec_fn=preexec)
+    guardian.started(popen.pid)  # its own process group: the group's id is its PID
     process = ManagedProcess(name, popen, stdout_path, stderr_path)
     if stop_requested():  # a Ctrl-C as it started, its KeyboardInterrupt dropped (in an at-fork hook, a gc callback)
         with interrupts_deferred():
