@@ -320,3 +320,47 @@ def test_room_placement_with_only_servers_without_workers_is_one_line_and_exit_2
                           "--results-dir", str(tmp_path))
     assert_one_line_error(completed, "nothing to measure", "--room-placement room needs workers")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_threads_servers_room_reaches_its_members_on_every_thread_and_its_own_only(tmp_path):
+    """cpp-websocketpp by room keeps each thread's members to itself (no lock for a room on one thread), yet a room
+    whose members sit on both threads' ports still reaches all of them: with one member on thread 0 and two on
+    thread 1, each member's messages reach the other two, exact, and nothing reaches another room's members; once
+    thread 1's two have left, the room lives on for a newcomer on thread 0; each thread counts its own joins."""
+    server = by_name("server", "cpp-websocketpp")
+    started = launch_server(server, BY_ROOM, ROOT, tmp_path, {0})
+    members = []
+    try:
+        probe.wait_until_ready(started.base_url, started.process, BY_ROOM.ready_timeout_s)
+        assert wait_for_workers(started, BY_ROOM.ready_timeout_s) is None, started.stderr_tail()
+        assert check_worker_ports(started, BY_ROOM) is None, started.stderr_tail()
+        first = connect(f"{started.worker_url(0)}/spans")
+        second, third = (connect(f"{started.worker_url(1)}/spans") for _ in range(2))
+        alone = [connect(f"{started.worker_url(1)}/aside") for _ in range(2)]
+        members += [first, second, third, *alone]
+        room = [first, second, third]
+        for number in range(MESSAGES):
+            for sender in room:
+                message = f"{number} from {room.index(sender)} é"
+                sender.send(message)
+                for receiver in room:
+                    if receiver is not sender:
+                        assert receiver.recv(timeout=5) == message
+        for member in alone:
+            with pytest.raises(TimeoutError):
+                member.recv(timeout=0.05)
+        second.close()
+        third.close()
+        newcomer = connect(f"{started.worker_url(0)}/spans")
+        members.append(newcomer)
+        first.send(b"\x00still here\xff")
+        assert newcomer.recv(timeout=5) == b"\x00still here\xff"
+    finally:
+        for member in members:
+            member.close()
+        code = stop_server(started)
+    assert stopped_cleanly(server.name, code, started.process.stderr_tail(40)), started.stderr_tail()
+    counts = sorted(worker_counts(started), key=lambda record: record["own_port"])
+    assert [record["joined_per_room"].get("/spans") for record in counts] == [2, 2], counts
+    assert [record["joined_per_room"].get("/aside") for record in counts] == [None, 2], counts
+    assert processes.group_members(started.pid) == []

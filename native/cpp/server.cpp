@@ -4,9 +4,11 @@
 // rooms, which every thread's handlers read and change, sit behind one mutex, as broadcast_server's connections do.
 // With --worker-ports (placement by room), each of the N threads runs an io_context of its own, as Asio's
 // io_context-per-CPU example (http/server2) does, with an endpoint that listens on PORT+1+i, so a connection stays on
-// the thread that accepted it; the shared port is served by thread 0. The rooms stay one map behind the mutex: a
-// member on another thread is sent to through its own connection, which posts the write to its io_context. Each
-// thread writes its counts as a worker does (PINGPONG_WORKER_STATS_DIR/worker-PID-I.json, with its thread id).
+// the thread that accepted it; the shared port is served by thread 0. Each thread keeps its own members per room,
+// which only it touches, so a message to a room whose members all sit on one thread takes no lock; a room with
+// members on other threads too (a count per room says so) is looked up in the map of all members behind the mutex,
+// and such a member is sent to through its own connection, which posts the write to its io_context. Each thread
+// writes its counts as a worker does (PINGPONG_WORKER_STATS_DIR/worker-PID-I.json, with its thread id).
 #define ASIO_STANDALONE
 #include <websocketpp/config/asio.hpp>
 #include <websocketpp/server.hpp>
@@ -168,6 +170,11 @@ struct Shard {
     std::atomic<long> relayed{0};  // deliveries sent from this thread's members' messages
     std::map<std::string, long> joined;  // members that joined each room on this thread (under the rooms' mutex)
     std::atomic<long> tid{0};
+    struct Room {
+        std::set<websocketpp::connection_hdl, std::owner_less<websocketpp::connection_hdl>> members;
+        std::shared_ptr<std::atomic<long>> threads;  // the threads with members in the room (the room's own count)
+    };
+    std::map<std::string, Room> rooms;  // this thread's members per room: only this thread reads or changes it
 };
 
 template <typename config, bool tls>
@@ -182,7 +189,11 @@ static int serve_by_thread(const Args &args) {
     const long count = io_threads(args), base = std::strtol(args.port.c_str(), nullptr, 10);
     const char *stats_dir = std::getenv("PINGPONG_WORKER_STATS_DIR");
     std::vector<std::unique_ptr<shard>> shards;
-    std::map<std::string, std::set<Member>> rooms;
+    struct Room {
+        std::set<Member> members;  // on every thread
+        std::shared_ptr<std::atomic<long>> threads;  // shared with each thread's own entry for the room
+    };
+    std::map<std::string, Room> rooms;
     std::mutex rooms_mutex;  // held only to read or change rooms and the joined counts, never while sending
     std::shared_ptr<asio::ssl::context> context;
     if constexpr (tls) {
@@ -233,31 +244,52 @@ static int serve_by_thread(const Args &args) {
             std::string room = resource.substr(0, resource.find('?'));
             return room.empty() ? std::string("/") : room;
         };
+        // the handlers of a connection run on its home thread, the only one that touches home->rooms
         s.set_open_handler([&, home, room_of](websocketpp::connection_hdl hdl) {
             std::string name = room_of(hdl);
+            auto &here = home->rooms[name];
             std::lock_guard<std::mutex> guard(rooms_mutex);
-            rooms[name].insert(Member{home, hdl});
+            auto &room = rooms[name];
+            if (!room.threads) room.threads = std::make_shared<std::atomic<long>>(0);
+            if (here.members.empty()) room.threads->fetch_add(1);
+            room.members.insert(Member{home, hdl});
+            here.threads = room.threads;
+            here.members.insert(hdl);
             home->joined[name] += 1;
         });
         s.set_close_handler([&, home, room_of](websocketpp::connection_hdl hdl) {
             std::string name = room_of(hdl);
+            auto here = home->rooms.find(name);
+            if (here == home->rooms.end() || here->second.members.erase(hdl) == 0) return;
+            bool last_here = here->second.members.empty();
+            if (last_here) home->rooms.erase(here);
             std::lock_guard<std::mutex> guard(rooms_mutex);
             auto room = rooms.find(name);
             if (room == rooms.end()) return;
-            room->second.erase(Member{home, hdl});
-            if (room->second.empty()) rooms.erase(room);
+            room->second.members.erase(Member{home, hdl});
+            if (last_here) room->second.threads->fetch_sub(1);
+            if (room->second.members.empty()) rooms.erase(room);
         });
         s.set_message_handler([&, home, room_of](websocketpp::connection_hdl hdl, typename server::message_ptr msg) {
-            std::vector<Member> others;
             std::string name = room_of(hdl);
+            auto here = home->rooms.find(name);
+            if (here == home->rooms.end()) return;
+            for (auto &other : here->second.members) {  // this thread's members: no lock
+                if (!(other.owner_before(hdl) || hdl.owner_before(other))) continue;
+                websocketpp::lib::error_code ignored;
+                home->endpoint.send(other, msg, ignored);
+                home->relayed += 1;
+            }
+            if (here->second.threads->load(std::memory_order_relaxed) < 2) return;
+            std::vector<Member> elsewhere;
             {
                 std::lock_guard<std::mutex> guard(rooms_mutex);
                 auto room = rooms.find(name);
                 if (room == rooms.end()) return;
-                for (auto &other : room->second)
-                    if (other.hdl.owner_before(hdl) || hdl.owner_before(other.hdl)) others.push_back(other);
+                for (auto &other : room->second.members)
+                    if (other.on != home) elsewhere.push_back(other);
             }
-            for (auto &other : others) {  // a member on another thread: its connection posts the write there
+            for (auto &other : elsewhere) {  // a member on another thread: its connection posts the write there
                 websocketpp::lib::error_code ignored;
                 other.on->endpoint.send(other.hdl, msg, ignored);
                 home->relayed += 1;
@@ -281,7 +313,8 @@ static int serve_by_thread(const Args &args) {
         std::vector<Member> everyone;
         {
             std::lock_guard<std::mutex> guard(rooms_mutex);
-            for (auto &room : rooms) everyone.insert(everyone.end(), room.second.begin(), room.second.end());
+            for (auto &room : rooms)
+                everyone.insert(everyone.end(), room.second.members.begin(), room.second.members.end());
         }
         for (auto &[endpoint, home] : endpoints) {
             websocketpp::lib::error_code ignored;
