@@ -364,3 +364,17 @@ def test_a_threads_servers_room_reaches_its_members_on_every_thread_and_its_own_
     assert [record["joined_per_room"].get("/spans") for record in counts] == [2, 2], counts
     assert [record["joined_per_room"].get("/aside") for record in counts] == [None, 2], counts
     assert processes.group_members(started.pid) == []
+
+
+def test_a_servers_port_range_lies_below_the_ephemeral_ports_and_is_free(monkeypatch):
+    """PORT..PORT+N for a server by room: all free, and below the kernel's ephemeral range, where no connect() can
+    take one before the workers bind them; with no room below it, a free range the kernel's bind(0) gives."""
+    low, _ = processes.ephemeral_port_range()
+    for _ in range(20):
+        port = server_module.free_port_checked(ports=3)
+        assert server_module.FIRST_RANGE_PORT <= port and port + 2 < low
+        assert all(processes.port_is_free(port + offset) for offset in range(3))
+    monkeypatch.setattr(processes, "ephemeral_port_range", lambda: (server_module.FIRST_RANGE_PORT + 2, 60999))
+    port = server_module.free_port_checked(ports=3)
+    assert port >= server_module.FIRST_RANGE_PORT + 2
+    assert all(processes.port_is_free(port + offset) for offset in range(3))

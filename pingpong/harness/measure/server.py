@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -321,9 +322,24 @@ def check_worker_ports(started: LocalServer, settings: CellSettings) -> str | No
     return None
 
 
+FIRST_RANGE_PORT = 10000  # a range of ports for a server's workers starts at or above this
+
+
 def free_port_checked(host: str = "127.0.0.1", attempts: int = 5, ports: int = 1) -> int:
     """A free port, re-checked so a port another process grabbed in between is not handed to the server; with
-    ports above 1, the next ports - 1 are free too (a range the server's workers use)."""
+    ports above 1, the next ports - 1 are free too (a range the server's workers use).
+
+    A range lies below the kernel's ephemeral ports (ip_local_port_range) when there is room: the workers bind
+    PORT+1.. a second or more after the check, and any connect() meanwhile (a readiness probe, another run's
+    clients) takes its local port from the ephemeral range, so it could take one of them there but not here."""
+    if ports > 1:
+        low, _ = processes.ephemeral_port_range()
+        for _ in range(attempts * 20):
+            if low - ports <= FIRST_RANGE_PORT:
+                break
+            port = random.randrange(FIRST_RANGE_PORT, low - ports)
+            if all(processes.port_is_free(port + offset, host) for offset in range(ports)):
+                return port
     for _ in range(attempts * ports):
         port = processes.free_port(host)
         if port + ports <= 65536 and all(processes.port_is_free(port + offset, host) for offset in range(ports)):

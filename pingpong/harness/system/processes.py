@@ -270,6 +270,17 @@ def free_port(host: str = "127.0.0.1") -> int:
         return probe.getsockname()[1]
 
 
+def ephemeral_port_range() -> tuple[int, int]:
+    """The kernel's range of local ports for connect() and bind(0) (/proc/sys/net/ipv4/ip_local_port_range);
+    Linux's default when it cannot be read."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as file:
+            low, high = (int(word) for word in file.read().split())
+        return low, high
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
 def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
         try:
