@@ -58,16 +58,17 @@ def implementation(role: str, name: str):
     return found
 
 
-def run_copies(cpus: list[int], server, client, pairs: int, duration_s: float, work: Path) -> list[dict]:
+def run_copies(cpus: list[int], server, client, pairs: int, duration_s: float, work: Path,
+               server_env: dict[str, str] | None = None) -> list[dict]:
     """One copy per CPU of cpus (A on the first), their clients started one after the other, the last copy's first;
-    each copy's server CPU µs per roundtrip and roundtrips/s."""
+    each copy's server CPU µs per roundtrip and roundtrips/s. server_env: variables added to the servers'."""
     started: list[processes.ManagedProcess] = []
     try:
         servers = []
         for cpu in cpus:
             port = processes.free_port()
             process = processes.start(f"server-{cpu}", resolve_command(server, ROOT) + ["--port", str(port)], ROOT,
-                                      work, cpus={cpu})
+                                      work, env={**os.environ, **(server_env or {})}, cpus={cpu})
             started.append(process)
             probe.wait_until_ready(f"ws://127.0.0.1:{port}", process, 20)
             servers.append((process, port))

@@ -387,6 +387,12 @@ int main(int argc, char **argv) {
         usage_error(program, "--compression must be default, off or on");
     if (args.cert.empty() != args.key.empty()) usage_error(program, "--tls-cert and --tls-key go together");
 
+    // A measurement switch (benchmarks/thread_tax.py): start and join one thread first, so that a one-thread server
+    // runs as a process with threads does. glibc's malloc and libstdc++'s shared_ptr counts skip their locks and
+    // atomic instructions while a process has never had a second thread (__libc_single_threaded).
+    const char *leave_single_threaded = std::getenv("PINGPONG_CPP_LEAVE_SINGLE_THREADED");
+    if (leave_single_threaded && std::string(leave_single_threaded) == "1") std::thread([] {}).join();
+
     bool tls = !args.cert.empty(), on = args.compression == "on";
     if (args.worker_ports) {
         if (tls) return on ? serve_by_thread<with_deflate<websocketpp::config::asio_tls>, true>(args)
