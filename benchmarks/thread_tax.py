@@ -29,11 +29,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from benchmarks.corunning import ROOT, implementation, run_copies
+from pingpong.contract import CPP_LEAVE_SINGLE_THREADED_ENV
 from pingpong.harness.analysis.stats import interval_label, median_interval
 from pingpong.harness.settings.environment import suite_commit
 
 SERVER = "cpp-websocketpp"
-SWITCH = "PINGPONG_CPP_LEAVE_SINGLE_THREADED"
+SWITCH = CPP_LEAVE_SINGLE_THREADED_ENV
 VARIANTS = {"as_is": {}, "with_threads": {SWITCH: "1"}}
 
 
@@ -53,8 +54,8 @@ def main() -> int:
     parser.add_argument("--client", default="go-gorilla", help="a client of the manifest (default go-gorilla)")
     parser.add_argument("--pairs", type=int, default=4, help="pairs of the client (default 4)")
     parser.add_argument("--duration", type=float, default=3.0,
-                        help="seconds each client runs (default 3; no warmup: the server's CPU is read around the whole "
-                             "client run, which is its window)")
+                        help="seconds each client runs (default 3; no warmup: the server's CPU is read around "
+                             "the whole client run, which is its window)")
     parser.add_argument("--rounds", type=int, default=9, help="rounds, each running both variants (default 9)")
     args = parser.parse_args()
     if args.pairs < 1 or args.rounds < 1 or not args.duration > 0:
@@ -67,8 +68,15 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="pingpong-thread-tax-") as work:
         for number in range(1, args.rounds + 1):
             order = list(VARIANTS) if number % 2 else list(reversed(VARIANTS))
-            measured = {variant: run_copies([cpu], server, client, args.pairs, args.duration, Path(work),
-                                            VARIANTS[variant])[0] for variant in order}
+            measured = {}
+            for variant in order:
+                measured[variant] = run_copies([cpu], server, client, args.pairs, args.duration, Path(work),
+                                               VARIANTS[variant])[0]
+                said = SWITCH in (Path(work) / f"server-{cpu}.stderr").read_text(errors="replace")
+                if said != (variant == "with_threads"):  # a server built before the switch ignores it
+                    print(f"thread_tax: the server {'did not say' if not said else 'said'} it left its single "
+                          f"thread in the {variant} variant (rebuild it: sh native/cpp/build.sh)", file=sys.stderr)
+                    return 1
             single, threaded = (measured[variant]["server_cpu_us_per_roundtrip"] for variant in VARIANTS)
             rounds.append({"round": number, "order": order, **measured,
                            "threads_cost_us_per_roundtrip": round(threaded - single, 2),

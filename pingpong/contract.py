@@ -90,6 +90,11 @@ MALLOC_ENV = "PINGPONG_MALLOC"
 MALLOC_MODES = ("settled", "as-is")
 DEFAULT_MALLOC = "settled"
 GLIBC_TUNABLES_ENV = "GLIBC_TUNABLES"
+# A measurement switch, not a setting: cpp-websocketpp starts and joins one thread before it serves, so a one-thread
+# server runs as a process with threads does (benchmarks/thread_tax.py). Servers inherit it from the orchestrator,
+# and each run's environment records it (MEASUREMENT_SWITCHES).
+CPP_LEAVE_SINGLE_THREADED_ENV = "PINGPONG_CPP_LEAVE_SINGLE_THREADED"
+MEASUREMENT_SWITCHES = (CPP_LEAVE_SINGLE_THREADED_ENV,)
 # Above every read buffer of every runtime here (asyncio's 256 KiB, libuv's 64 KiB): served from the heap, never
 # mapped per read; and a free heap top kept up to 64 MiB instead of returned to the kernel and faulted back in.
 SETTLED_MALLOC_TUNABLES = ("glibc.malloc.mmap_threshold=4194304", "glibc.malloc.trim_threshold=67108864")

@@ -115,3 +115,15 @@ def test_a_version_1_file_has_no_outcome_and_no_topology():
     """Before rounds were recorded, a file says nothing of how they ended: both fields are None."""
     run = load(REFERENCE)
     assert run.rounds_outcome is None and run.topology is None
+
+
+def test_a_measurement_switch_in_the_orchestrators_environment_is_recorded_with_the_run(monkeypatch):
+    """The servers inherit the orchestrator's environment, so a switch set there changes what is measured: each
+    run's environment names the switches that were set, and only those."""
+    from pingpong.contract import CPP_LEAVE_SINGLE_THREADED_ENV
+    from pingpong.harness.settings.environment import describe_environment
+
+    monkeypatch.delenv(CPP_LEAVE_SINGLE_THREADED_ENV, raising=False)
+    assert describe_environment(ROOT)["measurement_switches"] == {}
+    monkeypatch.setenv(CPP_LEAVE_SINGLE_THREADED_ENV, "1")
+    assert describe_environment(ROOT)["measurement_switches"] == {CPP_LEAVE_SINGLE_THREADED_ENV: "1"}

@@ -326,7 +326,7 @@ def test_a_threads_servers_room_reaches_its_members_on_every_thread_and_its_own_
     """cpp-websocketpp by room keeps each thread's members to itself (no lock for a room on one thread), yet a room
     whose members sit on both threads' ports still reaches all of them: with one member on thread 0 and two on
     thread 1, each member's messages reach the other two, exact, and nothing reaches another room's members; once
-    thread 1's two have left, the room lives on for a newcomer on thread 0; each thread counts its own joins."""
+    thread 1's two have left, a newcomer there is in the room again, both ways; each thread counts its own joins."""
     server = by_name("server", "cpp-websocketpp")
     started = launch_server(server, BY_ROOM, ROOT, tmp_path, {0})
     members = []
@@ -351,17 +351,19 @@ def test_a_threads_servers_room_reaches_its_members_on_every_thread_and_its_own_
                 member.recv(timeout=0.05)
         second.close()
         third.close()
-        newcomer = connect(f"{started.worker_url(0)}/spans")
+        newcomer = connect(f"{started.worker_url(1)}/spans")  # thread 1 emptied the room, and fills it again
         members.append(newcomer)
         first.send(b"\x00still here\xff")
         assert newcomer.recv(timeout=5) == b"\x00still here\xff"
+        newcomer.send("back")
+        assert first.recv(timeout=5) == "back"
     finally:
         for member in members:
             member.close()
         code = stop_server(started)
     assert stopped_cleanly(server.name, code, started.process.stderr_tail(40)), started.stderr_tail()
     counts = sorted(worker_counts(started), key=lambda record: record["own_port"])
-    assert [record["joined_per_room"].get("/spans") for record in counts] == [2, 2], counts
+    assert [record["joined_per_room"].get("/spans") for record in counts] == [1, 3], counts
     assert [record["joined_per_room"].get("/aside") for record in counts] == [None, 2], counts
     assert processes.group_members(started.pid) == []
 
@@ -370,6 +372,8 @@ def test_a_servers_port_range_lies_below_the_ephemeral_ports_and_is_free(monkeyp
     """PORT..PORT+N for a server by room: all free, and below the kernel's ephemeral range, where no connect() can
     take one before the workers bind them; with no room below it, a free range the kernel's bind(0) gives."""
     low, _ = processes.ephemeral_port_range()
+    if low < server_module.FIRST_RANGE_PORT + 100:
+        pytest.skip(f"this host's ephemeral ports start at {low}: no room below them")
     for _ in range(20):
         port = server_module.free_port_checked(ports=3)
         assert server_module.FIRST_RANGE_PORT <= port and port + 2 < low

@@ -1,6 +1,6 @@
 """pingpong/kit/worker_rooms.py against a real redis-server: a join or a leave on the broker whose caller is
-cancelled halfway still ends, so no room is left on the broker (Sanic cancels a websocket handler when its
-connection is lost, which may come while the handler's `finally` is leaving its room)."""
+cancelled as soon as it waits still ends, so no room is left on the broker (Sanic cancels a websocket handler when
+its connection is lost, which may come while the handler's `finally` is leaving its room)."""
 
 import asyncio
 

@@ -280,7 +280,8 @@ static int serve_by_thread(const Args &args) {
                 home->endpoint.send(other, msg, ignored);
                 home->relayed += 1;
             }
-            if (here->second.threads->load(std::memory_order_relaxed) < 2) return;
+            // relaxed: a member that joins on another thread meanwhile may miss this message, as it would by a lock
+            if (!here->second.threads || here->second.threads->load(std::memory_order_relaxed) < 2) return;
             std::vector<Member> elsewhere;
             {
                 std::lock_guard<std::mutex> guard(rooms_mutex);
@@ -391,7 +392,10 @@ int main(int argc, char **argv) {
     // runs as a process with threads does. glibc's malloc and libstdc++'s shared_ptr counts skip their locks and
     // atomic instructions while a process has never had a second thread (__libc_single_threaded).
     const char *leave_single_threaded = std::getenv("PINGPONG_CPP_LEAVE_SINGLE_THREADED");
-    if (leave_single_threaded && std::string(leave_single_threaded) == "1") std::thread([] {}).join();
+    if (leave_single_threaded && std::string(leave_single_threaded) == "1") {
+        std::thread([] {}).join();
+        std::fprintf(stderr, "cpp_ws_server: PINGPONG_CPP_LEAVE_SINGLE_THREADED=1: started and joined one thread\n");
+    }
 
     bool tls = !args.cert.empty(), on = args.compression == "on";
     if (args.worker_ports) {

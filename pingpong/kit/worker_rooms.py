@@ -91,6 +91,7 @@ class WorkerRooms:
         self._confirmations: dict[tuple[bytes, bytes], asyncio.Future] = {}
         self._acks: set[asyncio.Task] = set()
         self._changes: set[asyncio.Task] = set()  # joins and leaves on the broker under way (_unless_interrupted)
+        self._leaving: set[str] = set()  # rooms whose leave has not yet been told to the broker
         self._nonces = 0
         self.own_port: int | None = None  # --worker-ports: the port only this worker listens on
         self._publisher = None
@@ -118,14 +119,19 @@ class WorkerRooms:
         self.write_counts(final=False)
 
     async def stop(self) -> None:
-        """Leave every room still joined on the broker, stop listening, close the broker's connections, write the
-        final counts."""
+        """Let the joins and leaves under way end (a join waits at most ACK_TIMEOUT_S for its subscription and as
+        long for its acknowledgements), cancel what is left of them, leave every room still joined or being joined
+        on the broker, stop listening, close the broker's connections, write the final counts."""
         if self._changes:  # joins and leaves whose callers were cancelled: let them end first
-            await asyncio.wait(set(self._changes), timeout=ACK_TIMEOUT_S)
-        if self._publisher is not None and self.others:
+            await asyncio.wait(set(self._changes), timeout=2 * ACK_TIMEOUT_S + 1)
+            for change in set(self._changes):
+                change.cancel()
+        # a join or leave cut short may have left this worker in the room's set
+        rooms = set(self.others) | set(self._pending) | self._leaving
+        if self._publisher is not None and rooms:
             try:
                 async with self._publisher.pipeline(transaction=True) as pipe:
-                    for room in self.others:
+                    for room in rooms:
                         pipe.srem(BROKER_WORKERS_KEY_PREFIX + room, self.origin)
                         pipe.publish(BROKER_PRESENCE_CHANNEL, self._notice(LEAVE, room))
                     await pipe.execute()
@@ -200,8 +206,15 @@ class WorkerRooms:
         one cut short would leave the room's set and channel on the broker, or a subscription without the set."""
         task = asyncio.get_running_loop().create_task(change)
         self._changes.add(task)
-        task.add_done_callback(self._changes.discard)
+        task.add_done_callback(self._change_done)
         await asyncio.shield(task)
+
+    def _change_done(self, task: asyncio.Task) -> None:
+        """A join or leave ended: say on stderr when it failed, since a cancelled caller no longer hears of it."""
+        self._changes.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            print(f"worker {self.origin.decode()}: a join or leave on the broker failed: {task.exception()!r}",
+                  file=sys.stderr)
 
     async def relay(self, room: str, sender, message: str | bytes) -> None:
         """Send a member's message to the room's other members here, then, when another worker has members there,
@@ -259,10 +272,14 @@ class WorkerRooms:
 
     async def _leave_broker(self, room: str) -> None:
         del self.others[room]
-        async with self._publisher.pipeline(transaction=True) as pipe:
-            pipe.srem(BROKER_WORKERS_KEY_PREFIX + room, self.origin)
-            pipe.publish(BROKER_PRESENCE_CHANNEL, self._notice(LEAVE, room))
-            await pipe.execute()
+        self._leaving.add(room)
+        try:
+            async with self._publisher.pipeline(transaction=True) as pipe:
+                pipe.srem(BROKER_WORKERS_KEY_PREFIX + room, self.origin)
+                pipe.publish(BROKER_PRESENCE_CHANNEL, self._notice(LEAVE, room))
+                await pipe.execute()
+        finally:
+            self._leaving.discard(room)
         channel = (BROKER_CHANNEL_PREFIX + room).encode()
         unsubscribed = self._expect(b"unsubscribe", channel)
         await self._pubsub.unsubscribe(channel)

@@ -335,9 +335,9 @@ def free_port_checked(host: str = "127.0.0.1", attempts: int = 5, ports: int = 1
     if ports > 1:
         low, _ = processes.ephemeral_port_range()
         for _ in range(attempts * 20):
-            if low - ports <= FIRST_RANGE_PORT:
+            if low - ports < FIRST_RANGE_PORT:
                 break
-            port = random.randrange(FIRST_RANGE_PORT, low - ports)
+            port = random.randrange(FIRST_RANGE_PORT, low - ports + 1)  # port + ports - 1 < low
             if all(processes.port_is_free(port + offset, host) for offset in range(ports)):
                 return port
     for _ in range(attempts * ports):

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from pingpong.contract import MEASUREMENT_SWITCHES
 from pingpong.harness.settings.manifest import runtime_executable
 from pingpong.harness.system.cpu import cpu_source
 from pingpong.versions import library_versions
@@ -43,6 +44,8 @@ def describe_environment(project_root: Path) -> dict[str, Any]:
         "somaxconn": _read_first_line("/proc/sys/net/core/somaxconn"),
         # "1": each session a scheduling group; every process the run starts is in the orchestrator's (processes.py)
         "sched_autogroup_enabled": _read_first_line("/proc/sys/kernel/sched_autogroup_enabled"),
+        # switches the programs read from the environment they inherit: set, they change what is measured
+        "measurement_switches": {name: os.environ[name] for name in MEASUREMENT_SWITCHES if name in os.environ},
     }
 
 

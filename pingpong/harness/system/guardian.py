@@ -1,8 +1,8 @@
 """The guardian: a small process that ends the run's process groups if the orchestrator dies without doing so.
 
-Every server and client runs in a process group of its own (in the orchestrator's session), so that its whole tree
-can be stopped as one; but then nothing stops it when the orchestrator is killed with SIGKILL, which no handler sees. The
-guardian closes that gap. The orchestrator starts it once, in a session of its own, and tells it on a pipe each
+Every server and client runs in a process group of its own (in the orchestrator's session), so that its whole
+tree can be stopped as one; but then nothing stops it when the orchestrator is killed with SIGKILL, which no handler
+sees. The guardian closes that gap. The orchestrator starts it once, in a session of its own, and tells it on a pipe each
 process group it starts ("+PGID") and each one it has stopped and reaped ("-PGID"). Only the orchestrator holds
 the pipe's write end (non-inheritable, so no child keeps it open), so the pipe reaches end of file exactly when
 the orchestrator is gone, however it ended. The guardian then sends SIGKILL to every group still listed, and

@@ -69,7 +69,7 @@ def start(name: str, argv: list[str], cwd: Path, log_dir: Path, env: dict[str, s
     session is a scheduling group with a weight of its own, so three sessions on one CPU (a server and two client
     processes) gave the server a third of it instead of its share as a task, and a server whose threads or workers
     span two CPUs half its weight on each: two go-gorilla client processes beside a cpp-websocketpp server on one
-    CPU ran 31-32k roundtrips/s in sessions of their own, 44k in one (docs/methodology.md, "Sessions").
+    CPU ran 31-32k roundtrips/s in sessions of their own, 43k in one (docs/methodology.md, "Sessions").
 
     Pinning happens before exec, so every thread the runtime starts (Node's thread pool, uvloop's) inherits it.
     SIGINT is back at its default in the child, whatever this process inherited (a background job ignores it):
