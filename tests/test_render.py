@@ -230,3 +230,11 @@ def test_every_format_the_parser_offers_has_its_exporter_and_every_saved_one_is_
 
     assert tuple(EXPORTERS) == FORMATS
     assert set(SAVED_FORMATS) <= set(FORMATS)
+
+
+def test_the_machine_line_names_the_measurement_switches_a_run_had_set():
+    from pingpong.harness.report.formatting import switches_text
+
+    assert switches_text({}) == "" and switches_text({"measurement_switches": {}}) == ""
+    assert switches_text({"measurement_switches": {"PINGPONG_B": "1", "PINGPONG_A": "x"}}) == (
+        " Measurement switches set: PINGPONG_A=x, PINGPONG_B=1.")

@@ -331,6 +331,15 @@ def short_rate(value: float) -> str:
     return f"{value / 1e6:.2f}M"
 
 
+def switches_text(environment: dict[str, Any]) -> str:
+    """The measurement switches a run had set (environment.measurement_switches), as a sentence; "" when none."""
+    switches = environment.get("measurement_switches") or {}
+    if not switches:
+        return ""
+    named = ", ".join(f"{name}={value}" for name, value in sorted(switches.items()))
+    return f" Measurement switches set: {named}."
+
+
 def topology_line(cluster: dict[str, Any]) -> str:
     """Where a --cluster run's sides ran, the link between them, and the raw-TCP floor's round trip across it (a
     run's topology)."""

@@ -19,8 +19,8 @@ from pingpong.harness.report.formatting import (COST_PARTS, CV_MEANING, HALF_WID
                                                 half_width_text, interval_legend, latency_name, matrix_cell_text,
                                                 per_worker_text, percentiles, placement_text, rate_unit,
                                                 relative_to_fastest,
-                                                rounds_text, short_extensions, time_budgets, topology_line,
-                                                usual_label, with_loop, workload_title)
+                                                rounds_text, short_extensions, switches_text, time_budgets,
+                                                topology_line, usual_label, with_loop, workload_title)
 from pingpong.harness.report import profile_report
 from pingpong.harness.report import workers as workers_report
 from pingpong.harness.results.records import RunResult
@@ -109,7 +109,7 @@ def matrix_section(run: RunResult, summaries: Summaries, servers: list[str], cli
         f"Machine: {env.get('cpu_model')}, {env.get('cpu_count')} CPUs, Linux {env.get('kernel')}; "
         f"Python {env.get('python', {}).get('version')}, Node.js {env.get('node')}; "
         f"suite {str(env.get('suite_commit'))[:10]}{' (modified)' if env.get('suite_dirty') else ''}."
-        + (f" {topology_line(run.topology)}" if run.topology else ""),
+        + switches_text(env) + (f" {topology_line(run.topology)}" if run.topology else ""),
         f"Settings: {rounds_text(run)}; each attempt {config['duration_s']:g} s after {config['warmup_s']:g} s "
         "warmup; "
         f"loop {config['loop']}; compression {config['compression']}; payload {config['payload_size']} bytes "

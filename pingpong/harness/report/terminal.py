@@ -24,8 +24,8 @@ from pingpong.harness.report.formatting import (REFERENCE_TEXT, Headline, axes, 
                                                 fastest_cell, floors, format_duration_ns, format_rate, is_contender,
                                                 is_floor, per_worker_text, placement_text, rate_unit,
                                                 relative_to_fastest,
-                                                rounds_text, short_rate, topology_line, usual_label, with_loop,
-                                                workload_title)
+                                                rounds_text, short_rate, switches_text, topology_line, usual_label,
+                                                with_loop, workload_title)
 from pingpong.harness.report.workloads import cell_figures
 from pingpong.harness.report import profile_report
 from pingpong.harness.report import workers as workers_report
@@ -394,7 +394,7 @@ def machine_line(run: RunResult) -> str:
     return (f"Machine: {env.get('cpu_model')}, {env.get('cpu_count')} CPUs, Linux {env.get('kernel')}; "
             f"Python {(env.get('python') or {}).get('version')}, Node.js {env.get('node')}; suite "
             f"{str(env.get('suite_commit'))[:10]}{' (modified)' if env.get('suite_dirty') else ''}."
-            + (f" {topology_line(run.topology)}" if run.topology else ""))
+            + switches_text(env) + (f" {topology_line(run.topology)}" if run.topology else ""))
 
 
 def wrap(text: str, width: int = WIDTH, indent: str = "") -> list[str]:
