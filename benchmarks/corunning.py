@@ -95,18 +95,30 @@ def run_copies(cpus: list[int], server, client, pairs: int, duration_s: float, w
             processes.stop(process)
 
 
+def add_copy_options(parser: argparse.ArgumentParser, rounds: int, rounds_help: str) -> None:
+    """--pairs, --duration and --rounds, as every benchmark built on run_copies takes them."""
+    parser.add_argument("--pairs", type=int, default=4, help="pairs of each copy's client (default 4)")
+    parser.add_argument("--duration", type=float, default=3.0,
+                        help="seconds each client runs (default 3; no warmup: the server's CPU is read around "
+                             "the whole client run, which is its window)")
+    parser.add_argument("--rounds", type=int, default=rounds, help=f"rounds, {rounds_help} (default {rounds})")
+
+
+def copy_options_refused(args: argparse.Namespace, program: str) -> bool:
+    """True (said on stderr in one line) when --pairs, --rounds or --duration is out of range."""
+    if args.pairs < 1 or args.rounds < 1 or not args.duration > 0:
+        print(f"{program}: --pairs and --rounds must be at least 1, --duration > 0", file=sys.stderr)
+        return True
+    return False
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--server", default="node-ws", help="a server of the manifest (default node-ws)")
     parser.add_argument("--client", default="node-ws", help="a client of the manifest (default node-ws)")
-    parser.add_argument("--pairs", type=int, default=4, help="pairs of each copy's client (default 4)")
-    parser.add_argument("--duration", type=float, default=3.0,
-                        help="seconds each client runs (default 3; no warmup: the server's CPU is read around the whole "
-                             "client run, which is its window)")
-    parser.add_argument("--rounds", type=int, default=5, help="rounds, each A alone and A beside B (default 5)")
+    add_copy_options(parser, 5, "each A alone and A beside B")
     args = parser.parse_args()
-    if args.pairs < 1 or args.rounds < 1 or not args.duration > 0:
-        print("corunning: --pairs and --rounds must be at least 1, --duration > 0", file=sys.stderr)
+    if copy_options_refused(args, "corunning"):
         return 2
     ours = sorted(os.sched_getaffinity(0))
     if len(ours) < 2:

@@ -28,7 +28,7 @@ import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 
-from benchmarks.corunning import ROOT, implementation, run_copies
+from benchmarks.corunning import ROOT, add_copy_options, copy_options_refused, implementation, run_copies
 from pingpong.contract import CPP_LEAVE_SINGLE_THREADED_ENV
 from pingpong.harness.analysis.stats import interval_label, median_interval
 from pingpong.harness.settings.environment import suite_commit
@@ -52,14 +52,9 @@ def summary(values: list[float]) -> dict:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--client", default="go-gorilla", help="a client of the manifest (default go-gorilla)")
-    parser.add_argument("--pairs", type=int, default=4, help="pairs of the client (default 4)")
-    parser.add_argument("--duration", type=float, default=3.0,
-                        help="seconds each client runs (default 3; no warmup: the server's CPU is read around "
-                             "the whole client run, which is its window)")
-    parser.add_argument("--rounds", type=int, default=9, help="rounds, each running both variants (default 9)")
+    add_copy_options(parser, 9, "each running both variants")
     args = parser.parse_args()
-    if args.pairs < 1 or args.rounds < 1 or not args.duration > 0:
-        print("thread_tax: --pairs and --rounds must be at least 1, --duration > 0", file=sys.stderr)
+    if copy_options_refused(args, "thread_tax"):
         return 2
     server, client = implementation("server", SERVER), implementation("client", args.client)
     cpu = sorted(os.sched_getaffinity(0))[-1]

@@ -89,6 +89,13 @@ def test_a_server_without_workers_refuses_worker_ports(command):
     assert completed.returncode == 2 and "--worker-ports" in completed.stderr, completed.stderr
 
 
+def serving_by_room(started) -> None:
+    """Wait until a server launched by room serves, each of its workers has said so, and each own port answers."""
+    probe.wait_until_ready(started.base_url, started.process, BY_ROOM.ready_timeout_s)
+    assert wait_for_workers(started, BY_ROOM.ready_timeout_s) is None, started.stderr_tail()
+    assert check_worker_ports(started, BY_ROOM) is None, started.stderr_tail()
+
+
 @needs_broker
 @pytest.mark.parametrize("server", WORKER_SERVERS, ids=lambda s: s.name)
 def test_each_worker_serves_its_own_port_and_keeps_its_rooms_to_itself(server, tmp_path):
@@ -99,9 +106,7 @@ def test_each_worker_serves_its_own_port_and_keeps_its_rooms_to_itself(server, t
     started = launch_server(server, BY_ROOM, ROOT, tmp_path, {0})
     pairs = []
     try:
-        probe.wait_until_ready(started.base_url, started.process, BY_ROOM.ready_timeout_s)
-        assert wait_for_workers(started, BY_ROOM.ready_timeout_s) is None, started.stderr_tail()
-        assert check_worker_ports(started, BY_ROOM) is None, started.stderr_tail()
+        serving_by_room(started)
         assert started.worker_ports == [started.port + 1, started.port + 2]
         owners = []
         for index, port in enumerate(started.worker_ports):
@@ -331,9 +336,7 @@ def test_a_threads_servers_room_reaches_its_members_on_every_thread_and_its_own_
     started = launch_server(server, BY_ROOM, ROOT, tmp_path, {0})
     members = []
     try:
-        probe.wait_until_ready(started.base_url, started.process, BY_ROOM.ready_timeout_s)
-        assert wait_for_workers(started, BY_ROOM.ready_timeout_s) is None, started.stderr_tail()
-        assert check_worker_ports(started, BY_ROOM) is None, started.stderr_tail()
+        serving_by_room(started)
         first = connect(f"{started.worker_url(0)}/spans")
         second, third = (connect(f"{started.worker_url(1)}/spans") for _ in range(2))
         alone = [connect(f"{started.worker_url(1)}/aside") for _ in range(2)]
