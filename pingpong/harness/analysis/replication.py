@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pingpong.harness.analysis.stats import MedianInterval, interval_label, median_interval
-from pingpong.harness.results.records import ABSENT_MEANS, RunResult
+from pingpong.harness.results.records import RunResult, recorded_setting
 
 # The settings that shape a cell's figures: runs combine only when these are equal (compare shows those that differ
 # between its two sides). What does not shape them may differ: start times, the rounds' order seed and budget, the
@@ -78,7 +78,7 @@ def run_medians(run: RunResult) -> dict[tuple[str, str], float]:
 
 
 def settings_of(run: RunResult) -> dict[str, Any]:
-    return {key: run.configuration.get(key, ABSENT_MEANS.get(key)) for key in SETTING_KEYS}
+    return {key: recorded_setting(run, key) for key in SETTING_KEYS}
 
 
 def first_setting_difference(runs: list[RunResult], names: list[str]) -> str | None:

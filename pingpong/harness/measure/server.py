@@ -332,11 +332,9 @@ def free_port_checked(host: str = "127.0.0.1", attempts: int = 5, ports: int = 1
     A range lies below the kernel's ephemeral ports (ip_local_port_range) when there is room: the workers bind
     PORT+1.. a second or more after the check, and any connect() meanwhile (a readiness probe, another run's
     clients) takes its local port from the ephemeral range, so it could take one of them there but not here."""
-    if ports > 1:
-        low, _ = processes.ephemeral_port_range()
+    low, _ = processes.ephemeral_port_range()
+    if ports > 1 and low - ports >= FIRST_RANGE_PORT:
         for _ in range(attempts * 20):
-            if low - ports < FIRST_RANGE_PORT:
-                break
             port = random.randrange(FIRST_RANGE_PORT, low - ports + 1)  # port + ports - 1 < low
             if all(processes.port_is_free(port + offset, host) for offset in range(ports)):
                 return port

@@ -7,9 +7,8 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from pingpong.harness.results.records import ABSENT_MEANS, RunResult, load, write_atomically
+from pingpong.harness.results.records import RunResult, load, recorded_setting, write_atomically
 from pingpong.harness.settings.catalog import PROJECT_ROOT
 from pingpong.harness.settings.usage import UsageError
 
@@ -81,11 +80,8 @@ def resume(path: Path, fresh: RunResult, results_dir: Path) -> tuple[RunResult, 
         raise UsageError(f"--resume: {path} does not exist") from None
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise UsageError(f"--resume: {path} is not a results file of this suite ({exc})") from None
-    def value(run: RunResult, key: str) -> Any:
-        return run.configuration.get(key, ABSENT_MEANS.get(key))
-
-    differences = [f"{key} {value(saved, key)!r} (this command: {value(fresh, key)!r})"
-                   for key in RESUME_KEYS if value(saved, key) != value(fresh, key)]
+    differences = [f"{key} {recorded_setting(saved, key)!r} (this command: {recorded_setting(fresh, key)!r})"
+                   for key in RESUME_KEYS if recorded_setting(saved, key) != recorded_setting(fresh, key)]
     if differences:
         raise UsageError(f"--resume: {path.name} was measured with other settings: {'; '.join(differences)}; "
                          f"repeat its original options")

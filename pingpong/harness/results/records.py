@@ -27,6 +27,11 @@ SUITE = "websocket-pingpong-bench"
 ABSENT_MEANS = {"load_per_worker": False}
 
 
+def recorded_setting(run: "RunResult", key: str) -> Any:
+    """A configuration key of a run, or what its absence means in a file written before the key existed."""
+    return run.configuration.get(key, ABSENT_MEANS.get(key))
+
+
 @dataclass(frozen=True)
 class Attempt:
     """One repeat of one cell: a fresh server process and one client run against it."""
