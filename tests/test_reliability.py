@@ -377,3 +377,31 @@ def test_abuse_verdicts_on_fixed_outcomes():
              (outcome(1000, 900, 950, alive=False), "server died", False)]
     for case, verdict, survived in cases:
         assert (case.verdict, case.survived) == (verdict, survived)
+
+
+SANIC_TRACE = """Traceback (most recent call last):
+  File "/x/site-packages/sanic/mixins/startup.py", line 1190, in serve
+    while cls._get_process_states(worker_state):
+  File "/x/site-packages/sanic/mixins/startup.py", line 1210, in {function}
+    return [
+  File "/x/site-packages/sanic/mixins/startup.py", line 1214, in <listcomp>
+    (state := s.get("state"))
+              ^^^^^
+AttributeError: '{kind}' object has no attribute 'get'
+"""
+
+
+def test_only_sanics_own_shutdown_race_is_excused_when_a_server_exits_1():
+    """Sanic's upstream race (docs/reliability.md) is excused in either of its loops over the workers' states, for
+    sanic and sanic-workers only; any other exit 1, another error or another server is not."""
+    from tests.conftest import stopped_cleanly
+
+    for function in ("_sync_states", "_get_process_states"):
+        for kind in ("NoneType", "str"):
+            trace = SANIC_TRACE.format(function=function, kind=kind)
+            assert stopped_cleanly("sanic-workers", 1, trace) and stopped_cleanly("sanic", 1, trace)
+            assert not stopped_cleanly("aiohttp", 1, trace)
+    assert not stopped_cleanly("sanic", 1, SANIC_TRACE.format(function="serve_single", kind="str"))
+    assert not stopped_cleanly("sanic", 1, SANIC_TRACE.format(function="_sync_states", kind="int"))
+    assert not stopped_cleanly("sanic", 1, "Traceback (most recent call last):\nValueError: no\n")
+    assert stopped_cleanly("aiohttp", 0, "")
