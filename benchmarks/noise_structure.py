@@ -21,7 +21,8 @@ the processes' lives, of the process's age. Last, the rounds a median needs for 
 One JSON object on stdout (every window of every process, the analysis); a table on stderr; --output also writes
 the JSON to a file, rewritten after every block so that an interruption loses nothing.
 Usage: python -m benchmarks.noise_structure [--cells S:C,...] [--blocks 4] [--fresh 8] [--long-lived 2]
-       [--windows 30] [--previous EARLIER.json ...] [--output FILE] [--quick]
+       [--windows 30] [--placement auto|same-cpu|split|unpinned] [--previous EARLIER.json ...] [--output FILE]
+       [--quick]
        python -m benchmarks.noise_structure --analyse OUTPUT.json [--previous EARLIER.json ...]  (measures nothing)
 """
 
@@ -48,7 +49,7 @@ from pingpong.harness.measure.attempt_plan import (STDERR_TAIL_LINES, client_com
 from pingpong.harness.measure.judge import parse_client_report
 from pingpong.harness.measure.local import run_attempt_on
 from pingpong.harness.measure.server import LocalServer, room_probe, start_server
-from pingpong.harness.settings.cell import CellSettings, cpus_for
+from pingpong.harness.settings.cell import DEFAULT_PLACEMENT, PLACEMENTS, CellSettings, cpus_for, placement_of
 from pingpong.harness.settings.environment import suite_commit
 from pingpong.harness.settings.manifest import Implementation
 from pingpong.harness.system import kernel_signals, listeners, processes
@@ -313,6 +314,8 @@ def parse_arguments() -> argparse.Namespace:
     parser.add_argument("--fresh", type=int, default=8, help="fresh client processes per block, one window each")
     parser.add_argument("--long-lived", type=int, default=2, help="long-lived client processes per block")
     parser.add_argument("--windows", type=int, default=30, help="windows read in each long-lived process")
+    parser.add_argument("--placement", choices=PLACEMENTS, default=DEFAULT_PLACEMENT,
+                        help="where the two sides run, as run_bench.py's --placement (default auto: one CPU)")
     parser.add_argument("--previous", type=Path, nargs="*", default=[],
                         help="earlier outputs of this benchmark: the run-level component from their cells")
     parser.add_argument("--output", type=Path, help="also write the JSON here (rewritten after every block)")
@@ -336,14 +339,15 @@ def main() -> int:
         found["previous"] = [str(path) for path in arguments.previous]
         return report(found, earlier, arguments.output, interrupted=bool(found.get("interrupted")))
     implementations = implementations_by_role()
-    settings = matrix_settings()
+    settings = replace(matrix_settings(), placement=arguments.placement)
     commit, modified = suite_commit(ROOT)
     order = interleaved(arguments.fresh, arguments.long_lived)
     cells = [{"server": server, "client": client, "blocks": []} for server, client in arguments.cell_pairs]
     found = {"benchmark": "noise_structure", "format_version": FORMAT_VERSION, "commit": commit,
              "modified": modified, "started_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
              "settings": {"warmup_s": settings.warmup_s, "window_s": settings.duration_s,
-                          "jit_warmup_s": settings.jit_warmup_s, "blocks": arguments.blocks,
+                          "jit_warmup_s": settings.jit_warmup_s, "placement": placement_of(settings),
+                          "blocks": arguments.blocks,
                           "fresh": arguments.fresh, "long_lived": arguments.long_lived,
                           "windows": arguments.windows, "order": order, "slow_below": noise.SLOW_BELOW,
                           "count_agreement": COUNT_AGREEMENT},

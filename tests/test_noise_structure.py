@@ -295,3 +295,17 @@ def test_event_lines_wait_for_a_line_or_give_up():
         os.close(read_fd)
         if write_fd is not None:
             os.close(write_fd)
+
+
+def test_placement_is_a_choice_of_the_runs_own_and_nothing_else(monkeypatch, capsys):
+    from benchmarks.noise_structure import parse_arguments
+    monkeypatch.setattr("sys.argv", ["noise_structure", "--placement", "split", "--cells", "sanic:node-ws"])
+    chosen = parse_arguments()
+    assert (chosen.placement, chosen.cell_pairs) == ("split", [("sanic", "node-ws")])
+    monkeypatch.setattr("sys.argv", ["noise_structure"])
+    assert parse_arguments().placement == "auto"
+    monkeypatch.setattr("sys.argv", ["noise_structure", "--placement", "two-cpus"])
+    with pytest.raises(SystemExit) as refused:
+        parse_arguments()
+    assert refused.value.code == 2
+    assert "invalid choice: 'two-cpus'" in capsys.readouterr().err
