@@ -94,7 +94,11 @@ GLIBC_TUNABLES_ENV = "GLIBC_TUNABLES"
 # server runs as a process with threads does (benchmarks/thread_tax.py). Servers inherit it from the orchestrator,
 # and each run's environment records it (MEASUREMENT_SWITCHES).
 CPP_LEAVE_SINGLE_THREADED_ENV = "PINGPONG_CPP_LEAVE_SINGLE_THREADED"
-MEASUREMENT_SWITCHES = (CPP_LEAVE_SINGLE_THREADED_ENV,)
+# A measurement switch too: with "1", the orchestrator starts every server and client with the kernel's address
+# randomization off (personality ADDR_NO_RANDOMIZE, as `setarch -R` does), so two processes of one binary map its code
+# at the same addresses (benchmarks/address_layout.py; docs/methodology.md, "The address layout on one CPU").
+FIXED_ADDRESS_LAYOUT_ENV = "PINGPONG_FIXED_ADDRESS_LAYOUT"
+MEASUREMENT_SWITCHES = (CPP_LEAVE_SINGLE_THREADED_ENV, FIXED_ADDRESS_LAYOUT_ENV)
 # Above every read buffer of every runtime here (asyncio's 256 KiB, libuv's 64 KiB): served from the heap, never
 # mapped per read; and a free heap top kept up to 64 MiB instead of returned to the kernel and faulted back in.
 SETTLED_MALLOC_TUNABLES = ("glibc.malloc.mmap_threshold=4194304", "glibc.malloc.trim_threshold=67108864")

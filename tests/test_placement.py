@@ -186,3 +186,32 @@ def test_the_pace_probe_runs_on_the_cpu_asked_and_leaves_the_thread_where_it_was
     found = paces(before)
     assert set(found) == {f"cpu{cpu}" for cpu in before} and all(10 < value < 10_000 for value in found.values())
     assert os.sched_getaffinity(0) == before
+
+
+@pytest.mark.parametrize("switch", ["1", None])
+def test_the_fixed_layout_switch_starts_children_unrandomized_and_leaves_the_orchestrator_as_it_was(
+        switch, monkeypatch, tmp_path):
+    from pingpong.contract import FIXED_ADDRESS_LAYOUT_ENV
+    from pingpong.harness.settings.environment import describe_environment
+    if switch is None:
+        monkeypatch.delenv(FIXED_ADDRESS_LAYOUT_ENV, raising=False)
+    else:
+        monkeypatch.setenv(FIXED_ADDRESS_LAYOUT_ENV, switch)
+    own_before = open("/proc/self/personality").read()
+    seen = []
+    for number in range(2):
+        child = processes.start(f"layout{number}", [sys.executable, "-c", "import time; time.sleep(30)"], ROOT,
+                                tmp_path)
+        try:
+            persona = int(open(f"/proc/{child.pid}/personality").read(), 16)
+            interpreter = sorted(line.split("-")[0] for line in open(f"/proc/{child.pid}/maps")
+                                 if line.rstrip().endswith(os.path.realpath(sys.executable)))[0]
+            seen.append((bool(persona & processes.ADDR_NO_RANDOMIZE), interpreter))
+        finally:
+            processes.stop(child, grace_s=1)
+    assert open("/proc/self/personality").read() == own_before
+    fixed = switch == "1"
+    assert [unrandomized for unrandomized, _ in seen] == [fixed, fixed]
+    if fixed:  # one binary, one place: the two processes map the interpreter at the same address
+        assert seen[0][1] == seen[1][1]
+    assert (FIXED_ADDRESS_LAYOUT_ENV in describe_environment(ROOT)["measurement_switches"]) == fixed

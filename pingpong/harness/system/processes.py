@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import math
 import os
 import resource
@@ -15,10 +16,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from pingpong.contract import FIXED_ADDRESS_LAYOUT_ENV
 from pingpong.harness.system import guardian
 from pingpong.harness.system.stop_signals import note_stop_request, stop_requested, stopping_signals
 
 STOP_GRACE_S = 5.0
+ADDR_NO_RANDOMIZE = 0x0040000  # <linux/personality.h>
+PERSONALITY_QUERY = 0xFFFFFFFF  # personality(2): returns the current persona, changes nothing
 CLEAN_EXIT_CODES = (0, -signal.SIGTERM, -signal.SIGINT)  # uvicorn re-raises the signal after a graceful stop
 
 
@@ -92,7 +96,8 @@ def start(name: str, argv: list[str], cwd: Path, log_dir: Path, env: dict[str, s
         signal.signal(signal.SIGINT, signal.SIG_DFL)
 
     preexec = default_sigint_in_child if signal.getsignal(signal.SIGINT) is signal.SIG_IGN else None
-    with open(stdout_path, "wb") as stdout, open(stderr_path, "wb") as stderr, _calling_thread_on(pinned):
+    with open(stdout_path, "wb") as stdout, open(stderr_path, "wb") as stderr, _calling_thread_on(pinned), \
+            _calling_thread_layout(fixed_address_layout()):
         popen = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr,
                                  process_group=0, pass_fds=pass_fds, preexec_fn=preexec)
     guardian.started(popen.pid)  # its own process group: the group's id is its PID
@@ -117,6 +122,30 @@ def _calling_thread_on(cpus: frozenset[int] | None):
         yield
     finally:
         os.sched_setaffinity(0, previous)
+
+
+def fixed_address_layout() -> bool:
+    """Whether the measurement switch FIXED_ADDRESS_LAYOUT_ENV is on ("1") in the orchestrator's environment."""
+    return os.environ.get(FIXED_ADDRESS_LAYOUT_ENV) == "1"
+
+
+@contextmanager
+def _calling_thread_layout(fixed: bool):
+    """While the block runs and fixed is true, the calling thread's persona has ADDR_NO_RANDOMIZE (as `setarch -R`
+    gives it): a child it starts inherits it, and maps its binary, libraries, heap and stack at exec without
+    randomization. The orchestrator's own mappings are not touched (a layout is chosen at exec)."""
+    if not fixed:
+        yield
+        return
+    personality = ctypes.CDLL(None, use_errno=True).personality
+    personality.argtypes, personality.restype = [ctypes.c_ulong], ctypes.c_int
+    previous = personality(PERSONALITY_QUERY)
+    if previous == -1 or personality(previous | ADDR_NO_RANDOMIZE) == -1:
+        raise OSError(ctypes.get_errno(), f"personality(2) refused {FIXED_ADDRESS_LAYOUT_ENV}=1")
+    try:
+        yield
+    finally:
+        personality(previous)
 
 
 @contextmanager
