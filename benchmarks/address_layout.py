@@ -23,15 +23,17 @@ import random
 import statistics
 import sys
 import tempfile
-from dataclasses import asdict, replace
+from dataclasses import asdict
 from datetime import datetime, timezone
 from pathlib import Path
 
-from benchmarks.rounds_setup import ROOT, implementations_by_role, matrix_settings, parse_arguments
+from benchmarks.process_modes import per_roundtrip
+from benchmarks.rounds_setup import (ROOT, add_placement_option, implementations_by_role, matrix_settings,
+                                   parse_arguments)
 from pingpong.contract import FIXED_ADDRESS_LAYOUT_ENV
 from pingpong.harness.analysis.stats import paired_ratio
 from pingpong.harness.measure.local import run_attempt
-from pingpong.harness.settings.cell import DEFAULT_PLACEMENT, PLACEMENTS, placement_of
+from pingpong.harness.settings.cell import placement_of
 from pingpong.harness.settings.environment import suite_commit
 from pingpong.harness.system.stop_signals import stop_signals_raise_interrupt
 
@@ -55,8 +57,7 @@ def layout_figures(attempts: dict[int, dict]) -> dict:
 
 
 def more_options(parser) -> None:
-    parser.add_argument("--placement", choices=PLACEMENTS, default=DEFAULT_PLACEMENT,
-                        help="where the two sides run, as run_bench.py's --placement (default auto: one CPU)")
+    add_placement_option(parser)
     parser.add_argument("--output", type=Path, help="also write the JSON here")
 
 
@@ -69,7 +70,7 @@ def main() -> int:
         problem = f"unknown implementations: {', '.join(unknown)}" if unknown else "--rounds takes 2 or more"
         print(f"address_layout: {problem}", file=sys.stderr)
         return 2
-    settings = replace(matrix_settings(), placement=args.placement)
+    settings = matrix_settings(args.placement)
     measured: dict[str, dict[tuple[str, str], dict[int, dict]]] = {layout: {} for layout in LAYOUTS}
     generator = random.Random(args.seed)
     commit, modified = suite_commit(ROOT)
@@ -93,11 +94,11 @@ def main() -> int:
                         if not attempt.ok:
                             print(f"{server} × {client} {layout}: {attempt.status}: {attempt.reason}", file=sys.stderr)
                             continue
-                        roundtrips = attempt.roundtrips_per_s * attempt.window_wall_s
+                        figures = per_roundtrip(attempt)
                         measured[layout].setdefault((server, client), {})[round_number] = {
-                            "rate": round(attempt.roundtrips_per_s, 1),
-                            "server_us": round(attempt.server_cpu_s / roundtrips * 1e6, 2),
-                            "client_us": round(attempt.client_cpu_s / roundtrips * 1e6, 2),
+                            "rate": round(figures["rate"], 1),
+                            "server_us": round(figures["server_us_per_roundtrip"], 2),
+                            "client_us": round(figures["client_us_per_roundtrip"], 2),
                             "placement": attempt.cpu_placement}
                 print(f"round {round_number}/{args.rounds} done", file=sys.stderr, flush=True)
     finally:

@@ -41,7 +41,7 @@ from dataclasses import asdict, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
-from benchmarks.rounds_setup import ROOT, implementations_by_role, matrix_settings
+from benchmarks.rounds_setup import ROOT, add_placement_option, implementations_by_role, matrix_settings
 from pingpong.contract import EVENTS_FD_ENV, READY_EVENT, WINDOW_END_EVENT, WINDOW_START_EVENT
 from pingpong.harness.analysis import noise
 from pingpong.harness.measure.attempt_plan import (STDERR_TAIL_LINES, client_command, process_environment,
@@ -49,7 +49,7 @@ from pingpong.harness.measure.attempt_plan import (STDERR_TAIL_LINES, client_com
 from pingpong.harness.measure.judge import parse_client_report
 from pingpong.harness.measure.local import run_attempt_on
 from pingpong.harness.measure.server import LocalServer, room_probe, start_server
-from pingpong.harness.settings.cell import DEFAULT_PLACEMENT, PLACEMENTS, CellSettings, cpus_for, placement_of
+from pingpong.harness.settings.cell import CellSettings, cpus_for, placement_of
 from pingpong.harness.settings.environment import suite_commit
 from pingpong.harness.settings.manifest import Implementation
 from pingpong.harness.system import kernel_signals, listeners, processes
@@ -314,8 +314,7 @@ def parse_arguments() -> argparse.Namespace:
     parser.add_argument("--fresh", type=int, default=8, help="fresh client processes per block, one window each")
     parser.add_argument("--long-lived", type=int, default=2, help="long-lived client processes per block")
     parser.add_argument("--windows", type=int, default=30, help="windows read in each long-lived process")
-    parser.add_argument("--placement", choices=PLACEMENTS, default=DEFAULT_PLACEMENT,
-                        help="where the two sides run, as run_bench.py's --placement (default auto: one CPU)")
+    add_placement_option(parser)
     parser.add_argument("--previous", type=Path, nargs="*", default=[],
                         help="earlier outputs of this benchmark: the run-level component from their cells")
     parser.add_argument("--output", type=Path, help="also write the JSON here (rewritten after every block)")
@@ -339,7 +338,7 @@ def main() -> int:
         found["previous"] = [str(path) for path in arguments.previous]
         return report(found, earlier, arguments.output, interrupted=bool(found.get("interrupted")))
     implementations = implementations_by_role()
-    settings = replace(matrix_settings(), placement=arguments.placement)
+    settings = matrix_settings(arguments.placement)
     commit, modified = suite_commit(ROOT)
     order = interleaved(arguments.fresh, arguments.long_lived)
     cells = [{"server": server, "client": client, "blocks": []} for server, client in arguments.cell_pairs]

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Callable
 
 from pingpong.harness.analysis.stats import paired_ratio
-from pingpong.harness.settings.cell import CellSettings
+from pingpong.harness.settings.cell import DEFAULT_PLACEMENT, PLACEMENTS, CellSettings
 from pingpong.harness.settings.configuration import (DEFAULT_JIT_WARMUP_S, DEFAULT_MATRIX_DURATION_S,
                                                      DEFAULT_MATRIX_WARMUP_S)
 from pingpong.harness.settings.manifest import Implementation, load_manifest
@@ -37,11 +37,18 @@ def implementations_by_role() -> dict[tuple[str, str], Implementation]:
     return {(i.role, i.name): i for i in load_manifest(ROOT / "manifest.toml")}
 
 
-def matrix_settings() -> CellSettings:
-    """The matrix's default window, warmup and JIT warmup, 4-byte text, default compression and loop, pinned."""
+def matrix_settings(placement: str = DEFAULT_PLACEMENT) -> CellSettings:
+    """The matrix's default window, warmup and JIT warmup, 4-byte text, default compression and loop, pinned (by
+    placement, the run's default unless given)."""
     return CellSettings(duration_s=DEFAULT_MATRIX_DURATION_S, warmup_s=DEFAULT_MATRIX_WARMUP_S, loop="auto",
                         compression="default", payload_size=4, payload_kind="text-ascii", ready_timeout_s=20,
-                        stall_timeout_s=10, pin=True, jit_warmup_s=DEFAULT_JIT_WARMUP_S)
+                        stall_timeout_s=10, pin=True, jit_warmup_s=DEFAULT_JIT_WARMUP_S, placement=placement)
+
+
+def add_placement_option(parser: argparse.ArgumentParser) -> None:
+    """--placement, as run_bench.py's, for the benchmarks that measure a cell in either placement."""
+    parser.add_argument("--placement", choices=PLACEMENTS, default=DEFAULT_PLACEMENT,
+                        help="where the two sides run, as run_bench.py's --placement (default auto: one CPU)")
 
 
 def paired_agreement(server: str, client: str, numerator: dict[int, float], denominator: dict[int, float],
