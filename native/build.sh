@@ -2,6 +2,7 @@
 # Builds the native programs into build/, run by `npm ci`:
 # - the C floor (raw TCP server and client) with the system C compiler; a failure here fails the set-up;
 # - the protocol floor (RFC 6455 WebSocket server and client in C, no library but libc), the same way;
+# - the host sentinel (benchmarks/host_modes.py), the same way;
 # - the compiled WebSocket servers and clients (native/go, native/rust, native/cpp), each by its own build.sh from
 #   pinned versions. One whose toolchain or headers are missing writes why into build/<program>.unavailable and
 #   leaves its rows out (`run_bench.py --list` says why); it never fails the set-up.
@@ -9,10 +10,10 @@ set -eu
 cd "$(dirname "$0")/.."
 mkdir -p build
 CC="${CC:-cc}"
-for program in raw_tcp_server raw_tcp_client ws_floor_server ws_floor_client; do
+for program in raw_tcp_server raw_tcp_client ws_floor_server ws_floor_client host_sentinel; do
   "$CC" -O2 -Wall -Wextra -o "build/$program" "native/$program.c"
 done
-echo "built build/raw_tcp_server, raw_tcp_client, ws_floor_server and ws_floor_client with" \
+echo "built build/raw_tcp_server, raw_tcp_client, ws_floor_server, ws_floor_client and host_sentinel with" \
   "$("$CC" --version | head -n 1)"
 if [ -n "${PINGPONG_SKIP_NATIVE_WEBSOCKET:-}" ]; then
   echo "PINGPONG_SKIP_NATIVE_WEBSOCKET is set: the Go, Rust and C++ WebSocket programs are not built" >&2
