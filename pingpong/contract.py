@@ -98,7 +98,12 @@ CPP_LEAVE_SINGLE_THREADED_ENV = "PINGPONG_CPP_LEAVE_SINGLE_THREADED"
 # randomization off (personality ADDR_NO_RANDOMIZE, as `setarch -R` does), so two processes of one binary map its code
 # at the same addresses (benchmarks/address_layout.py; docs/methodology.md, "The address layout on one CPU").
 FIXED_ADDRESS_LAYOUT_ENV = "PINGPONG_FIXED_ADDRESS_LAYOUT"
-MEASUREMENT_SWITCHES = (CPP_LEAVE_SINGLE_THREADED_ENV, FIXED_ADDRESS_LAYOUT_ENV)
+# A measurement switch too: with "1", each attempt on one CPU (placement same-cpu, on a running server) probes the
+# host before the client starts and after it ends with the host sentinel (native/host_sentinel.c,
+# system/host_probe.py); an attempt whose probe ran in the host's slow mode is set aside (status HOST_SLOW_STATUS) and
+# its unit measured again once at the end of its server's group.
+HOST_PROBE_ENV = "PINGPONG_HOST_PROBE"
+MEASUREMENT_SWITCHES = (CPP_LEAVE_SINGLE_THREADED_ENV, FIXED_ADDRESS_LAYOUT_ENV, HOST_PROBE_ENV)
 # Above every read buffer of every runtime here (asyncio's 256 KiB, libuv's 64 KiB): served from the heap, never
 # mapped per read; and a free heap top kept up to 64 MiB instead of returned to the kernel and faulted back in.
 SETTLED_MALLOC_TUNABLES = ("glibc.malloc.mmap_threshold=4194304", "glibc.malloc.trim_threshold=67108864")

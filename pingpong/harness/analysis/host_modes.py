@@ -200,3 +200,47 @@ def interpretation(summary: dict) -> list[str]:
                      f"{windows['rounds']} rounds: {_percent(probed['chance_within_every'])} -> "
                      f"{_percent(probed['chance_within_kept'])} of draws")
     return lines
+
+
+@dataclass(frozen=True)
+class ProbeFigures:
+    """What a run's host probes did (PINGPONG_HOST_PROBE=1): attempts probed, set aside and measured again, and
+    the cells within the run's target counted as measured and, paired in the same run, with each round's first
+    attempt instead (as without the probe)."""
+
+    probed: int
+    set_aside: int
+    slow_again: int  # measured again and slow again: kept, as the rule says
+    cells: int
+    within: int
+    within_first: int
+    target: float
+
+    def sentence(self) -> str:
+        return (f"the host probe set aside {self.set_aside} of {self.probed} attempts (the host in its slow mode just "
+                f"before or after them) and measured each again once ({self.slow_again} slow again, kept); "
+                f"{self.within} of {self.cells} cells within ±{self.target:.0%} as measured, {self.within_first} "
+                f"with each round's first attempt instead")
+
+
+def probe_figures(run) -> ProbeFigures | None:
+    """The run's ProbeFigures (a RunResult), or None when no attempt was probed or the run has no target."""
+    attempts = [attempt for cell in run.cells for attempt in cell.attempts if attempt.host_probe]
+    target = (run.configuration.get("rounds") or {}).get("precision")
+    if not attempts or target is None:
+        return None
+    cells = within = within_first = 0
+    for cell in run.cells:
+        kept = cell.rates()
+        first: dict[int, float] = {}
+        for attempt in cell.attempts:
+            if (attempt.ok or attempt.set_aside) and attempt.roundtrips_per_s and attempt.repeat not in first:
+                first[attempt.repeat] = attempt.roundtrips_per_s
+        if len(kept) < 2 or len(first) < 2:
+            continue
+        cells += 1
+        within += summarize(kept, RATE_DISTURBED_SIDE).precision <= target
+        within_first += summarize(list(first.values()), RATE_DISTURBED_SIDE).precision <= target
+    set_aside = sum(attempt.set_aside for attempt in attempts)
+    slow_again = sum(attempt.ok and attempt.host_probe.get("slow") is True for attempt in attempts)
+    return ProbeFigures(len(attempts), set_aside, slow_again, cells, within, within_first, target)

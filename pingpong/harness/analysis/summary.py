@@ -181,7 +181,8 @@ Summaries = dict[tuple[str, str], CellSummary]
 def summarize_cell(cell: Cell, saturation_p99_ms: float = DEFAULT_SATURATION_P99_MS) -> CellSummary:
     if cell.skipped:
         return CellSummary(status=cell.status, reason=cell.skipped)
-    failures = tuple(f"repeat {a.repeat}: {a.status}: {a.reason}" for a in cell.attempts if not a.ok)
+    failures = tuple(f"repeat {a.repeat}: {a.status}: {a.reason}" for a in cell.attempts
+                     if not a.ok and not a.set_aside)
     good = [attempt for attempt in cell.attempts if attempt.ok]
     if not good:
         return CellSummary(status=cell.status, failures=failures)

@@ -19,12 +19,12 @@ from pingpong.harness.measure.rounds import SERVER_DIMENSIONS, Unit, estimated_r
 from pingpong.harness.report.exporters import save
 from pingpong.harness.report.formatting import rate_unit
 from pingpong.harness.results.files import ResultPaths, save_record
-from pingpong.harness.results.records import Attempt, Cell, RoundsOutcome, RunResult
+from pingpong.harness.results.records import HOST_SLOW_STATUS, Attempt, Cell, RoundsOutcome, RunResult
 from pingpong.harness.settings.cell import CellSettings, placement_of
 from pingpong.harness.settings.configuration import RunConfiguration
 from pingpong.harness.settings.manifest import Implementation
 from pingpong.harness.settings.round_policy import RoundPolicy
-from pingpong.harness.system import processes, work_dirs
+from pingpong.harness.system import host_probe, processes, work_dirs
 from pingpong.harness.system.stop_signals import clear_stop_requests, raise_if_stop_requested
 
 NOT_READY_LIMIT = 2  # consecutive server starts that failed readiness after which a server is not tried again
@@ -80,7 +80,7 @@ def measure_rounds(configuration: RunConfiguration, runs: list[RunResult], paths
           file=sys.stderr, flush=True)
     progress = (progress_factory or Progress)(minimum, window_s + FIRST_ATTEMPT_ESTIMATE_S)
     progress.unit = rate_unit(runs[0])
-    state = EngineState(cells, by_name, settings_of, measurer, progress, timings, policy, clock)
+    state = EngineState(cells, by_name, settings_of, measurer, progress, timings, policy, clock, began=began)
     stopped_by = None
     try:
         round_number = 1
@@ -119,6 +119,7 @@ def measure_rounds(configuration: RunConfiguration, runs: list[RunResult], paths
         stopped_by = "interrupted"
         print("\ninterrupted: saving what was measured", file=sys.stderr)
     finally:
+        host_probe.close_all()
         progress.finish()
         finished = datetime.now(timezone.utc).isoformat(timespec="seconds")
         outcome = RoundsOutcome(stopped_by=stopped_by, measuring_s=round(clock() - began, 1),
@@ -157,6 +158,7 @@ class EngineState:
     clock: Callable[[], float]
     not_ready_streak: dict[str, int] = field(default_factory=dict)
     given_up: dict[str, str] = field(default_factory=dict)
+    began: float = 0.0  # the clock when the run's measuring began (the budget counts from it)
 
     def record(self, unit: Unit, attempt: Attempt) -> None:
         cell = self.cells[unit]
@@ -185,6 +187,26 @@ class EngineState:
             else:
                 self.measure_group(round_number, group)
 
+    def over_budget(self) -> bool:
+        """Whether the run's budget is spent: no attempt is measured again then, so that retries never stretch it."""
+        return self.policy.budget_s is not None and self.clock() - self.began >= self.policy.budget_s
+
+    def restore_set_aside(self, unit: Unit, round_number: int) -> None:
+        """The unit's set-aside attempt of this round becomes the round's after all (as measured, its probe kept)."""
+        cell = self.cells[unit]
+        for index, earlier in enumerate(cell.attempts):
+            if earlier.repeat == round_number and earlier.set_aside:
+                cell.attempts[index] = replace(earlier, status="ok", reason=None)
+
+    def replace_set_aside(self, unit: Unit, attempt: Attempt) -> None:
+        """The unit's measurement again after a set-aside one: it becomes the round's. When it did not measure (a
+        failure), the set-aside attempt is the round's after all, and the failure is kept beside it."""
+        if not attempt.ok:
+            self.restore_set_aside(unit, attempt.repeat)
+            attempt = replace(attempt, status=HOST_SLOW_STATUS, reason=f"the measurement again after a set-aside "
+                                                                        f"one failed ({attempt.status}: {attempt.reason})")
+        self.record(unit, attempt)
+
     def note_readiness(self, server: str, attempt: Attempt) -> None:
         streak = self.not_ready_streak.get(server, 0) + 1 if attempt.status == "not-ready" else 0
         self.not_ready_streak[server] = streak
@@ -209,6 +231,7 @@ class EngineState:
                 self.timings.server_start_s.append(start_s)
                 self.timings.group_start_s.setdefault(group.server, []).append(start_s + first_extra_s)
                 measured: list[Unit] = []
+                again: list[Unit] = []  # set aside in the host's slow mode: measured once more at the group's end
                 try:
                     for unit in pending:
                         raise_if_stop_requested()
@@ -222,7 +245,23 @@ class EngineState:
                             self.timings.attempt_s[unit] = max(0.0, self.clock() - began
                                                                - (0.0 if measured else first_extra_s))
                         measured.append(unit)
+                        if host_slow(attempt):
+                            attempt = set_aside(attempt)
+                            again.append(unit)
                         self.record(unit, attempt)
+                    for index, unit in enumerate(again):  # once each, whatever its probe says then
+                        raise_if_stop_requested()
+                        if not started.alive() or self.over_budget():
+                            for left in again[index:]:  # not measured again: its set-aside attempt is the round's
+                                self.restore_set_aside(left, round_number)
+                            break
+                        self.progress.extend(1)
+                        self.progress.before(self.cells[unit], round_number)
+                        began = self.clock()
+                        attempt = self.measurer.attempt_on(started, self.by_name[("client", unit.client)],
+                                                           self.settings_of[unit.point], round_number)
+                        self.timings.attempt_s[unit] = self.timings.attempt_s.get(unit, 0.0) + self.clock() - began
+                        self.replace_set_aside(unit, attempt)
                 finally:
                     exit_code = self.measurer.stop(started)
                     self.finish_attempts(started, measured, exit_code)
@@ -248,6 +287,20 @@ class EngineState:
                     cell.attempts[index] = replace(
                         attempt, server_exit_code=exit_code,
                         server_stderr_tail=attempt.server_stderr_tail or tail)
+
+
+def host_slow(attempt: Attempt) -> bool:
+    """A good attempt whose host probe ran in the host's slow mode (system/host_probe.py)."""
+    return attempt.ok and bool(attempt.host_probe) and attempt.host_probe.get("slow") is True
+
+
+def set_aside(attempt: Attempt) -> Attempt:
+    probes = attempt.host_probe or {}
+    readings = [f"{when} {cpu} {reading['ns']:.0f} ns" for when in ("before", "after")
+                if isinstance(probes.get(when), dict) for cpu, reading in probes[when].items()]
+    return replace(attempt, status=HOST_SLOW_STATUS,
+                   reason=f"set aside: the host ran in its slow mode by its probe ({', '.join(readings)}; "
+                          f"slow above {probes.get('slow_factor')}x the CPU's fast level); measured again")
 
 
 def not_attempted(round_number: int, reason: str) -> Attempt:

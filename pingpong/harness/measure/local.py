@@ -31,7 +31,7 @@ from pingpong.harness.settings.catalog import PROJECT_ROOT
 from pingpong.harness.settings.cell import (CellSettings, client_process_cpus, cpus_for, orchestrator_cpus,
                                             placement_of)
 from pingpong.harness.settings.manifest import Implementation
-from pingpong.harness.system import processes, work_dirs
+from pingpong.harness.system import host_probe, processes, work_dirs
 from pingpong.harness.system.broker import BrokerNotReady
 
 
@@ -122,6 +122,7 @@ def run_attempt_on(started: LocalServer, client: Implementation, settings: CellS
     server_cpus, client_cpus = cpus_for(settings)
     started_at = _now()
     running: list[processes.ManagedProcess] = []
+    probes = None
     waiting = started.take_turn(client, settings, repeat)
     # the next client loads on the server's CPUs while this one finishes (moved to the client's before its go);
     # same-cpu: beside the orchestrator, off the CPU this attempt measures on
@@ -132,8 +133,12 @@ def run_attempt_on(started: LocalServer, client: Implementation, settings: CellS
             outcome = started.problem or room_probe(started, settings)
             if outcome is None:
                 started.settle_waiting(settings.ready_timeout_s)  # none may be loading during the window
+                # on one CPU, the host probe reads it just before the client's go and just after the client ended
+                probed = host_probe.enabled() and placement_of(settings) == "same-cpu" and client_cpus
+                before = host_probe.probe(client_cpus) if probed else None
                 outcome = _measure_client(started, client, settings, repeat, project_root, client_cpus, running,
                                           waiting, spawn_next)
+                probes = host_probe.verdict(before, host_probe.probe(client_cpus)) if probed else None
     except Exception as exc:
         outcome = _orchestrator_error(exc)
     finally:
@@ -143,7 +148,8 @@ def run_attempt_on(started: LocalServer, client: Implementation, settings: CellS
             if waiting is not None:  # used (its process is in running) or not (a server problem, a failed probe)
                 waiting.close()
                 processes.stop(waiting.process)
-    return attempt_from(started.turn(repeat, started_at, client_cpus, placement_of(settings)), outcome)
+    attempt = attempt_from(started.turn(repeat, started_at, client_cpus, placement_of(settings)), outcome)
+    return replace(attempt, host_probe=probes) if probes else attempt
 
 
 def _measure_client(started: LocalServer, client: Implementation, settings: CellSettings, repeat: int,

@@ -4,6 +4,7 @@ flags and every cell's details (a pure function of the record and its summaries)
 from __future__ import annotations
 
 from pingpong.harness.analysis.costs import websocket_costs
+from pingpong.harness.analysis.host_modes import probe_figures
 from pingpong.harness.analysis.host_wakeup import HostWakeup
 from pingpong.harness.analysis.pace import pace_figures
 from pingpong.harness.analysis.plain_twins import allocators_text, plain_twins
@@ -121,6 +122,7 @@ def matrix_section(run: RunResult, summaries: Summaries, servers: list[str], cli
         + placement_text(config) + ".",
         *([f"Precision: {reach.sentence()}."] if (reach := precision_reach(run)) else []),
         *([f"Host: {host.sentence()}."] if (host := HostWakeup.from_json(run.host_wakeup)) else []),
+        *([f"Host probe: {probed.sentence()}."] if (probed := probe_figures(run)) else []),
         *([f"CPU pace: {paced.sentence()}."] if (paced := pace_figures(run)) else []),
         "",
         f"Each cell: median {unit} over the repeats, its CV, p99 "

@@ -16,6 +16,7 @@ from pingpong.harness.analysis.costs import CostSplit, websocket_costs
 from pingpong.harness.analysis.host_wakeup import HostWakeup
 from pingpong.harness.analysis.pace import pace_figures
 from pingpong.harness.analysis.plain_twins import allocators_text, plain_twins
+from pingpong.harness.analysis.host_modes import probe_figures
 from pingpong.harness.analysis.precision import precision_reach
 from pingpong.harness.analysis.stats import NOISY_CV
 from pingpong.harness.analysis.summary import CellSummary, Summaries
@@ -105,7 +106,8 @@ def terminal_report(run: RunResult, summaries: Summaries, source: str | None = N
     reach = precision_reach(run)
     heading = [*wrap(f"{workload_title(config)}: {headline.label}, server (rows) × client (columns)", width),
                *wrap(settings_line(run), width), *wrap(machine_line(run), width),
-               *(wrap(f"Precision: {reach.sentence()}.", width) if reach else [])]
+               *(wrap(f"Precision: {reach.sentence()}.", width) if reach else []),
+               *(wrap(f"Host probe: {probed.sentence()}.", width) if (probed := probe_figures(run)) else [])]
     tables = []
     if websocket_servers and websocket_clients:
         server_loops, client_loops = axis_loops(summaries)

@@ -32,6 +32,11 @@ def recorded_setting(run: "RunResult", key: str) -> Any:
     return run.configuration.get(key, ABSENT_MEANS.get(key))
 
 
+# The status of an attempt set aside because its host probe ran in the host's slow mode (its unit was measured
+# again); its figures stay in the file, but it is neither a round of its cell nor a failure.
+HOST_SLOW_STATUS = "host-slow"
+
+
 @dataclass(frozen=True)
 class Attempt:
     """One repeat of one cell: a fresh server process and one client run against it."""
@@ -99,10 +104,18 @@ class Attempt:
     # PUBLISH calls and CPU over the window) and each worker's counts of messages relayed in-process and through
     # the broker (measure/local.workers_record; docs/results-format.md)
     workers: dict[str, Any] | None = None
+    # PINGPONG_HOST_PROBE=1 (system/host_probe.py): the host sentinel's slice on each measured CPU just before the
+    # client's go and just after it ended, each CPU's fast level, and whether either ran in the host's slow mode
+    host_probe: dict[str, Any] | None = None
 
     @property
     def ok(self) -> bool:
         return self.status == "ok"
+
+    @property
+    def set_aside(self) -> bool:
+        """Measured, but in the host's slow mode by its probe, and measured again (engine.py): not the cell's."""
+        return self.status == HOST_SLOW_STATUS
 
     def scheduling(self, side: str) -> Scheduling | None:
         """The server's or the client's scheduling over the window."""
@@ -124,8 +137,9 @@ class Cell:
             return "skipped"
         if not self.attempts:
             return "pending"
-        good = sum(attempt.ok for attempt in self.attempts)
-        return "ok" if good == len(self.attempts) else "failed" if good == 0 else "partial"
+        counted = [attempt for attempt in self.attempts if not attempt.set_aside]
+        good = sum(attempt.ok for attempt in counted)
+        return "ok" if good == len(counted) else "failed" if good == 0 else "partial"
 
     def rates(self) -> list[float]:
         return [attempt.roundtrips_per_s for attempt in self.attempts if attempt.ok]
