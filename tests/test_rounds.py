@@ -3,6 +3,7 @@
 The measurements are a fake (rates drawn from a seeded generator, a fake clock); everything else is the engine.
 """
 
+import math
 import random
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -249,7 +250,8 @@ class SlowHostMeasurer(FakeMeasurer):
                                             "slow_factor": 1.15, "slow": slow})
 
 
-def test_an_attempt_in_the_hosts_slow_mode_is_set_aside_and_measured_again_at_its_groups_end(tmp_path):
+def test_an_attempt_in_the_hosts_slow_mode_is_set_aside_and_measured_again_at_its_groups_end(tmp_path, monkeypatch):
+    monkeypatch.setattr(engine, "RETRY_SHARE", 1.0)  # here every set-aside attempt may be measured again
     policy = RoundPolicy(min_rounds=3, max_rounds=3, precision=None, budget_s=None, seed=5)
     server_list = [implementation("server", name) for name in ("s1", "s2")]
     client_list = [implementation("client", name) for name in ("c1", "c2", "c3")]
@@ -310,3 +312,25 @@ def test_no_attempt_is_measured_again_once_the_budget_is_spent(tmp_path):
     kept = by_server[({"s1", "s2"} - {first_server}).pop()]
     assert [a.status for a in kept.attempts] == ["ok"] and kept.attempts[0].host_probe["slow"] is True
     assert sum(1 for r, s, c in measurer.order if c == "c1") == 3
+
+
+def test_at_most_a_share_of_a_rounds_units_is_measured_again(tmp_path):
+    """Every attempt slow: of a round of 20 units, RETRY_SHARE are measured again, the rest keep their first."""
+    clients = tuple(f"c{number}" for number in range(10))
+    policy = RoundPolicy(min_rounds=1, max_rounds=1, precision=0.03, budget_s=None, seed=5)
+    server_list = [implementation("server", name) for name in ("s1", "s2")]
+    client_list = [implementation("client", name) for name in clients]
+    configuration = RunConfiguration(
+        settings=SETTINGS, points=(POINT,), rounds=policy, servers=tuple(server_list), clients=tuple(client_list),
+        implementations=(), manifests=(), python_packages=None, node_packages=None, package_environments={},
+        results_dir=tmp_path, output_format="md", resume=None, command_line=())
+    run = RunResult(started_at="2026-01-01T00:00:00+00:00", command_line=[], environment={},
+                    configuration=configuration.recorded(SETTINGS), implementations={},
+                    cells=[Cell(s, c) for s in ("s1", "s2") for c in clients])
+    clock = FakeClock()
+    measurer = SlowHostMeasurer(clock, {}, slow_always={(1, client) for client in clients})
+    engine.measure_rounds(configuration, [run], [ResultPaths.for_run(tmp_path, run.started_at)], measurer,
+                          QuietProgress, clock)
+    assert len(measurer.order) == 20 + math.ceil(engine.RETRY_SHARE * 20)
+    assert all(len(cell.rates()) == 1 and cell.status == "ok" for cell in run.cells)
+    assert sum(a.set_aside for cell in run.cells for a in cell.attempts) == math.ceil(engine.RETRY_SHARE * 20)

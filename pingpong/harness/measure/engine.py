@@ -4,6 +4,7 @@ this module runs it, records every attempt in its point's RunResult and saves as
 
 from __future__ import annotations
 
+import math
 import statistics
 import sys
 import time
@@ -28,6 +29,10 @@ from pingpong.harness.system import host_probe, processes, work_dirs
 from pingpong.harness.system.stop_signals import clear_stop_requests, raise_if_stop_requested
 
 NOT_READY_LIMIT = 2  # consecutive server starts that failed readiness after which a server is not tried again
+# At most this share of a round's units is measured again after a set-aside attempt (PINGPONG_HOST_PROBE): when the
+# host runs slow half the time, retries would mostly land in its slow mode too and stretch the run past its budget
+# (docs/methodology.md, "The host's two speeds").
+RETRY_SHARE = 0.15
 FIRST_ATTEMPT_ESTIMATE_S = 0.3  # per attempt beyond warmup + duration, until a unit has been timed (client start,
 SERVER_START_ESTIMATE_S = 0.6  # room probe, report) and per server start (readiness, verification, stop)
 
@@ -159,6 +164,7 @@ class EngineState:
     not_ready_streak: dict[str, int] = field(default_factory=dict)
     given_up: dict[str, str] = field(default_factory=dict)
     began: float = 0.0  # the clock when the run's measuring began (the budget counts from it)
+    retries_left: int = 0  # this round's measurements again after a set-aside attempt (RETRY_SHARE of its units)
 
     def record(self, unit: Unit, attempt: Attempt) -> None:
         cell = self.cells[unit]
@@ -167,6 +173,7 @@ class EngineState:
         self.progress.after(cell, attempt)
 
     def measure_round(self, round_number: int, plan) -> None:
+        self.retries_left = math.ceil(RETRY_SHARE * sum(len(group.units) for group in plan))
         for group in plan:
             raise_if_stop_requested()
             if group.server in self.given_up:
@@ -203,8 +210,8 @@ class EngineState:
         failure), the set-aside attempt is the round's after all, and the failure is kept beside it."""
         if not attempt.ok:
             self.restore_set_aside(unit, attempt.repeat)
-            attempt = replace(attempt, status=HOST_SLOW_STATUS, reason=f"the measurement again after a set-aside "
-                                                                        f"one failed ({attempt.status}: {attempt.reason})")
+            reason = f"the measurement again after a set-aside one failed ({attempt.status}: {attempt.reason})"
+            attempt = replace(attempt, status=HOST_SLOW_STATUS, reason=reason)
         self.record(unit, attempt)
 
     def note_readiness(self, server: str, attempt: Attempt) -> None:
@@ -251,10 +258,11 @@ class EngineState:
                         self.record(unit, attempt)
                     for index, unit in enumerate(again):  # once each, whatever its probe says then
                         raise_if_stop_requested()
-                        if not started.alive() or self.over_budget():
+                        if not started.alive() or self.over_budget() or self.retries_left < 1:
                             for left in again[index:]:  # not measured again: its set-aside attempt is the round's
                                 self.restore_set_aside(left, round_number)
                             break
+                        self.retries_left -= 1
                         self.progress.extend(1)
                         self.progress.before(self.cells[unit], round_number)
                         began = self.clock()
