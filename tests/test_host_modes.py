@@ -114,3 +114,24 @@ def test_the_benchmark_refuses_a_cpu_not_ours_in_one_line():
                                capture_output=True, text=True, timeout=60)
     assert completed.returncode == 2
     assert completed.stderr.count("\n") == 1 and "not one of ours" in completed.stderr
+
+
+def test_probe_figures_count_the_cells_both_ways_in_the_same_run():
+    from types import SimpleNamespace
+
+    from pingpong.harness.results.records import HOST_SLOW_STATUS, Attempt, Cell
+
+    def attempt(repeat, rate, status="ok", slow=False):
+        return Attempt(repeat=repeat, status=status, reason=None, started_at="t", roundtrips_per_s=rate,
+                       host_probe={"slow": slow})
+
+    steady = Cell("s", "c", attempts=[attempt(1, 100.0), attempt(2, 50.0, HOST_SLOW_STATUS, True), attempt(2, 100.0),
+                                      attempt(3, 101.0, slow=True)])
+    unprobed = Cell("s", "d", attempts=[Attempt(repeat=r, status="ok", reason=None, started_at="t",
+                                                roundtrips_per_s=100.0) for r in (1, 2, 3)])
+    run = SimpleNamespace(cells=[steady, unprobed], configuration={"rounds": {"precision": 0.03}})
+    figures = host_modes.probe_figures(run)
+    assert (figures.probed, figures.set_aside, figures.slow_kept) == (4, 1, 1)
+    assert (figures.cells, figures.within, figures.within_first) == (2, 2, 1)
+    assert "1 of 4 attempts" in figures.sentence() and "2 of 2 cells" in figures.sentence()
+    assert host_modes.probe_figures(SimpleNamespace(cells=[unprobed], configuration=run.configuration)) is None

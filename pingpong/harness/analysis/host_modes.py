@@ -210,7 +210,7 @@ class ProbeFigures:
 
     probed: int
     set_aside: int
-    slow_again: int  # measured again and slow again: kept, as the rule says
+    slow_kept: int  # kept with a slow probe: measured again and slow again, or not measured again (the cap, the budget)
     cells: int
     within: int
     within_first: int
@@ -218,9 +218,9 @@ class ProbeFigures:
 
     def sentence(self) -> str:
         return (f"the host probe set aside {self.set_aside} of {self.probed} attempts (the host in its slow mode just "
-                f"before or after them) and measured each again once ({self.slow_again} slow again, kept); "
-                f"{self.within} of {self.cells} cells within ±{self.target:.0%} as measured, {self.within_first} "
-                f"with each round's first attempt instead")
+                f"before or after them) and measured their units again; {self.slow_kept} kept attempts had a slow "
+                f"probe (slow again, or beyond the cap on retries); {self.within} of {self.cells} cells within "
+                f"±{self.target:.0%} as measured, {self.within_first} with each round's first attempt instead")
 
 
 def probe_figures(run) -> ProbeFigures | None:
@@ -242,5 +242,5 @@ def probe_figures(run) -> ProbeFigures | None:
         within += summarize(kept, RATE_DISTURBED_SIDE).precision <= target
         within_first += summarize(list(first.values()), RATE_DISTURBED_SIDE).precision <= target
     set_aside = sum(attempt.set_aside for attempt in attempts)
-    slow_again = sum(attempt.ok and attempt.host_probe.get("slow") is True for attempt in attempts)
-    return ProbeFigures(len(attempts), set_aside, slow_again, cells, within, within_first, target)
+    slow_kept = sum(attempt.ok and attempt.host_probe.get("slow") is True for attempt in attempts)
+    return ProbeFigures(len(attempts), set_aside, slow_kept, cells, within, within_first, target)
