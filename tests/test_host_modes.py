@@ -3,6 +3,7 @@
 import json
 import os
 import subprocess
+import time
 import sys
 
 import pytest
@@ -135,3 +136,59 @@ def test_probe_figures_count_the_cells_both_ways_in_the_same_run():
     assert (figures.cells, figures.within, figures.within_first) == (2, 2, 1)
     assert "1 of 4 attempts" in figures.sentence() and "2 of 2 cells" in figures.sentence()
     assert host_modes.probe_figures(SimpleNamespace(cells=[unprobed], configuration=run.configuration)) is None
+    repeated = host_modes.probe_figures(SimpleNamespace(cells=[steady], configuration={"rounds": {"precision": None}}))
+    assert repeated.within is None and "cells within" not in repeated.sentence()
+
+
+def run_with_probe(tmp_path, *args, **popen):
+    environment = {**os.environ, "PINGPONG_HOST_PROBE": "1"}
+    return [sys.executable, str(ROOT / "run_bench.py"), "--servers", "raw-tcp-c", "--clients", "raw-tcp-c",
+            "--no-figures", "--results-dir", str(tmp_path / "results"), *args], environment
+
+
+@pytest.mark.skipif(not SENTINEL.exists() or len(os.sched_getaffinity(0)) < 2,
+                    reason="needs build/host_sentinel and two CPUs (the probe runs on one CPU beside the orchestrator)")
+def test_a_run_with_the_switch_probes_each_attempt_on_its_cpu_and_leaves_no_sentinel(tmp_path):
+    before = set(sentinel_processes())
+    argv, environment = run_with_probe(tmp_path, "--repeat", "2", "--duration", "0.2", "--warmup", "0.1",
+                                       "--host-figure", "off", "--format", "json")
+    completed = subprocess.run(argv, cwd=ROOT, env=environment, capture_output=True, text=True, timeout=300)
+    assert completed.returncode == 0, completed.stderr[-800:]
+    run = json.loads(completed.stdout)
+    assert run["environment"]["measurement_switches"] == {"PINGPONG_HOST_PROBE": "1"}
+    attempts = [attempt for cell in run["cells"] for attempt in cell["attempts"]]
+    assert {attempt["repeat"] for attempt in attempts} == {1, 2}
+    for attempt in attempts:
+        probe = attempt["host_probe"]
+        cpu = f"cpu{attempt['client_cpus'][0]}"
+        assert attempt["cpu_placement"] == "same-cpu" and set(probe["before"]) == set(probe["after"]) == {cpu}
+        assert probe["before"][cpu]["ns"] > 0 and probe["after"][cpu]["level_ns"] > 0
+        readings = [probe["before"][cpu], probe["after"][cpu]]
+        assert probe["slow"] == any(r["ns"] > probe["slow_factor"] * r["level_ns"] for r in readings)
+        assert (attempt["status"] == "host-slow") <= probe["slow"]  # set aside only on a slow probe
+        assert attempt["status"] in ("ok", "host-slow")
+    assert sum(attempt["status"] == "ok" for attempt in attempts) == 2  # one round's value each
+    assert "Host probe:" in (tmp_path / "results" / "latest.md").read_text()
+    assert set(sentinel_processes()) <= before
+
+
+@pytest.mark.skipif(not SENTINEL.exists() or len(os.sched_getaffinity(0)) < 2,
+                    reason="needs build/host_sentinel and two CPUs")
+def test_kill_9_of_the_orchestrator_leaves_no_sentinel(tmp_path):
+    before = set(sentinel_processes())
+    argv, environment = run_with_probe(tmp_path, "--repeat", "20", "--duration", "0.5", "--host-figure", "off")
+    process = subprocess.Popen(argv, cwd=ROOT, env=environment, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not set(sentinel_processes()) - before:
+            time.sleep(0.05)
+        ours = set(sentinel_processes()) - before
+        assert ours, "no sentinel started within 120 s"
+    finally:
+        process.kill()
+        process.wait(10)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and set(sentinel_processes()) & ours:
+        time.sleep(0.05)
+    assert not set(sentinel_processes()) & ours

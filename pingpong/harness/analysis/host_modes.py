@@ -212,22 +212,26 @@ class ProbeFigures:
     set_aside: int
     slow_kept: int  # kept with a slow probe: measured again and slow again, or not measured again (the cap, the budget)
     cells: int
-    within: int
-    within_first: int
-    target: float
+    within: int | None  # None without a target (--repeat)
+    within_first: int | None
+    target: float | None
 
     def sentence(self) -> str:
-        return (f"the host probe set aside {self.set_aside} of {self.probed} attempts (the host in its slow mode just "
+        text = (f"the host probe set aside {self.set_aside} of {self.probed} attempts (the host in its slow mode just "
                 f"before or after them) and measured their units again; {self.slow_kept} kept attempts had a slow "
-                f"probe (slow again, or beyond the cap on retries); {self.within} of {self.cells} cells within "
-                f"±{self.target:.0%} as measured, {self.within_first} with each round's first attempt instead")
+                f"probe (slow again, or beyond the cap on retries)")
+        if self.target is None:
+            return text
+        return (text + f"; {self.within} of {self.cells} cells within ±{self.target:.0%} as measured, "
+                       f"{self.within_first} with each round's first attempt instead")
 
 
 def probe_figures(run) -> ProbeFigures | None:
-    """The run's ProbeFigures (a RunResult), or None when no attempt was probed or the run has no target."""
+    """The run's ProbeFigures (a RunResult), or None when no attempt was probed; without a target (--repeat) the
+    cells are not counted against one."""
     attempts = [attempt for cell in run.cells for attempt in cell.attempts if attempt.host_probe]
     target = (run.configuration.get("rounds") or {}).get("precision")
-    if not attempts or target is None:
+    if not attempts:
         return None
     cells = within = within_first = 0
     for cell in run.cells:
@@ -239,8 +243,11 @@ def probe_figures(run) -> ProbeFigures | None:
         if len(kept) < 2 or len(first) < 2:
             continue
         cells += 1
-        within += summarize(kept, RATE_DISTURBED_SIDE).precision <= target
-        within_first += summarize(list(first.values()), RATE_DISTURBED_SIDE).precision <= target
+        if target is not None:
+            within += summarize(kept, RATE_DISTURBED_SIDE).precision <= target
+            within_first += summarize(list(first.values()), RATE_DISTURBED_SIDE).precision <= target
+    if target is None:
+        within = within_first = None
     set_aside = sum(attempt.set_aside for attempt in attempts)
     slow_kept = sum(attempt.ok and attempt.host_probe.get("slow") is True for attempt in attempts)
     return ProbeFigures(len(attempts), set_aside, slow_kept, cells, within, within_first, target)

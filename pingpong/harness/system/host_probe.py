@@ -10,7 +10,8 @@ it has timed in this run, starting from a calibration of CALIBRATION_SLICES at f
 SLOW_FACTOR times that level ran in the slow mode.
 
 On by the measurement switch HOST_PROBE_ENV ("1"). The sentinels are started once per CPU and run until the run
-ends (close_all) or this process does: each exits at the end of its stdin, its child with it.
+ends (close_all) or this process does: each exits at the end of its stdin, its child with it, and the guardian
+ends its process group if this process is killed.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from pathlib import Path
 
 from pingpong.contract import HOST_PROBE_ENV
 from pingpong.harness.analysis.host_modes import FAST_QUANTILE, SLOW_FACTOR, quantile
+from pingpong.harness.system import guardian
 
 SENTINEL = Path(__file__).resolve().parents[3] / "build" / "host_sentinel"
 SLICE_ROUNDTRIPS = 1000  # about 5 ms here in the fast mode
@@ -37,6 +39,7 @@ class _Sentinel:
         self.process = subprocess.Popen(["taskset", "-c", str(cpu), str(SENTINEL)], stdin=subprocess.PIPE,
                                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
                                         process_group=0)
+        guardian.started(self.process.pid)  # a group of its own, ended by the guardian if this process is killed
         self.slices_ns: list[float] = []  # ns per roundtrip of every kept slice, for the fast level
 
     def slice_ns(self, roundtrips: int) -> float:
@@ -57,6 +60,7 @@ class _Sentinel:
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
+        guardian.reaped(self.process.pid)
 
 
 _sentinels: dict[int, _Sentinel] = {}
