@@ -280,12 +280,14 @@ def test_an_attempt_in_the_hosts_slow_mode_is_set_aside_and_measured_again_at_it
         c2 = cells[(server, "c2")]
         assert [(a.repeat, a.status) for a in c2.attempts] == [(1, "ok"), (2, "ok"), (3, "host-slow"), (3, "ok")]
         assert c2.attempts[-1].host_probe["slow"] is True and len(c2.rates()) == 3
-        # measured again, but that failed: the set-aside one is the round's after all, the failure kept beside it
+        # measured again, but that failed: the set-aside one is the round's after all, the failure a failure
         c3 = cells[(server, "c3")]
         round_one = [(a.status, a.roundtrips_per_s is not None) for a in c3.attempts if a.repeat == 1]
-        assert sorted(round_one) == [("host-slow", False), ("ok", True)]
-        assert len(c3.rates()) == 3 and c3.status == "ok"
-        assert summarize_cell(c3).failures == () and summarize_cell(c1).status == "ok"
+        assert round_one == [("ok", True), ("client-failed", False)]
+        assert len(c3.rates()) == 3 and c3.status == "partial"
+        assert summarize_cell(c3).failures == ("repeat 1: client-failed: measured again after a set-aside attempt: "
+                                               "it crashed",)
+        assert summarize_cell(c1).status == "ok" and summarize_cell(c1).failures == ()
 
 
 def test_no_attempt_is_measured_again_once_the_budget_is_spent(tmp_path):
@@ -334,3 +336,33 @@ def test_at_most_a_share_of_a_rounds_units_is_measured_again(tmp_path):
     assert len(measurer.order) == 20 + math.ceil(engine.RETRY_SHARE * 20)
     assert all(len(cell.rates()) == 1 and cell.status == "ok" for cell in run.cells)
     assert sum(a.set_aside for cell in run.cells for a in cell.attempts) == math.ceil(engine.RETRY_SHARE * 20)
+
+
+def test_a_stop_before_a_set_aside_unit_is_measured_again_leaves_the_set_aside_attempt_as_the_rounds(tmp_path):
+    """A Ctrl-C while the retries wait: the run saves what it has, and no round is left without a counted value."""
+    policy = RoundPolicy(min_rounds=2, max_rounds=2, precision=None, budget_s=None, seed=5)
+    server_list = [implementation("server", "s1")]
+    client_list = [implementation("client", name) for name in ("c1", "c2")]
+    configuration = RunConfiguration(
+        settings=SETTINGS, points=(POINT,), rounds=policy, servers=tuple(server_list), clients=tuple(client_list),
+        implementations=(), manifests=(), python_packages=None, node_packages=None, package_environments={},
+        results_dir=tmp_path, output_format="md", resume=None, command_line=())
+    run = RunResult(started_at="2026-01-01T00:00:00+00:00", command_line=[], environment={},
+                    configuration=configuration.recorded(SETTINGS), implementations={},
+                    cells=[Cell("s1", c) for c in ("c1", "c2")])
+
+    @dataclass
+    class StoppedBeforeRetries(SlowHostMeasurer):
+        def attempt_on(self, started, client, settings, round_number):
+            if sum(self.tried.values()) == 2:  # both first attempts measured: the retry is interrupted
+                raise KeyboardInterrupt
+            return super().attempt_on(started, client, settings, round_number)
+
+    clock = FakeClock()
+    measurer = StoppedBeforeRetries(clock, {}, slow_always={(1, "c1"), (1, "c2")})
+    engine.measure_rounds(configuration, [run], [ResultPaths.for_run(tmp_path, run.started_at)], measurer,
+                          QuietProgress, clock)
+    assert run.interrupted
+    for cell in run.cells:
+        assert [(a.repeat, a.status) for a in cell.attempts] == [(1, "ok")]
+        assert cell.attempts[0].host_probe["slow"] is True and cell.status == "ok"

@@ -206,12 +206,11 @@ class EngineState:
                 cell.attempts[index] = replace(earlier, status="ok", reason=None)
 
     def replace_set_aside(self, unit: Unit, attempt: Attempt) -> None:
-        """The unit's measurement again after a set-aside one: it becomes the round's. When it did not measure (a
-        failure), the set-aside attempt is the round's after all, and the failure is kept beside it."""
+        """The unit's measurement again after a set-aside one: it becomes the round's. When it failed, the set-aside
+        attempt is the round's after all, and the failure is recorded as one (the cell is then partial)."""
         if not attempt.ok:
             self.restore_set_aside(unit, attempt.repeat)
-            reason = f"the measurement again after a set-aside one failed ({attempt.status}: {attempt.reason})"
-            attempt = replace(attempt, status=HOST_SLOW_STATUS, reason=reason)
+            attempt = replace(attempt, reason=f"measured again after a set-aside attempt: {attempt.reason}")
         self.record(unit, attempt)
 
     def note_readiness(self, server: str, attempt: Attempt) -> None:
@@ -255,12 +254,15 @@ class EngineState:
                         if host_slow(attempt):
                             attempt = set_aside(attempt)
                             again.append(unit)
+                            plan_again = getattr(self.measurer, "plan_again", None)
+                            if plan_again is not None:  # its client may then start ahead, as the others' do
+                                plan_again(started, self.by_name[("client", unit.client)],
+                                           self.settings_of[unit.point], round_number)
                         self.record(unit, attempt)
-                    for index, unit in enumerate(again):  # once each, whatever its probe says then
+                    while again:  # each once, whatever its probe says then
+                        unit = again[0]
                         raise_if_stop_requested()
                         if not started.alive() or self.over_budget() or self.retries_left < 1:
-                            for left in again[index:]:  # not measured again: its set-aside attempt is the round's
-                                self.restore_set_aside(left, round_number)
                             break
                         self.retries_left -= 1
                         self.progress.extend(1)
@@ -269,8 +271,11 @@ class EngineState:
                         attempt = self.measurer.attempt_on(started, self.by_name[("client", unit.client)],
                                                            self.settings_of[unit.point], round_number)
                         self.timings.attempt_s[unit] = self.timings.attempt_s.get(unit, 0.0) + self.clock() - began
+                        again.pop(0)
                         self.replace_set_aside(unit, attempt)
                 finally:
+                    for unit in again:  # not measured again (the cap, the budget, a stop): the set-aside one counts
+                        self.restore_set_aside(unit, round_number)
                     exit_code = self.measurer.stop(started)
                     self.finish_attempts(started, measured, exit_code)
                 if started.problem is not None:  # not ready or not relaying: every unit of the group says so

@@ -49,6 +49,13 @@ class LocalMeasurer:
                    round_number: int) -> Attempt:
         return run_attempt_on(started, client, settings, round_number, PROJECT_ROOT)
 
+    def plan_again(self, started: LocalServer, client: Implementation, settings: CellSettings,
+                   round_number: int) -> None:
+        """An attempt that will run once more at the end of this server's attempts (engine.py: set aside by its
+        host probe): with clients started ahead, its client is started ahead too."""
+        if started.project_root is not None:  # spawn-ahead on (start_server got the upcoming attempts)
+            started.upcoming.append((client, settings, round_number))
+
     def stop(self, started: LocalServer) -> int | None:
         with processes.interrupts_deferred():
             started.discard_waiting()

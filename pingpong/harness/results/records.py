@@ -138,6 +138,8 @@ class Cell:
         if not self.attempts:
             return "pending"
         counted = [attempt for attempt in self.attempts if not attempt.set_aside]
+        if not counted:  # set aside and not yet measured again
+            return "pending"
         good = sum(attempt.ok for attempt in counted)
         return "ok" if good == len(counted) else "failed" if good == 0 else "partial"
 

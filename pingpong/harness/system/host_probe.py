@@ -17,6 +17,7 @@ ends its process group if this process is killed.
 from __future__ import annotations
 
 import os
+import select
 import subprocess
 from pathlib import Path
 
@@ -28,6 +29,7 @@ SENTINEL = Path(__file__).resolve().parents[3] / "build" / "host_sentinel"
 SLICE_ROUNDTRIPS = 1000  # about 5 ms here in the fast mode
 WARMING_ROUNDTRIPS = 200  # first, not kept: the CPU may have been idle, its caches cold
 CALIBRATION_SLICES = 40  # at a CPU's first probe: about 0.2 s
+ANSWER_TIMEOUT_S = 10.0  # a sentinel that does not answer a slice within this is ended (the probe says why)
 
 
 def enabled() -> bool:
@@ -45,6 +47,8 @@ class _Sentinel:
     def slice_ns(self, roundtrips: int) -> float:
         self.process.stdin.write(f"{roundtrips}\n")
         self.process.stdin.flush()
+        if not select.select([self.process.stdout], [], [], ANSWER_TIMEOUT_S)[0]:
+            raise OSError(f"the host sentinel did not answer within {ANSWER_TIMEOUT_S:g} s")
         line = self.process.stdout.readline()
         if not line:
             raise OSError(f"the host sentinel exited (code {self.process.poll()})")
@@ -90,6 +94,9 @@ def probe(cpus: set[int]) -> dict[str, dict[str, float]] | str:
             found[f"cpu{cpu}"] = {"ns": round(value, 1),
                                   "level_ns": round(quantile(sentinel.slices_ns, FAST_QUANTILE), 1)}
     except (OSError, ValueError) as exc:
+        failed = _sentinels.pop(cpu, None)  # the next probe starts a new one
+        if failed is not None:
+            failed.close()
         return f"the host probe failed: {exc}"
     return found
 
