@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import time
 from datetime import datetime, timezone
@@ -33,38 +32,10 @@ from pingpong.harness.analysis.host_modes import describe, interpretation
 from pingpong.harness.settings.configuration import DEFAULT_MATRIX_DURATION_S, DEFAULT_MATRIX_WARMUP_S
 from pingpong.harness.settings.environment import suite_commit
 from pingpong.harness.settings.round_policy import parse_duration, parse_precision
+from pingpong.harness.system.host_probe import SENTINEL, Sentinel
 from pingpong.harness.system.stop_signals import stop_signals_raise_interrupt
 
-SENTINEL = ROOT / "build" / "host_sentinel"
 WARMING_ROUNDTRIPS = 20_000  # one slice first, not kept: the CPU and the two processes' caches warm
-
-
-class Sentinel:
-    """The sentinel's two processes on one CPU, asked for one slice at a time. It exits at the end of its stdin, so
-    it ends with this process however this one ends, and its child with it (PR_SET_PDEATHSIG)."""
-
-    def __init__(self, cpu: int):
-        self.process = subprocess.Popen(["taskset", "-c", str(cpu), str(SENTINEL)], stdin=subprocess.PIPE,
-                                        stdout=subprocess.PIPE, text=True)
-
-    def slice_ns(self, roundtrips: int) -> int:
-        self.process.stdin.write(f"{roundtrips}\n")
-        self.process.stdin.flush()
-        line = self.process.stdout.readline()
-        if not line:
-            raise RuntimeError(f"the host sentinel stopped (exit code {self.process.wait()})")
-        return int(line)
-
-    def close(self) -> None:
-        try:
-            self.process.stdin.close()
-        except OSError:
-            pass
-        try:
-            self.process.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
 
 
 def main() -> int:
@@ -93,10 +64,10 @@ def main() -> int:
     with stop_signals_raise_interrupt():
         sentinel = Sentinel(args.cpu)
         try:
-            sentinel.slice_ns(WARMING_ROUNDTRIPS)
+            sentinel.slice_total_ns(WARMING_ROUNDTRIPS)
             ends = time.monotonic() + args.duration
             while time.monotonic() < ends:
-                slices.append(sentinel.slice_ns(args.slice_roundtrips))
+                slices.append(sentinel.slice_total_ns(args.slice_roundtrips))
         finally:
             sentinel.close()
     ns_per_roundtrip = [value / args.slice_roundtrips for value in slices]

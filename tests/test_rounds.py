@@ -250,23 +250,29 @@ class SlowHostMeasurer(FakeMeasurer):
                                             "slow_factor": 1.15, "slow": slow})
 
 
+def engine_run(tmp_path: Path, servers: tuple, clients: tuple, policy: RoundPolicy, measurer, clock) -> RunResult:
+    """The engine over these servers and clients, measured by the given fake; the run it filled."""
+    configuration = RunConfiguration(
+        settings=SETTINGS, points=(POINT,), rounds=policy,
+        servers=tuple(implementation("server", name) for name in servers),
+        clients=tuple(implementation("client", name) for name in clients), implementations=(), manifests=(),
+        python_packages=None, node_packages=None, package_environments={}, results_dir=tmp_path,
+        output_format="md", resume=None, command_line=())
+    run = RunResult(started_at="2026-01-01T00:00:00+00:00", command_line=[], environment={},
+                    configuration=configuration.recorded(SETTINGS), implementations={},
+                    cells=[Cell(s, c) for s in servers for c in clients])
+    engine.measure_rounds(configuration, [run], [ResultPaths.for_run(tmp_path, run.started_at)], measurer,
+                          QuietProgress, clock)
+    return run
+
+
 def test_an_attempt_in_the_hosts_slow_mode_is_set_aside_and_measured_again_at_its_groups_end(tmp_path, monkeypatch):
     monkeypatch.setattr(engine, "RETRY_SHARE", 1.0)  # here every set-aside attempt may be measured again
     policy = RoundPolicy(min_rounds=3, max_rounds=3, precision=None, budget_s=None, seed=5)
-    server_list = [implementation("server", name) for name in ("s1", "s2")]
-    client_list = [implementation("client", name) for name in ("c1", "c2", "c3")]
-    configuration = RunConfiguration(
-        settings=SETTINGS, points=(POINT,), rounds=policy, servers=tuple(server_list), clients=tuple(client_list),
-        implementations=(), manifests=(), python_packages=None, node_packages=None, package_environments={},
-        results_dir=tmp_path, output_format="md", resume=None, command_line=())
-    run = RunResult(started_at="2026-01-01T00:00:00+00:00", command_line=[], environment={},
-                    configuration=configuration.recorded(SETTINGS), implementations={},
-                    cells=[Cell(s, c) for s in ("s1", "s2") for c in ("c1", "c2", "c3")])
     clock = FakeClock()
     measurer = SlowHostMeasurer(clock, {}, slow_first={(2, "c1"), (1, "c3")}, slow_always={(3, "c2")},
                                 fail_again={(1, "c3")})
-    engine.measure_rounds(configuration, [run], [ResultPaths.for_run(tmp_path, run.started_at)], measurer,
-                          QuietProgress, clock)
+    run = engine_run(tmp_path, ("s1", "s2"), ("c1", "c2", "c3"), policy, measurer, clock)
     cells = {(cell.server, cell.client): cell for cell in run.cells}
     for server in ("s1", "s2"):
         # slow the first time: set aside, then measured again after the group's other clients, and that one counts
@@ -294,19 +300,9 @@ def test_no_attempt_is_measured_again_once_the_budget_is_spent(tmp_path):
     """2 servers x 3 clients at 1 s + 0.5 s starts: the budget of 4 s is spent during the first round's second
     group, whose set-aside attempt then stays the round's."""
     policy = RoundPolicy(min_rounds=1, max_rounds=1, precision=0.03, budget_s=4.0, seed=5)
-    server_list = [implementation("server", name) for name in ("s1", "s2")]
-    client_list = [implementation("client", name) for name in ("c1", "c2", "c3")]
-    configuration = RunConfiguration(
-        settings=SETTINGS, points=(POINT,), rounds=policy, servers=tuple(server_list), clients=tuple(client_list),
-        implementations=(), manifests=(), python_packages=None, node_packages=None, package_environments={},
-        results_dir=tmp_path, output_format="md", resume=None, command_line=())
-    run = RunResult(started_at="2026-01-01T00:00:00+00:00", command_line=[], environment={},
-                    configuration=configuration.recorded(SETTINGS), implementations={},
-                    cells=[Cell(s, c) for s in ("s1", "s2") for c in ("c1", "c2", "c3")])
     clock = FakeClock()
     measurer = SlowHostMeasurer(clock, {}, slow_first={(1, "c1")})
-    engine.measure_rounds(configuration, [run], [ResultPaths.for_run(tmp_path, run.started_at)], measurer,
-                          QuietProgress, clock)
+    run = engine_run(tmp_path, ("s1", "s2"), ("c1", "c2", "c3"), policy, measurer, clock)
     first_server = measurer.order[0][1]
     by_server = {cell.server: cell for cell in run.cells if cell.client == "c1"}
     measured_again = by_server[first_server]
@@ -320,19 +316,9 @@ def test_at_most_a_share_of_a_rounds_units_is_measured_again(tmp_path):
     """Every attempt slow: of a round of 20 units, RETRY_SHARE are measured again, the rest keep their first."""
     clients = tuple(f"c{number}" for number in range(10))
     policy = RoundPolicy(min_rounds=1, max_rounds=1, precision=0.03, budget_s=None, seed=5)
-    server_list = [implementation("server", name) for name in ("s1", "s2")]
-    client_list = [implementation("client", name) for name in clients]
-    configuration = RunConfiguration(
-        settings=SETTINGS, points=(POINT,), rounds=policy, servers=tuple(server_list), clients=tuple(client_list),
-        implementations=(), manifests=(), python_packages=None, node_packages=None, package_environments={},
-        results_dir=tmp_path, output_format="md", resume=None, command_line=())
-    run = RunResult(started_at="2026-01-01T00:00:00+00:00", command_line=[], environment={},
-                    configuration=configuration.recorded(SETTINGS), implementations={},
-                    cells=[Cell(s, c) for s in ("s1", "s2") for c in clients])
     clock = FakeClock()
     measurer = SlowHostMeasurer(clock, {}, slow_always={(1, client) for client in clients})
-    engine.measure_rounds(configuration, [run], [ResultPaths.for_run(tmp_path, run.started_at)], measurer,
-                          QuietProgress, clock)
+    run = engine_run(tmp_path, ("s1", "s2"), clients, policy, measurer, clock)
     assert len(measurer.order) == 20 + math.ceil(engine.RETRY_SHARE * 20)
     assert all(len(cell.rates()) == 1 and cell.status == "ok" for cell in run.cells)
     assert sum(a.set_aside for cell in run.cells for a in cell.attempts) == math.ceil(engine.RETRY_SHARE * 20)
@@ -341,15 +327,6 @@ def test_at_most_a_share_of_a_rounds_units_is_measured_again(tmp_path):
 def test_a_stop_before_a_set_aside_unit_is_measured_again_leaves_the_set_aside_attempt_as_the_rounds(tmp_path):
     """A Ctrl-C while the retries wait: the run saves what it has, and no round is left without a counted value."""
     policy = RoundPolicy(min_rounds=2, max_rounds=2, precision=None, budget_s=None, seed=5)
-    server_list = [implementation("server", "s1")]
-    client_list = [implementation("client", name) for name in ("c1", "c2")]
-    configuration = RunConfiguration(
-        settings=SETTINGS, points=(POINT,), rounds=policy, servers=tuple(server_list), clients=tuple(client_list),
-        implementations=(), manifests=(), python_packages=None, node_packages=None, package_environments={},
-        results_dir=tmp_path, output_format="md", resume=None, command_line=())
-    run = RunResult(started_at="2026-01-01T00:00:00+00:00", command_line=[], environment={},
-                    configuration=configuration.recorded(SETTINGS), implementations={},
-                    cells=[Cell("s1", c) for c in ("c1", "c2")])
 
     @dataclass
     class StoppedBeforeRetries(SlowHostMeasurer):
@@ -360,8 +337,7 @@ def test_a_stop_before_a_set_aside_unit_is_measured_again_leaves_the_set_aside_a
 
     clock = FakeClock()
     measurer = StoppedBeforeRetries(clock, {}, slow_always={(1, "c1"), (1, "c2")})
-    engine.measure_rounds(configuration, [run], [ResultPaths.for_run(tmp_path, run.started_at)], measurer,
-                          QuietProgress, clock)
+    run = engine_run(tmp_path, ("s1",), ("c1", "c2"), policy, measurer, clock)
     assert run.interrupted
     for cell in run.cells:
         assert [(a.repeat, a.status) for a in cell.attempts] == [(1, "ok")]

@@ -36,7 +36,10 @@ def enabled() -> bool:
     return os.environ.get(HOST_PROBE_ENV) == "1"
 
 
-class _Sentinel:
+class Sentinel:
+    """The sentinel's two processes on one CPU, asked for one slice at a time (benchmarks/host_modes.py uses it too).
+    It exits at the end of its stdin, so it ends with this process however this one ends, its child with it."""
+
     def __init__(self, cpu: int):
         self.process = subprocess.Popen(["taskset", "-c", str(cpu), str(SENTINEL)], stdin=subprocess.PIPE,
                                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
@@ -44,7 +47,8 @@ class _Sentinel:
         guardian.started(self.process.pid)  # a group of its own, ended by the guardian if this process is killed
         self.slices_ns: list[float] = []  # ns per roundtrip of every kept slice, for the fast level
 
-    def slice_ns(self, roundtrips: int) -> float:
+    def slice_total_ns(self, roundtrips: int) -> int:
+        """ns for this many roundtrips, timed by the sentinel itself."""
         self.process.stdin.write(f"{roundtrips}\n")
         self.process.stdin.flush()
         if not select.select([self.process.stdout], [], [], ANSWER_TIMEOUT_S)[0]:
@@ -52,7 +56,11 @@ class _Sentinel:
         line = self.process.stdout.readline()
         if not line:
             raise OSError(f"the host sentinel exited (code {self.process.poll()})")
-        return int(line) / roundtrips
+        return int(line)
+
+    def slice_ns(self, roundtrips: int) -> float:
+        """ns a roundtrip over a slice of this many."""
+        return self.slice_total_ns(roundtrips) / roundtrips
 
     def close(self) -> None:
         try:
@@ -67,13 +75,13 @@ class _Sentinel:
         guardian.reaped(self.process.pid)
 
 
-_sentinels: dict[int, _Sentinel] = {}
+_sentinels: dict[int, Sentinel] = {}
 
 
-def _sentinel(cpu: int) -> _Sentinel:
+def _sentinel(cpu: int) -> Sentinel:
     sentinel = _sentinels.get(cpu)
     if sentinel is None:
-        sentinel = _sentinels[cpu] = _Sentinel(cpu)
+        sentinel = _sentinels[cpu] = Sentinel(cpu)
         sentinel.slice_ns(WARMING_ROUNDTRIPS)
         sentinel.slices_ns.extend(sentinel.slice_ns(SLICE_ROUNDTRIPS) for _ in range(CALIBRATION_SLICES))
     return sentinel
