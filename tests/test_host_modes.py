@@ -192,3 +192,17 @@ def test_kill_9_of_the_orchestrator_leaves_no_sentinel(tmp_path):
     while time.monotonic() < deadline and set(sentinel_processes()) & ours:
         time.sleep(0.05)
     assert not set(sentinel_processes()) & ours
+
+
+def test_resume_refuses_a_run_measured_with_other_measurement_switches(tmp_path):
+    """Rounds probed by the host probe and rounds not would be mixed in one file: --resume says so and stops."""
+    argv, environment = run_with_probe(tmp_path, "--repeat", "1", "--duration", "0.1", "--warmup", "0.1",
+                                       "--host-figure", "off")
+    plain = {key: value for key, value in environment.items() if key != "PINGPONG_HOST_PROBE"}
+    first = subprocess.run(argv, cwd=ROOT, env=plain, capture_output=True, text=True, timeout=300)
+    assert first.returncode == 0, first.stderr[-800:]
+    saved = next((tmp_path / "results").glob("2*.json"))
+    refused = subprocess.run([*argv, "--resume", str(saved)], cwd=ROOT, env=environment, capture_output=True,
+                             text=True, timeout=300)
+    assert refused.returncode == 2
+    assert "measurement switches {} (this command: {'PINGPONG_HOST_PROBE': '1'})" in refused.stderr

@@ -83,6 +83,9 @@ def measure_rounds(configuration: RunConfiguration, runs: list[RunResult], paths
     print(plan_line(runs, len(units), minimum, policy, settings_of[0].warmup_s, settings_of[0].duration_s,
                     window_s + FIRST_ATTEMPT_ESTIMATE_S + SERVER_START_ESTIMATE_S / max(1, len(configuration.clients))),
           file=sys.stderr, flush=True)
+    if host_probe.enabled() and not host_probe.SENTINEL.exists():
+        print(f"warning: PINGPONG_HOST_PROBE=1, but {host_probe.SENTINEL.name} is not built (sh native/build.sh): "
+              f"no attempt is probed", file=sys.stderr, flush=True)
     progress = (progress_factory or Progress)(minimum, window_s + FIRST_ATTEMPT_ESTIMATE_S)
     progress.unit = rate_unit(runs[0])
     state = EngineState(cells, by_name, settings_of, measurer, progress, timings, policy, clock, began=began)

@@ -73,9 +73,9 @@ class Progress:
             print(f"[{self.done}/{self.total}] {cell.server} server × {cell.client} client, round {attempt.repeat}: "
                   f"{outcome}; ETA {self._eta()}", file=sys.stderr, flush=True)
             return
-        if not attempt.ok:
+        if not attempt.ok:  # a set-aside attempt is no failure: its unit is measured again
             self.bar.console.print(f"{cell.server} × {cell.client} round {attempt.repeat}: {outcome}",
-                                   style="red", markup=False, highlight=False)
+                                   style="yellow" if attempt.set_aside else "red", markup=False, highlight=False)
         self.bar.update(self.task, advance=1, eta=self._eta())
 
     def finish(self) -> None:
