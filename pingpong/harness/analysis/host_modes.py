@@ -26,14 +26,15 @@ FAST_QUANTILE = 0.10  # the fast level: this quantile of the slices' ns per roun
 SLOW_FACTOR = 1.15  # a slice more than this times the fast level ran in the slow mode
 
 
-def quantile(values: list[float], probability: float) -> float:
-    """The value at this probability of the sorted values (nearest rank below)."""
+def observed_quantile(values: list[float], probability: float) -> float:
+    """The value at this probability of the sorted values, nearest rank below: always one of the values (a level a
+    slice really ran at), unlike analysis/precision.quantile, which interpolates between them."""
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, max(0, int(probability * (len(ordered) - 1))))]
 
 
 def fast_level(ns_per_roundtrip: list[float]) -> float:
-    return quantile(ns_per_roundtrip, FAST_QUANTILE)
+    return observed_quantile(ns_per_roundtrip, FAST_QUANTILE)
 
 
 def slow_flags(ns_per_roundtrip: list[float], level: float, factor: float = SLOW_FACTOR) -> list[bool]:
@@ -153,7 +154,7 @@ def describe(ns_per_roundtrip: list[float], slice_roundtrips: int, window_s: flo
         "slow_share": round(len(slow) / len(ns_per_roundtrip), 4),
         "slow_stretches": {"count": len(stretches),
                            "median_s": _rounded(statistics.median(stretches) * slice_s, 4) if stretches else None,
-                           "p90_s": _rounded(quantile(stretches, 0.9) * slice_s, 4) if stretches else None,
+                           "p90_s": _rounded(observed_quantile(stretches, 0.9) * slice_s, 4) if stretches else None,
                            "longest_s": _rounded(max(stretches) * slice_s, 4) if stretches else None},
         "autocorrelation": {f"{lag:g}s": _rounded(autocorrelation(ns_per_roundtrip, max(1, round(lag / slice_s))))
                             for lag in lags_s},

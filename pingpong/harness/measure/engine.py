@@ -257,10 +257,8 @@ class EngineState:
                         if host_slow(attempt):
                             attempt = set_aside(attempt)
                             again.append(unit)
-                            plan_again = getattr(self.measurer, "plan_again", None)
-                            if plan_again is not None:  # its client may then start ahead, as the others' do
-                                plan_again(started, self.by_name[("client", unit.client)],
-                                           self.settings_of[unit.point], round_number)
+                            self.measurer.plan_again(started, self.by_name[("client", unit.client)],
+                                                     self.settings_of[unit.point], round_number)
                         self.record(unit, attempt)
                     while again:  # each once, whatever its probe says then
                         unit = again[0]

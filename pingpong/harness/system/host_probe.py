@@ -22,7 +22,7 @@ import subprocess
 from pathlib import Path
 
 from pingpong.contract import HOST_PROBE_ENV
-from pingpong.harness.analysis.host_modes import FAST_QUANTILE, SLOW_FACTOR, quantile
+from pingpong.harness.analysis.host_modes import FAST_QUANTILE, SLOW_FACTOR, observed_quantile
 from pingpong.harness.system import guardian
 
 SENTINEL = Path(__file__).resolve().parents[3] / "build" / "host_sentinel"
@@ -100,7 +100,7 @@ def probe(cpus: set[int]) -> dict[str, dict[str, float]] | str:
             value = sentinel.slice_ns(SLICE_ROUNDTRIPS)
             sentinel.slices_ns.append(value)
             found[f"cpu{cpu}"] = {"ns": round(value, 1),
-                                  "level_ns": round(quantile(sentinel.slices_ns, FAST_QUANTILE), 1)}
+                                  "level_ns": round(observed_quantile(sentinel.slices_ns, FAST_QUANTILE), 1)}
     except (OSError, ValueError) as exc:
         failed = _sentinels.pop(cpu, None)  # the next probe starts a new one
         if failed is not None:
