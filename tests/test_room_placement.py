@@ -4,6 +4,7 @@ Redis broker and real runs: where each connection landed is read back from /proc
 
 import json
 import os
+import socket
 import subprocess
 import sys
 from dataclasses import replace
@@ -385,3 +386,22 @@ def test_a_servers_port_range_lies_below_the_ephemeral_ports_and_is_free(monkeyp
     port = server_module.free_port_checked(ports=3)
     assert port >= server_module.FIRST_RANGE_PORT + 2
     assert all(processes.port_is_free(port + offset) for offset in range(3))
+
+
+@pytest.mark.parametrize("taken", [0, 2], ids=["shared-port", "thread-1s-port"])
+def test_a_threads_server_by_room_whose_port_is_taken_exits_1_and_says_which(taken):
+    """Each thread makes its own endpoints and says whether it listens; when one cannot (here the shared port, on
+    thread 0, or thread 1's own), no thread serves and the server exits 1 naming the port, at once."""
+    binary = ROOT / "build" / "cpp_ws_server"
+    if not binary.exists():
+        pytest.skip("build/cpp_ws_server is not built (sh native/cpp/build.sh)")
+    port = server_module.free_port_checked(ports=3)
+    with socket.socket() as holder:
+        holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        holder.bind(("127.0.0.1", port + taken))
+        holder.listen()
+        done = subprocess.run([str(binary), "--host", "127.0.0.1", "--port", str(port), "--workers", "2",
+                               "--worker-ports"], capture_output=True, text=True, timeout=20)
+    assert done.returncode == 1, done
+    assert f"cannot listen on 127.0.0.1:{port + taken}" in done.stderr, done.stderr
+    assert done.stdout == ""

@@ -4,16 +4,18 @@
 // rooms, which every thread's handlers read and change, sit behind one mutex, as broadcast_server's connections do.
 // With --worker-ports (placement by room), each of the N threads runs an io_context of its own, as Asio's
 // io_context-per-CPU example (http/server2) does, with an endpoint that listens on PORT+1+i, so a connection stays on
-// the thread that accepted it; the shared port is served by thread 0. Each thread keeps its own members per room,
-// which only it touches, so a message to a room whose members all sit on one thread takes no lock; a room with
-// members on other threads too (a count per room says so) is looked up in the map of all members behind the mutex,
-// and such a member is sent to through its own connection, which posts the write to its io_context. Each thread
-// writes its counts as a worker does (PINGPONG_WORKER_STATS_DIR/worker-PID-I.json, with its thread id).
+// the thread that accepted it; the shared port is served by thread 0. Each thread makes its own io_context and
+// endpoints (so they come from its own malloc arena) and keeps its own members per room, which only it touches, so a
+// message to a room whose members all sit on one thread takes no lock; a room with members on other threads too (a
+// count per room says so) is looked up in the map of all members behind the mutex, and such a member is sent to
+// through its own connection, which posts the write to its io_context. Each thread writes its counts as a worker
+// does (PINGPONG_WORKER_STATS_DIR/worker-PID-I.json, with its thread id).
 #define ASIO_STANDALONE
 #include <websocketpp/config/asio.hpp>
 #include <websocketpp/server.hpp>
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -74,7 +76,7 @@ static int serve(const Args &args) {
     typedef std::set<websocketpp::connection_hdl, std::owner_less<websocketpp::connection_hdl>> members;
     server s;
     std::map<std::string, members> rooms;
-    std::mutex rooms_mutex;  // held only to read or change rooms, never while sending
+    std::mutex rooms_mutex;  // held only to read or change rooms (and each member's), never while sending
 
     s.clear_access_channels(websocketpp::log::alevel::all);  // websocketpp logs to stdout by default
     s.clear_error_channels(websocketpp::log::elevel::all);
@@ -89,36 +91,39 @@ static int serve(const Args &args) {
         s.set_tls_init_handler([context](websocketpp::connection_hdl) { return context; });
     }
 
-    auto room_of = [&s](websocketpp::connection_hdl hdl) {
+    typedef std::map<std::string, members> room_map;
+    // each member's room, found at its open (as websocketpp's associative_storage example keeps data per handle), so
+    // that a message looks its room up by handle instead of building the room's name from the request again
+    std::map<websocketpp::connection_hdl, typename room_map::iterator, std::owner_less<websocketpp::connection_hdl>>
+        room_of_member;
+    s.set_open_handler([&](websocketpp::connection_hdl hdl) {
         std::string resource = s.get_con_from_hdl(hdl)->get_resource();
-        std::string room = resource.substr(0, resource.find('?'));
-        return room.empty() ? std::string("/") : room;
-    };
-    auto leave = [&](websocketpp::connection_hdl hdl) {
-        std::string name = room_of(hdl);
+        std::string name = resource.substr(0, resource.find('?'));
+        if (name.empty()) name = "/";
         std::lock_guard<std::mutex> guard(rooms_mutex);
-        auto room = rooms.find(name);
-        if (room == rooms.end()) return;
+        auto room = rooms.try_emplace(name).first;
+        room->second.insert(hdl);
+        room_of_member[hdl] = room;
+    });
+    s.set_close_handler([&](websocketpp::connection_hdl hdl) {  // after an error too
+        std::lock_guard<std::mutex> guard(rooms_mutex);
+        auto member = room_of_member.find(hdl);
+        if (member == room_of_member.end()) return;  // it never opened: in no room
+        auto room = member->second;
+        room_of_member.erase(member);
         room->second.erase(hdl);
         if (room->second.empty()) rooms.erase(room);
-    };
-    s.set_open_handler([&](websocketpp::connection_hdl hdl) {
-        std::string name = room_of(hdl);
-        std::lock_guard<std::mutex> guard(rooms_mutex);
-        rooms[name].insert(hdl);
     });
-    s.set_close_handler(leave);  // after an error too; a connection that never opened was in no room
     s.set_message_handler([&](websocketpp::connection_hdl hdl, typename server::message_ptr msg) {
         // The same message, text or binary as it came, to every other member. A member that does not read only
         // grows its own send queue; nobody else waits for it. The others are copied out under the lock and sent to
         // after it (a send may write at once), so one room's sends never wait for another's.
         std::vector<websocketpp::connection_hdl> others;
-        std::string name = room_of(hdl);
         {
             std::lock_guard<std::mutex> guard(rooms_mutex);
-            auto room = rooms.find(name);
-            if (room == rooms.end()) return;
-            for (auto &other : room->second)
+            auto member = room_of_member.find(hdl);
+            if (member == room_of_member.end()) return;
+            for (auto &other : member->second->second)
                 if (other.owner_before(hdl) || hdl.owner_before(other)) others.push_back(other);
         }
         for (auto &other : others) {
@@ -161,11 +166,14 @@ static int serve(const Args &args) {
     return 0;
 }
 
-// --worker-ports: thread i's endpoint, its counts and its thread id (written as a worker's counts are).
+// --worker-ports: thread i's endpoints, its counts and its thread id (written as a worker's counts are). Each thread
+// makes its own shard, so that what it writes on every message (its io_context's counts of work, its reactor, its
+// endpoint) comes from its own malloc arena and shares no cache line with another thread's.
 template <typename server>
 struct Shard {
     asio::io_context io;
     server endpoint;
+    std::unique_ptr<server> shared;  // thread 0 only: the endpoint of the shared port
     long index = 0, own_port = 0;
     // deliveries sent from this thread's members' messages: written by this thread only, and read by it (its counts
     // are written on its loop) or once every thread has ended, so a plain count, no atomic on every message
@@ -177,6 +185,10 @@ struct Shard {
         std::shared_ptr<std::atomic<long>> threads;  // the threads with members in the room (the room's own count)
     };
     std::map<std::string, Room> rooms;  // this thread's members per room: only this thread reads or changes it
+    // each member's room, found at its open (as websocketpp's associative_storage example keeps data per handle),
+    // so that a message looks its room up by handle instead of building the room's name from the request again
+    std::map<websocketpp::connection_hdl, typename std::map<std::string, Room>::iterator,
+             std::owner_less<websocketpp::connection_hdl>> room_of_member;
 };
 
 template <typename config, bool tls>
@@ -190,7 +202,7 @@ static int serve_by_thread(const Args &args) {
     };
     const long count = io_threads(args), base = std::strtol(args.port.c_str(), nullptr, 10);
     const char *stats_dir = std::getenv("PINGPONG_WORKER_STATS_DIR");
-    std::vector<std::unique_ptr<shard>> shards;
+    std::vector<std::unique_ptr<shard>> shards(count);  // shard i made by thread i
     struct Room {
         std::set<Member> members;  // on every thread
         std::shared_ptr<std::atomic<long>> threads;  // shared with each thread's own entry for the room
@@ -221,48 +233,39 @@ static int serve_by_thread(const Args &args) {
             << "\"own_port\": " << one.own_port << "}";
         std::rename(temporary.c_str(), path.c_str());
     };
-    // thread i's endpoint on PORT+1+i; the shared port's endpoint on thread 0's io_context
-    std::vector<std::pair<server *, shard *>> endpoints;  // (endpoint, the shard whose thread runs it)
-    for (long i = 0; i < count; ++i) {
-        shards.push_back(std::make_unique<shard>());
-        shards.back()->index = i;
-        shards.back()->own_port = base + 1 + i;
-        endpoints.push_back({&shards.back()->endpoint, shards.back().get()});
-    }
-    server shared;
-    endpoints.push_back({&shared, shards[0].get()});
-    for (size_t e = 0; e < endpoints.size(); ++e) {
-        server &s = *endpoints[e].first;
-        shard *home = endpoints[e].second;
+    // One endpoint's handlers and its listening socket, on its home thread's io_context; false (said on stderr) when
+    // it cannot listen.
+    auto set_up = [&](server &s, shard *home, const std::string &port) {
         s.clear_access_channels(websocketpp::log::alevel::all);
         s.clear_error_channels(websocketpp::log::elevel::all);
         s.get_alog().set_ostream(&std::cerr);
         s.get_elog().set_ostream(&std::cerr);
         s.init_asio(&home->io);
         s.set_reuse_addr(true);
-        if constexpr (tls) s.set_tls_init_handler([context](websocketpp::connection_hdl) { return context; });
-        auto room_of = [&s](websocketpp::connection_hdl hdl) {
-            std::string resource = s.get_con_from_hdl(hdl)->get_resource();
-            std::string room = resource.substr(0, resource.find('?'));
-            return room.empty() ? std::string("/") : room;
-        };
+        if constexpr (tls) s.set_tls_init_handler([&context](websocketpp::connection_hdl) { return context; });
         // the handlers of a connection run on its home thread, the only one that touches home->rooms
-        s.set_open_handler([&, home, room_of](websocketpp::connection_hdl hdl) {
-            std::string name = room_of(hdl);
-            auto &here = home->rooms[name];
+        s.set_open_handler([&, home](websocketpp::connection_hdl hdl) {
+            std::string resource = s.get_con_from_hdl(hdl)->get_resource();
+            std::string name = resource.substr(0, resource.find('?'));
+            if (name.empty()) name = "/";
+            auto here = home->rooms.try_emplace(name).first;
+            home->room_of_member[hdl] = here;
             std::lock_guard<std::mutex> guard(rooms_mutex);
             auto &room = rooms[name];
             if (!room.threads) room.threads = std::make_shared<std::atomic<long>>(0);
-            if (here.members.empty()) room.threads->fetch_add(1);
+            if (here->second.members.empty()) room.threads->fetch_add(1);
             room.members.insert(Member{home, hdl});
-            here.threads = room.threads;
-            here.members.insert(hdl);
+            here->second.threads = room.threads;
+            here->second.members.insert(hdl);
             home->joined[name] += 1;
         });
-        s.set_close_handler([&, home, room_of](websocketpp::connection_hdl hdl) {
-            std::string name = room_of(hdl);
-            auto here = home->rooms.find(name);
-            if (here == home->rooms.end() || here->second.members.erase(hdl) == 0) return;
+        s.set_close_handler([&, home](websocketpp::connection_hdl hdl) {  // after an error too
+            auto member = home->room_of_member.find(hdl);
+            if (member == home->room_of_member.end()) return;  // it never opened: in no room
+            auto here = member->second;
+            home->room_of_member.erase(member);
+            std::string name = here->first;
+            here->second.members.erase(hdl);
             bool last_here = here->second.members.empty();
             if (last_here) home->rooms.erase(here);
             std::lock_guard<std::mutex> guard(rooms_mutex);
@@ -272,22 +275,22 @@ static int serve_by_thread(const Args &args) {
             if (last_here) room->second.threads->fetch_sub(1);
             if (room->second.members.empty()) rooms.erase(room);
         });
-        s.set_message_handler([&, home, room_of](websocketpp::connection_hdl hdl, typename server::message_ptr msg) {
-            std::string name = room_of(hdl);
-            auto here = home->rooms.find(name);
-            if (here == home->rooms.end()) return;
-            for (auto &other : here->second.members) {  // this thread's members: no lock
+        s.set_message_handler([&, home](websocketpp::connection_hdl hdl, typename server::message_ptr msg) {
+            auto member = home->room_of_member.find(hdl);
+            if (member == home->room_of_member.end()) return;
+            auto &here = member->second->second;
+            for (auto &other : here.members) {  // this thread's members: no lock
                 if (!(other.owner_before(hdl) || hdl.owner_before(other))) continue;
                 websocketpp::lib::error_code ignored;
                 home->endpoint.send(other, msg, ignored);
                 home->relayed += 1;
             }
             // relaxed: a member that joins on another thread meanwhile may miss this message, as it would by a lock
-            if (!here->second.threads || here->second.threads->load(std::memory_order_relaxed) < 2) return;
+            if (!here.threads || here.threads->load(std::memory_order_relaxed) < 2) return;
             std::vector<Member> elsewhere;
             {
                 std::lock_guard<std::mutex> guard(rooms_mutex);
-                auto room = rooms.find(name);
+                auto room = rooms.find(member->second->first);
                 if (room == rooms.end()) return;
                 for (auto &other : room->second.members)
                     if (other.on != home) elsewhere.push_back(other);
@@ -299,14 +302,57 @@ static int serve_by_thread(const Args &args) {
             }
         });
         websocketpp::lib::error_code ec;
-        std::string port = e < shards.size() ? std::to_string(shards[e]->own_port) : args.port;
         s.listen(args.host, port, ec);
         if (!ec) s.start_accept(ec);
-        if (ec) {
+        if (ec)
             std::fprintf(stderr, "cpp_ws_server: cannot listen on %s:%s: %s\n", args.host.c_str(), port.c_str(),
                          ec.message().c_str());
-            return 1;
+        return !ec;
+    };
+    // Thread i makes shard i and its endpoint on PORT+1+i (thread 0 also the shared port's), says whether it listens,
+    // and runs its io_context once every thread listens; if one cannot, none runs and the server exits 1.
+    std::mutex start_mutex;
+    std::condition_variable start_changed;
+    long made = 0;
+    bool failed = false, go = false;
+    auto make = [&](long i) {
+        auto one = std::make_unique<shard>();
+        one->index = i;
+        one->own_port = base + 1 + i;
+        one->tid = static_cast<long>(syscall(SYS_gettid));
+        bool listening = set_up(one->endpoint, one.get(), std::to_string(one->own_port));
+        if (listening && i == 0) {
+            one->shared = std::make_unique<server>();
+            listening = set_up(*one->shared, one.get(), args.port);
         }
+        std::lock_guard<std::mutex> guard(start_mutex);
+        shards[i] = std::move(one);
+        made += 1;
+        failed = failed || !listening;
+        start_changed.notify_all();
+    };
+    std::vector<std::thread> more;
+    for (long i = 1; i < count; ++i)
+        more.emplace_back([&, i] {
+            make(i);
+            {
+                std::unique_lock<std::mutex> lock(start_mutex);
+                start_changed.wait(lock, [&] { return go || (made == count && failed); });
+                if (!go) return;
+            }
+            auto guard = asio::make_work_guard(shards[i]->io);  // a thread with no connection yet keeps running
+            shards[i]->io.run();
+        });
+    make(0);
+    {
+        std::unique_lock<std::mutex> lock(start_mutex);
+        start_changed.wait(lock, [&] { return made == count; });
+        go = !failed;
+        start_changed.notify_all();
+    }
+    if (!go) {
+        for (auto &thread : more) thread.join();
+        return 1;
     }
 
     // SIGTERM/SIGINT: stop accepting, close every connection, and stop every loop 300 ms later at the latest.
@@ -319,36 +365,27 @@ static int serve_by_thread(const Args &args) {
             for (auto &room : rooms)
                 everyone.insert(everyone.end(), room.second.members.begin(), room.second.members.end());
         }
-        for (auto &[endpoint, home] : endpoints) {
+        for (auto &one : shards) {
             websocketpp::lib::error_code ignored;
-            endpoint->stop_listening(ignored);
+            one->endpoint.stop_listening(ignored);
+            if (one->shared) one->shared->stop_listening(ignored);
         }
-        for (auto &member : everyone) {
-            websocketpp::lib::error_code ignored;
-            member.on->endpoint.close(member.hdl, websocketpp::close::status::going_away, "", ignored);
-        }
+        for (auto &member : everyone)  // on the member's own thread, as its other handlers run
+            asio::post(member.on->io, [member] {
+                websocketpp::lib::error_code ignored;
+                member.on->endpoint.close(member.hdl, websocketpp::close::status::going_away, "", ignored);
+            });
         deadline.expires_after(std::chrono::milliseconds(300));
         deadline.async_wait([&](const asio::error_code &) {
             for (auto &one : shards) one->io.stop();
         });
     });
 
-    for (auto &one : shards)  // each thread says its id, then its counts: the run pins thread i by it
-        asio::post(one->io, [&, raw = one.get()] {
-            raw->tid = static_cast<long>(syscall(SYS_gettid));
-            write_counts(*raw, false);
-        });
+    for (auto &one : shards)  // each thread says its id, then its counts, from its loop: the run pins thread i by it
+        asio::post(one->io, [&, raw = one.get()] { write_counts(*raw, false); });
     asio::post(shards[0]->io, [&] { write_info(args); });
     std::fprintf(stderr, "cpp-websocketpp server listening on %s:%s, thread i on port %ld+i\n", args.host.c_str(),
                  args.port.c_str(), base + 1);
-    std::vector<std::thread> more;
-    for (long i = 1; i < count; ++i) {
-        auto *io = &shards[i]->io;
-        more.emplace_back([io] {
-            auto guard = asio::make_work_guard(*io);  // a thread with no connection yet keeps running
-            io->run();
-        });
-    }
     shards[0]->io.run();
     for (long i = 1; i < count; ++i) shards[i]->io.stop();
     for (auto &thread : more) thread.join();
