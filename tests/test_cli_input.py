@@ -6,6 +6,7 @@ Nothing here measures: every case stops before a server starts (or parses option
 import csv
 import io
 import json
+import os
 import re
 import subprocess
 import sys
@@ -13,9 +14,11 @@ import sys
 import pytest
 
 from pingpong import SUITE_VERSION
+from pingpong.contract import HOST_PROBE_ENV
 from pingpong.harness.commands.parser import build_parser
 from pingpong.harness.settings.configuration import (DEFAULT_MATRIX_DURATION_S, DEFAULT_MATRIX_WARMUP_S,
-                                                     build_configuration, resolve_options)
+                                                     build_configuration, measurement_switch_problems,
+                                                     resolve_options)
 from tests.conftest import ROOT
 from tests.test_run_bench import run_bench
 
@@ -209,3 +212,16 @@ def test_malloc_modes_are_a_dimension_that_needs_a_server_process_each():
     assert configuration.recorded(settings)["malloc"] == "as-is"
     assert "malloc" in SERVER_DIMENSIONS
     assert process_environment(configuration.settings_at(configuration.points[0]))[MALLOC_ENV] == "settled"
+
+
+def test_a_measurement_switch_set_to_anything_but_1_or_0_is_refused(tmp_path):
+    """PINGPONG_HOST_PROBE=yes would leave the probe off without a word: the run refuses it in one line and writes
+    nothing; 0 and an empty value are off, as unset is."""
+    completed = subprocess.run([sys.executable, "run_bench.py", "--quick", "--results-dir", str(tmp_path)], cwd=ROOT,
+                               capture_output=True, text=True, timeout=60, env={**os.environ, HOST_PROBE_ENV: "yes"})
+    assert_one_line_error(completed, f"{HOST_PROBE_ENV}='yes': a measurement switch is 1 (on) or 0 (off)")
+    assert list(tmp_path.iterdir()) == []
+    for value in ("0", "", "1"):
+        assert measurement_switch_problems({HOST_PROBE_ENV: value}) == []
+    assert measurement_switch_problems({}) == []
+    assert len(measurement_switch_problems({HOST_PROBE_ENV: "on", "PINGPONG_FIXED_ADDRESS_LAYOUT": "true"})) == 2

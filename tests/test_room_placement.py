@@ -405,3 +405,19 @@ def test_a_threads_server_by_room_whose_port_is_taken_exits_1_and_says_which(tak
     assert done.returncode == 1, done
     assert f"cannot listen on 127.0.0.1:{port + taken}" in done.stderr, done.stderr
     assert done.stdout == ""
+
+
+def test_a_port_on_an_ipv6_host_is_checked_in_its_own_family():
+    """port_is_free and free_port bind in the host's family: on ::1, a port a listener holds is taken and a free
+    one is free (an IPv4 probe socket could not bind ::1 at all, so every port looked taken)."""
+    try:
+        holder = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
+        holder.bind(("::1", 0))
+    except OSError as error:
+        pytest.skip(f"no IPv6 loopback here: {error}")
+    with holder:
+        holder.listen()
+        taken = holder.getsockname()[1]
+        assert not processes.port_is_free(taken, "::1")
+        free = processes.free_port("::1")
+        assert free != taken and processes.port_is_free(free, "::1")

@@ -120,7 +120,8 @@ def test_the_documented_command_predicts_each_cell_at_each_n():
 @pytest.mark.parametrize("args, fragment", [
     (["missing.json"], "missing.json does not exist"),
     ([SWEEP, "--at", "4,16"], "--at 16 leaves no CPU"),
-    ([SWEEP, "--cpus", "0"], "give whole numbers of 1 or more"),
+    ([SWEEP, "--cpus", "0"], "values must be at least 1, got '0'"),
+    ([SWEEP, "--at", "2,x"], "takes whole numbers separated by commas"),
     ([SWEEP.replace("-sweep", "-workers2")], "needs N = 1"),
 ])
 def test_bad_input_is_one_line(args, fragment):

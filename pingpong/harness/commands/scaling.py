@@ -13,6 +13,7 @@ from pingpong.harness.analysis.scaling import Host, scaling_models
 from pingpong.harness.commands.report import read
 from pingpong.harness.report.scaling import render_scaling
 from pingpong.harness.results.records import RunResult
+from pingpong.harness.settings.configuration import integer_list
 from pingpong.harness.settings.usage import UsageError
 
 DESCRIPTION = ("From a --workers sweep measured here (N = 1 and more), the CPU each part of a roundtrip cost at each "
@@ -23,12 +24,9 @@ SCALING_FORMAT_VERSION = 1
 
 def positive_list(text: str) -> list[int]:
     try:
-        values = [int(part) for part in text.split(",") if part.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of whole numbers") from None
-    if not values or min(values) < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: give whole numbers of 1 or more")
-    return values
+        return integer_list(text, minimum=1)
+    except ValueError as problem:
+        raise argparse.ArgumentTypeError(str(problem)) from None
 
 
 def positive(text: str) -> int:

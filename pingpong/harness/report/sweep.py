@@ -48,6 +48,8 @@ def sweep_index(members: list[tuple[dict[str, Any], Any, dict, str]]) -> dict[st
         if members else {}
     first_pairs = {(cell.server, cell.client): pair_latency_by_round(cell.attempts) for cell in members[0][1].cells} \
         if members else {}
+    first_cpu_rates = {(cell.server, cell.client): cell.server_cpu_rates_by_round() for cell in members[0][1].cells} \
+        if members else {}
     for point, run, summaries, _ in members:
         for (server, client), summary in summaries.items():
             if summary.status == "skipped":
@@ -57,6 +59,9 @@ def sweep_index(members: list[tuple[dict[str, Any], Any, dict, str]]) -> dict[st
             by_round = run.cell(server, client).rates_by_round()
             first = first_rates.get((server, client)) or {}
             to_first = paired_ratio(by_round, first) if by_round.keys() & first.keys() else None
+            cpu_by_round = run.cell(server, client).server_cpu_rates_by_round()
+            first_cpu = first_cpu_rates.get((server, client)) or {}
+            cpu_to_first = paired_ratio(cpu_by_round, first_cpu) if cpu_by_round.keys() & first_cpu.keys() else None
             cells.setdefault(f"{server} × {client}", []).append({
                 **{dimension: point.get(dimension) for dimension in DIMENSIONS},
                 "median": rates.median if rates else None,
@@ -72,6 +77,7 @@ def sweep_index(members: list[tuple[dict[str, Any], Any, dict, str]]) -> dict[st
                 "status": summary.status,
                 "ratio_to_first_point": asdict(to_first) if to_first is not None else None,
                 "server_cpu_us_per_roundtrip": summary.server_cpu.us_per_roundtrip,
+                "server_cpu_rate_ratio_to_first_point": asdict(cpu_to_first) if cpu_to_first is not None else None,
                 "workload": summary.workload,
                 "idle_memory_by_round": workload_report.idle_memory_by_round(run.cell(server, client)),
                 **workers_entry(server, client, run.cell(server, client).attempts),
@@ -184,6 +190,7 @@ def render_sweep_markdown(index: dict[str, Any]) -> str:
             row.append("—" if server is None or client is None else f"{server:.2f} / {client:.2f}")
         lines.append(f"| {cell} | " + " | ".join(row) + " |")
     lines += ratio_table(index, swept, labels)
+    lines += ratio_table(index, swept, labels, per_server_cpu=True)
     lines += workload_report.sweep_sections(index, swept, labels)
     lines += pair_latency_table(index, swept, labels)
     lines += workers_section(index)
@@ -199,17 +206,25 @@ def saved_ratio(data: dict[str, Any] | None) -> Ratio | None:
     return Ratio(**{f.name: data[f.name] for f in fields(Ratio) if f.name in data})
 
 
-def ratio_table(index: dict[str, Any], swept: list[str], labels: list[str]) -> list[str]:
+def ratio_table(index: dict[str, Any], swept: list[str], labels: list[str], per_server_cpu: bool = False) -> list[str]:
     """Each point's rate over the first point's, per cell: the median of the per-round ratios (every round measures
-    every point), with its order-statistic interval; the first point is the reference and has no column."""
+    every point), with its order-statistic interval; the first point is the reference and has no column. With
+    per_server_cpu, the rate per server CPU (roundtrips per second of the server's CPU time) instead: what a design
+    keeps of each core as N grows (docs/workloads.md, "Every core"); a sweep saved before it has none."""
     if len(labels) < 2:
         return []
-    ratios = {(cell, point_label(entry, swept)): saved_ratio(entry.get("ratio_to_first_point"))
+    key = "server_cpu_rate_ratio_to_first_point" if per_server_cpu else "ratio_to_first_point"
+    ratios = {(cell, point_label(entry, swept)): saved_ratio(entry.get(key))
               for cell, entries in index["cells"].items() for entry in entries}
+    if per_server_cpu and not any(ratio is not None for ratio in ratios.values()):
+        return []
     usual = usual_label(ratio for ratio in ratios.values() if ratio is not None)
-    lines = ["", f"Paired by round against the first point ({labels[0]}): the median of the per-round ratios of "
-             "each cell's rate (every round measures every point, so the machine's drift cancels)"
-             + (f"; brackets: {usual}" if usual else "") + ":", "",
+    heading = (f"Rate per server CPU (roundtrips per second of the server's own CPU time, a broker's not counted), "
+               f"paired by round against the first point ({labels[0]}): the median of the per-round ratios"
+               if per_server_cpu else
+               f"Paired by round against the first point ({labels[0]}): the median of the per-round ratios of each "
+               "cell's rate (every round measures every point, so the machine's drift cancels)")
+    lines = ["", heading + (f"; brackets: {usual}" if usual else "") + ":", "",
              "| cell | " + " | ".join(labels[1:]) + " |", "|---|" + "---:|" * (len(labels) - 1)]
     for cell in index["cells"]:
         row = [format_ratio(ratios[(cell, label)], usual) if ratios.get((cell, label)) is not None else "—"

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import os
 import random
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from pingpong.contract import (COMPRESSION_MODES, DEFAULT_COMPRESSION, DEFAULT_DURATION_S, DEFAULT_LOOP, DEFAULT_MALLOC,
                                DEFAULT_PAIRS, DEFAULT_PAYLOAD_KIND, DEFAULT_PAYLOAD_SIZE, DEFAULT_STALL_TIMEOUT_S,
-                               DEFAULT_WARMUP_S, DEFAULT_WORKLOAD, LOOPS, MALLOC_MODES, PAYLOAD_KINDS, WORKLOADS)
+                               DEFAULT_WARMUP_S, DEFAULT_WORKLOAD, LOOPS, MALLOC_MODES, MEASUREMENT_SWITCHES,
+                               PAYLOAD_KINDS, WORKLOADS)
 from pingpong.harness.settings import package_envs
 from pingpong.harness.settings.catalog import DEFAULT_MANIFEST, PROJECT_ROOT
 from pingpong.harness.settings.cell import (DEFAULT_PLACEMENT, DEFAULT_RELAY_SILENCE_S, DEFAULT_ROOM_PLACEMENT,
@@ -330,6 +332,7 @@ def resolve_options(options: argparse.Namespace) -> ResolvedOptions:
         problems.append("--ready-timeout, --stall-timeout and --client-grace must be > 0 seconds")
     if not options.relay_silence > 0:
         problems.append(f"--relay-silence must be > 0 seconds, got {options.relay_silence:g}")
+    problems += measurement_switch_problems(os.environ)
     in_rounds = options.command in ("run", "measure")
     rounds = (_round_policy(options, repeat, problems) if in_rounds else  # diagnose: its repeats, in its own order
               RoundPolicy(min_rounds=repeat, max_rounds=repeat, precision=None, budget_s=None, seed=0))
@@ -443,16 +446,31 @@ def _choice_list(option: str, text: str, choices: tuple[str, ...], problems: lis
     return list(dict.fromkeys(values))
 
 
-def _integer_list(option: str, text: str, minimum: int, problems: list[str]) -> list[int]:
+def measurement_switch_problems(environ: Mapping[str, str]) -> list[str]:
+    """A measurement switch (MEASUREMENT_SWITCHES) is on with "1" and off with "0", empty or unset; any other value
+    would leave it off without a word, so it is refused."""
+    return [f"{name}={environ[name]!r}: a measurement switch is 1 (on) or 0 (off)"
+            for name in MEASUREMENT_SWITCHES if environ.get(name, "") not in ("", "0", "1")]
+
+
+def integer_list(text: str, minimum: int) -> list[int]:
+    """Whole numbers separated by commas, each at least `minimum`, a repeated one kept once; a ValueError saying what
+    is wrong (after the option's name) otherwise. Every list option of the CLI reads its value with it."""
     try:
         values = [int(part) for part in text.split(",") if part.strip()]
     except ValueError:
-        problems.append(f"{option} takes whole numbers separated by commas, got {text!r}")
-        return [minimum]
+        raise ValueError(f"takes whole numbers separated by commas, got {text!r}") from None
     if not values or min(values) < minimum:
-        problems.append(f"{option} values must be at least {minimum}, got {text!r}")
-        return [minimum]
+        raise ValueError(f"values must be at least {minimum}, got {text!r}")
     return list(dict.fromkeys(values))
+
+
+def _integer_list(option: str, text: str, minimum: int, problems: list[str]) -> list[int]:
+    try:
+        return integer_list(text, minimum)
+    except ValueError as problem:
+        problems.append(f"{option} {problem}")
+        return [minimum]
 
 
 def sweep_points(resolved: ResolvedOptions) -> list[dict[str, Any]]:

@@ -292,9 +292,14 @@ def group_members(pgid: int) -> list[int]:
     return members
 
 
+def address_family(host: str) -> socket.AddressFamily:
+    """The family of a numeric host: IPv6 for an address with a colon (::1), IPv4 otherwise."""
+    return socket.AF_INET6 if ":" in host else socket.AF_INET
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     """A port the kernel says is free right now (the server may still lose a race for it: that is reported)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+    with socket.socket(address_family(host), socket.SOCK_STREAM) as probe:
         probe.bind((host, 0))
         return probe.getsockname()[1]
 
@@ -311,7 +316,8 @@ def ephemeral_port_range() -> tuple[int, int]:
 
 
 def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+    """Whether a listening socket could bind host:port now, in the host's own address family."""
+    with socket.socket(address_family(host), socket.SOCK_STREAM) as probe:
         try:
             probe.bind((host, port))
         except OSError:
