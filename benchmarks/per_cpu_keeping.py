@@ -6,7 +6,8 @@
 
 Runs, --runs times one after another, the weak-scaling sweep by room of docs/workloads.md ("Every core"): --workers
 1,2 --room-placement room --placement same-cpu --load-per-worker --pairs 4 --client-processes 1 --duration 1, each
-run's rounds measuring both points (its log and tables on stderr, its files under --results-dir); with --from, reads
+run's rounds measuring both points (its log and tables on stderr, its files under --results-dir), each run after the
+host sentinel has timed both CPUs for half a second (recorded: the host's pace moves by the hour); with --from, reads
 sweeps already made. Prints JSON on stdout: per cell, each run's median of the per-round ratios of the rate per
 server CPU at N = 2 over N = 1 (paired within the round) with its interval, and every run's rounds pooled, with the
 interval of the pooled median and whether it keeps 0.9 (pingpong/harness/analysis/per_cpu.py); the table on stderr.
@@ -19,6 +20,8 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
+import statistics
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
@@ -28,6 +31,7 @@ from pingpong.harness.commands.cli import main as run_bench
 from pingpong.harness.commands.scaling import sweep_runs
 from pingpong.harness.settings.environment import suite_commit
 from pingpong.harness.settings.usage import UsageError
+from pingpong.harness.system.host_probe import SENTINEL, SLICE_ROUNDTRIPS, WARMING_ROUNDTRIPS, Sentinel
 
 ROOT = Path(__file__).resolve().parent.parent
 SWEEP = ["--workers", "1,2", "--room-placement", "room", "--placement", "same-cpu", "--load-per-worker",
@@ -35,11 +39,36 @@ SWEEP = ["--workers", "1,2", "--room-placement", "room", "--placement", "same-cp
 FORMAT_VERSION = 1
 
 
-def measure(args: argparse.Namespace) -> list[Path] | int:
-    """Runs the sweep args.runs times; the sweeps' indexes, or the exit code that stopped them (2 bad input, 130
-    interrupted: nothing is analysed then; a failed cell, exit 1, is data like any other)."""
+HOST_SLICES = 40  # of SLICE_ROUNDTRIPS each: about half a second a CPU
+
+
+def host_level() -> dict[str, dict[str, float]] | str:
+    """The host's pace on each CPU just before a run: the host sentinel's ns per roundtrip (median and 10th
+    percentile of HOST_SLICES slices), nothing else of ours running; or why it could not be read."""
+    if not SENTINEL.exists():
+        return f"{SENTINEL.name} is not built (sh native/build.sh)"
+    found = {}
+    for cpu in sorted(os.sched_getaffinity(0)):
+        sentinel = Sentinel(cpu)
+        try:
+            sentinel.slice_ns(WARMING_ROUNDTRIPS)
+            slices = sorted(sentinel.slice_ns(SLICE_ROUNDTRIPS) for _ in range(HOST_SLICES))
+        except OSError as problem:
+            return f"the host sentinel failed on CPU {cpu}: {problem}"
+        finally:
+            sentinel.close()
+        found[f"cpu{cpu}"] = {"median_ns": round(statistics.median(slices), 1),
+                              "q10_ns": round(slices[len(slices) // 10], 1)}
+    return found
+
+
+def measure(args: argparse.Namespace, hosts: list) -> list[Path] | int:
+    """Runs the sweep args.runs times, each after reading the host's pace (appended to hosts); the sweeps' indexes,
+    or the exit code that stopped them (2 bad input, 130 interrupted: nothing is analysed then; a failed cell, exit
+    1, is data like any other)."""
     made = []
     for number in range(1, args.runs + 1):
+        hosts.append(host_level())
         before = set(args.results_dir.glob("*-sweep.json"))
         argv = ["run", "--servers", args.servers, "--clients", args.clients, "--repeat", str(args.repeat),
                 "--results-dir", str(args.results_dir), *SWEEP]
@@ -74,7 +103,8 @@ def main() -> int:
         print("per_cpu_keeping: --runs and --repeat must be at least 1", file=sys.stderr)
         return 2
     started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    sweeps = args.sweeps or measure(args)
+    hosts: list = []
+    sweeps = args.sweeps or measure(args, hosts)
     if isinstance(sweeps, int):
         return sweeps
     try:
@@ -88,7 +118,7 @@ def main() -> int:
     commit, modified = suite_commit(ROOT)
     print(json.dumps({"format_version": FORMAT_VERSION, "kind": "per-cpu-keeping", "started_at": started_at,
                       "suite_commit": commit, "suite_modified": modified, "measured": not args.sweeps,
-                      "sweeps": sources, "kept_at_least": KEPT_AT_LEAST,
+                      "sweeps": sources, "host_before_each_run": hosts, "kept_at_least": KEPT_AT_LEAST,
                       "cells": [entry.to_json() for entry in found]}, indent=1))
     return 0
 
