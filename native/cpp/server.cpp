@@ -365,11 +365,12 @@ static int serve_by_thread(const Args &args) {
             for (auto &room : rooms)
                 everyone.insert(everyone.end(), room.second.members.begin(), room.second.members.end());
         }
-        for (auto &one : shards) {
-            websocketpp::lib::error_code ignored;
-            one->endpoint.stop_listening(ignored);
-            if (one->shared) one->shared->stop_listening(ignored);
-        }
+        for (auto &one : shards)  // each endpoint on its own thread, where its accepts run
+            asio::post(one->io, [raw = one.get()] {
+                websocketpp::lib::error_code ignored;
+                raw->endpoint.stop_listening(ignored);
+                if (raw->shared) raw->shared->stop_listening(ignored);
+            });
         for (auto &member : everyone)  // on the member's own thread, as its other handlers run
             asio::post(member.on->io, [member] {
                 websocketpp::lib::error_code ignored;
