@@ -56,10 +56,13 @@ def test_runs_are_pooled_round_by_round_and_a_missing_cell_is_a_gap():
     assert "| — |" in row and "yes (1 of 1 runs)" in row
 
 
-def test_a_sweep_without_n_1_is_refused():
+def test_a_sweep_without_n_1_or_with_two_points_at_one_n_is_refused():
     at_two = [run for run in sweep_runs([BY_ROOM])[0] if run.configuration.get("workers") == 2]
     with pytest.raises(ValueError, match="no point at N = 1"):
         keeping([at_two])
+    points = sweep_runs([BY_ROOM])[0]
+    with pytest.raises(ValueError, match="share a --workers value"):  # another setting swept beside --workers
+        keeping([points + points])
 
 
 def test_every_workers_sweep_prints_the_rate_per_server_cpu_paired_by_round():
@@ -97,3 +100,20 @@ def test_the_benchmark_reads_sweeps_prints_json_and_refuses_bad_input_in_one_lin
     missing = subprocess.run([sys.executable, "-m", "benchmarks.per_cpu_keeping", "--from", str(tmp_path / "no")],
                              cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert missing.returncode == 2 and missing.stderr.count("\n") == 1 and "does not exist" in missing.stderr
+
+
+def test_the_docs_table_of_the_three_pooled_runs_is_what_the_committed_sweeps_give():
+    """docs/workloads.md's 2026-11-27 table, every run median and pooled median with its interval, is what keeping()
+    computes from the three committed sweeps of that run, to the two decimals the table prints."""
+    text = (ROOT / "docs" / "workloads.md").read_text()
+    table = text[text.index("| server | node-ws: runs 1 / 2 / 3 | pooled |"):].split("\n\n")[0].splitlines()[2:]
+    found = by_cell(keeping([sweep_runs([REFERENCE / f"2026-11-27-per-cpu-keeping-run{number}-sweep.json"])[0]
+                             for number in (1, 2, 3)]))
+    assert len(table) == 6
+    for row in table:
+        server, *columns = [part.strip() for part in row.strip("|").split("|")]
+        for client, runs, pooled in (("node-ws", columns[0], columns[1]), ("go-gorilla", columns[2], columns[3])):
+            entry = found[(server, client)]
+            assert runs == " / ".join(f"{ratio.value:.2f}" for ratio in entry.per_run), (server, client)
+            assert pooled == (f"{entry.pooled.value:.2f}× [{entry.pooled.low:.2f}–{entry.pooled.high:.2f}]"), \
+                (server, client)

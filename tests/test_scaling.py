@@ -122,6 +122,7 @@ def test_the_documented_command_predicts_each_cell_at_each_n():
     ([SWEEP, "--at", "4,16"], "--at 16 leaves no CPU"),
     ([SWEEP, "--cpus", "0"], "values must be at least 1, got '0'"),
     ([SWEEP, "--at", "2,x"], "takes whole numbers separated by commas"),
+    ([SWEEP, "--cpus", "16,16"], "give one whole number"),
     ([SWEEP.replace("-sweep", "-workers2")], "needs N = 1"),
 ])
 def test_bad_input_is_one_line(args, fragment):

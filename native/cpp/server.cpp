@@ -240,7 +240,13 @@ static int serve_by_thread(const Args &args) {
         s.clear_error_channels(websocketpp::log::elevel::all);
         s.get_alog().set_ostream(&std::cerr);
         s.get_elog().set_ostream(&std::cerr);
-        s.init_asio(&home->io);
+        websocketpp::lib::error_code ec;
+        s.init_asio(&home->io, ec);  // the error-code form: a throw on thread i would end the process, not say why
+        if (ec) {
+            std::fprintf(stderr, "cpp_ws_server: cannot start Asio for port %s: %s\n", port.c_str(),
+                         ec.message().c_str());
+            return false;
+        }
         s.set_reuse_addr(true);
         if constexpr (tls) s.set_tls_init_handler([&context](websocketpp::connection_hdl) { return context; });
         // the handlers of a connection run on its home thread, the only one that touches home->rooms
@@ -301,7 +307,6 @@ static int serve_by_thread(const Args &args) {
                 home->relayed += 1;
             }
         });
-        websocketpp::lib::error_code ec;
         s.listen(args.host, port, ec);
         if (!ec) s.start_accept(ec);
         if (ec)
@@ -382,7 +387,7 @@ static int serve_by_thread(const Args &args) {
         });
     });
 
-    for (auto &one : shards)  // each thread says its id, then its counts, from its loop: the run pins thread i by it
+    for (auto &one : shards)  // each thread writes its counts (with the id it took in make) once its loop runs
         asio::post(one->io, [&, raw = one.get()] { write_counts(*raw, false); });
     asio::post(shards[0]->io, [&] { write_info(args); });
     std::fprintf(stderr, "cpp-websocketpp server listening on %s:%s, thread i on port %ld+i\n", args.host.c_str(),

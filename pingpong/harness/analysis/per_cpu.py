@@ -14,7 +14,8 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from pingpong.harness.analysis.stats import Ratio, median_with_interval
-from pingpong.harness.results.records import RunResult
+from pingpong.harness.analysis.summary import cpu_us_per_roundtrip
+from pingpong.harness.results.records import Cell, RunResult
 
 KEPT_AT_LEAST = 0.9  # within 10% of N = 1
 
@@ -46,6 +47,18 @@ class Keeping:
                 "kept": self.kept(), "runs_kept": self.runs_kept()}
 
 
+def server_cpu_rates_by_round(cell: Cell) -> dict[int, float]:
+    """{repeat: the rate per server CPU} over a cell's good attempts with a CPU reading: roundtrips per second of the
+    server's own CPU time, 10⁶ ÷ its CPU µs per roundtrip as every report counts it (the roundtrips of the sampled
+    window; a broker's CPU not counted)."""
+    rates = {}
+    for attempt in cell.attempts:
+        us = cpu_us_per_roundtrip(attempt, "server") if attempt.ok else None
+        if us:
+            rates[attempt.repeat] = 1e6 / us
+    return rates
+
+
 def workers_of(run: RunResult) -> int:
     return int(run.configuration.get("workers") or 1)
 
@@ -53,11 +66,14 @@ def workers_of(run: RunResult) -> int:
 def keeping(sweeps: list[list[RunResult]]) -> list[Keeping]:
     """Per cell and N above 1, in the first sweep's order: the rate per server CPU at N over N = 1, paired by round
     within each sweep (its points measured in the same rounds), each sweep's median and all sweeps' rounds pooled.
-    A ValueError when a sweep has no point at N = 1; a cell missing from a sweep, or without a round that both of its
+    A ValueError when a sweep has no point at N = 1, or two points at one N; a cell missing from a sweep, or without a round that both of its
     points measured, adds nothing from that sweep."""
     ratios: dict[tuple[str, str, int], list[list[float] | None]] = {}
     for number, points in enumerate(sweeps):
         by_workers = {workers_of(run): run for run in points}
+        if len(by_workers) < len(points):
+            raise ValueError("a sweep whose points share a --workers value (another setting swept beside it): "
+                             "give a sweep over --workers alone")
         base = by_workers.get(1)
         if base is None:
             raise ValueError(f"a sweep over --workers {sorted(by_workers)} has no point at N = 1 to compare with")
@@ -69,7 +85,7 @@ def keeping(sweeps: list[list[RunResult]]) -> list[Keeping]:
                 first = base_cells.get((cell.server, cell.client))
                 if first is None:
                     continue
-                at_n, at_one = cell.server_cpu_rates_by_round(), first.server_cpu_rates_by_round()
+                at_n, at_one = server_cpu_rates_by_round(cell), server_cpu_rates_by_round(first)
                 rounds = sorted(at_n.keys() & at_one.keys())
                 if rounds:
                     ratios.setdefault((cell.server, cell.client, workers), [None] * len(sweeps))[number] = \

@@ -8,6 +8,7 @@ import statistics
 from dataclasses import asdict, fields
 from typing import Any
 
+from pingpong.harness.analysis.per_cpu import server_cpu_rates_by_round
 from pingpong.harness.analysis.stats import Ratio, paired_ratio
 from pingpong.harness.analysis.summary import workload_kind
 from pingpong.harness.analysis.workers import WorkersFigures, cell_figures, pair_latency_by_round
@@ -48,7 +49,7 @@ def sweep_index(members: list[tuple[dict[str, Any], Any, dict, str]]) -> dict[st
         if members else {}
     first_pairs = {(cell.server, cell.client): pair_latency_by_round(cell.attempts) for cell in members[0][1].cells} \
         if members else {}
-    first_cpu_rates = {(cell.server, cell.client): cell.server_cpu_rates_by_round() for cell in members[0][1].cells} \
+    first_cpu_rates = {(cell.server, cell.client): server_cpu_rates_by_round(cell) for cell in members[0][1].cells} \
         if members else {}
     for point, run, summaries, _ in members:
         for (server, client), summary in summaries.items():
@@ -59,7 +60,7 @@ def sweep_index(members: list[tuple[dict[str, Any], Any, dict, str]]) -> dict[st
             by_round = run.cell(server, client).rates_by_round()
             first = first_rates.get((server, client)) or {}
             to_first = paired_ratio(by_round, first) if by_round.keys() & first.keys() else None
-            cpu_by_round = run.cell(server, client).server_cpu_rates_by_round()
+            cpu_by_round = server_cpu_rates_by_round(run.cell(server, client))
             first_cpu = first_cpu_rates.get((server, client)) or {}
             cpu_to_first = paired_ratio(cpu_by_round, first_cpu) if cpu_by_round.keys() & first_cpu.keys() else None
             cells.setdefault(f"{server} × {client}", []).append({
@@ -190,7 +191,8 @@ def render_sweep_markdown(index: dict[str, Any]) -> str:
             row.append("—" if server is None or client is None else f"{server:.2f} / {client:.2f}")
         lines.append(f"| {cell} | " + " | ".join(row) + " |")
     lines += ratio_table(index, swept, labels)
-    lines += ratio_table(index, swept, labels, per_server_cpu=True)
+    if "workers" in swept:
+        lines += ratio_table(index, swept, labels, per_server_cpu=True)
     lines += workload_report.sweep_sections(index, swept, labels)
     lines += pair_latency_table(index, swept, labels)
     lines += workers_section(index)
@@ -209,8 +211,9 @@ def saved_ratio(data: dict[str, Any] | None) -> Ratio | None:
 def ratio_table(index: dict[str, Any], swept: list[str], labels: list[str], per_server_cpu: bool = False) -> list[str]:
     """Each point's rate over the first point's, per cell: the median of the per-round ratios (every round measures
     every point), with its order-statistic interval; the first point is the reference and has no column. With
-    per_server_cpu, the rate per server CPU (roundtrips per second of the server's CPU time) instead: what a design
-    keeps of each core as N grows (docs/workloads.md, "Every core"); a sweep saved before it has none."""
+    per_server_cpu (a sweep over --workers), the rate per server CPU (roundtrips per second of the server's CPU time)
+    instead: what a design keeps of each core as N grows (docs/workloads.md, "Every core"); a sweep saved before it
+    has none."""
     if len(labels) < 2:
         return []
     key = "server_cpu_rate_ratio_to_first_point" if per_server_cpu else "ratio_to_first_point"

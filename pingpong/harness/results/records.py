@@ -150,12 +150,6 @@ class Cell:
         """{repeat: roundtrips_per_s} over good attempts: a run measures repeat r of every cell in round r."""
         return {attempt.repeat: attempt.roundtrips_per_s for attempt in self.attempts if attempt.ok}
 
-    def server_cpu_rates_by_round(self) -> dict[int, float]:
-        """{repeat: roundtrips per second of the server's CPU time} over good attempts with a CPU reading: the rate
-        per server CPU (10⁶ ÷ its CPU µs per roundtrip; a broker's CPU not counted)."""
-        return {attempt.repeat: attempt.roundtrips / attempt.server_cpu_s for attempt in self.attempts
-                if attempt.ok and attempt.roundtrips and attempt.server_cpu_s}
-
 
 @dataclass(frozen=True)
 class RoundsOutcome:
