@@ -66,8 +66,8 @@ def workers_of(run: RunResult) -> int:
 def keeping(sweeps: list[list[RunResult]]) -> list[Keeping]:
     """Per cell and N above 1, in the first sweep's order: the rate per server CPU at N over N = 1, paired by round
     within each sweep (its points measured in the same rounds), each sweep's median and all sweeps' rounds pooled.
-    A ValueError when a sweep has no point at N = 1, or two points at one N; a cell missing from a sweep, or without a round that both of its
-    points measured, adds nothing from that sweep."""
+    A ValueError when a sweep has no point at N = 1, or two points at one N; a cell missing from a sweep, or without
+    a round that both of its points measured, adds nothing from that sweep."""
     ratios: dict[tuple[str, str, int], list[list[float] | None]] = {}
     for number, points in enumerate(sweeps):
         by_workers = {workers_of(run): run for run in points}

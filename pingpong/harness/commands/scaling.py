@@ -31,7 +31,7 @@ def positive_list(text: str) -> list[int]:
 
 def positive(text: str) -> int:
     values = positive_list(text)
-    if len(values) != 1 or "," in text:
+    if "," in text:  # without one, the list has exactly one value
         raise argparse.ArgumentTypeError(f"{text!r}: give one whole number")
     return values[0]
 

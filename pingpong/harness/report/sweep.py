@@ -57,12 +57,7 @@ def sweep_index(members: list[tuple[dict[str, Any], Any, dict, str]]) -> dict[st
                 continue
             rates = summary.roundtrips_per_s
             latency = summary.latency
-            by_round = run.cell(server, client).rates_by_round()
-            first = first_rates.get((server, client)) or {}
-            to_first = paired_ratio(by_round, first) if by_round.keys() & first.keys() else None
-            cpu_by_round = server_cpu_rates_by_round(run.cell(server, client))
-            first_cpu = first_cpu_rates.get((server, client)) or {}
-            cpu_to_first = paired_ratio(cpu_by_round, first_cpu) if cpu_by_round.keys() & first_cpu.keys() else None
+            cell = run.cell(server, client)
             cells.setdefault(f"{server} × {client}", []).append({
                 **{dimension: point.get(dimension) for dimension in DIMENSIONS},
                 "median": rates.median if rates else None,
@@ -76,13 +71,14 @@ def sweep_index(members: list[tuple[dict[str, Any], Any, dict, str]]) -> dict[st
                 "client_cpu_utilization": summary.client_cpu.utilization,
                 "server_cpu_utilization": summary.server_cpu.utilization,
                 "status": summary.status,
-                "ratio_to_first_point": asdict(to_first) if to_first is not None else None,
+                "ratio_to_first_point": to_first_point(cell.rates_by_round(), first_rates.get((server, client))),
                 "server_cpu_us_per_roundtrip": summary.server_cpu.us_per_roundtrip,
-                "server_cpu_rate_ratio_to_first_point": asdict(cpu_to_first) if cpu_to_first is not None else None,
+                "server_cpu_rate_ratio_to_first_point": to_first_point(server_cpu_rates_by_round(cell),
+                                                                       first_cpu_rates.get((server, client))),
                 "workload": summary.workload,
-                "idle_memory_by_round": workload_report.idle_memory_by_round(run.cell(server, client)),
-                **workers_entry(server, client, run.cell(server, client).attempts),
-                **pair_latency_entry(run.cell(server, client).attempts, first_pairs.get((server, client)) or {}),
+                "idle_memory_by_round": workload_report.idle_memory_by_round(cell),
+                **workers_entry(server, client, cell.attempts),
+                **pair_latency_entry(cell.attempts, first_pairs.get((server, client)) or {}),
             })
     first = members[0][1] if members else None
     return {"format_version": SWEEP_FORMAT_VERSION, "kind": "sweep",
@@ -94,6 +90,13 @@ def sweep_index(members: list[tuple[dict[str, Any], Any, dict, str]]) -> dict[st
             "swept": swept_dimensions([point for point, *_ in members]),
             "points": points, "cells": cells,
             "interrupted": any(run.interrupted for _, run, _, _ in members)}
+
+
+def to_first_point(by_round: dict[int, float], first: dict[int, float] | None) -> dict[str, Any] | None:
+    """A figure's per-round values over the first point's, paired by round (the Ratio as saved), or None when the
+    two share no round."""
+    first = first or {}
+    return asdict(paired_ratio(by_round, first)) if by_round.keys() & first.keys() else None
 
 
 def workers_entry(server: str, client: str, attempts) -> dict[str, Any]:
