@@ -1,7 +1,7 @@
 /* What the C floors' clients (raw_tcp_client.c and ws_floor_client.c) share of the client contract
  * (docs/contract.md): the payloads (as pingpong/kit/payloads.py makes them), the clocks, a socket's description
- * for the report, the events pipe, the start barrier and latency rounding to the HdrHistogram precision. Each
- * client includes it once; everything is static.
+ * for the report, the events pipe, the start barrier, the latencies kept (with native/pauses.h: none a pause
+ * touched) and their rounding to the HdrHistogram precision. Each client includes it once; everything is static.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -15,6 +15,8 @@
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "pauses.h"
 
 static const char *ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789";
 static const char *UTF8_CYCLE[4] = {"a", "\xc3\xa9", "\xe2\x82\xac", "\xf0\x9f\x98\x80"};
@@ -94,6 +96,15 @@ static int wait_for_go(int go_fd) {
         return -1;
     }
     return 0;
+}
+
+/* One more recorded latency, the buffer grown as needed. */
+static void keep_latency(uint64_t **latencies, size_t *recorded, size_t *capacity, uint64_t latency) {
+    if (*recorded == *capacity) {
+        *capacity *= 2;
+        *latencies = realloc(*latencies, *capacity * sizeof **latencies);
+    }
+    (*latencies)[(*recorded)++] = latency;
 }
 
 static int compare_u64(const void *a, const void *b) {

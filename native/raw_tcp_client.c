@@ -1,7 +1,8 @@
 /* The C floor's client driver: two blocking TCP connections in one room, the same ping-pong, timing and report
  * as the other drivers (README, "The contract"). Payloads mirror pingpong/kit/payloads.py byte for byte.
  * Latencies are reported as [value_ns, count] pairs rounded to 11 significant bits (HdrHistogram's precision at
- * 3 significant digits); the orchestrator folds them into an HdrHistogram.
+ * 3 significant digits); the orchestrator folds them into an HdrHistogram. SIGCONTs are counted, and a roundtrip a
+ * pause touched is not timed (native/pauses.h).
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -130,12 +131,14 @@ int main(int argc, char **argv) {
     const char *events_fd_text = getenv("PINGPONG_EVENTS_FD");
     int events_fd = events_fd_text ? atoi(events_fd_text) : -1;
     const char *go_fd_text = getenv("PINGPONG_GO_FD");
+    count_pauses();
 
     int a = open_member(host, port, room, stall_timeout);
     int b = a < 0 ? -1 : open_member(host, port, room, stall_timeout);
-    size_t capacity = 1 << 16, count = 0, warmup_count = 0;
+    size_t capacity = 1 << 16, count = 0, recorded = 0, warmup_count = 0;
     uint64_t *latencies = malloc(capacity * sizeof *latencies);
-    uint64_t warmup_start = now_ns(), start = 0, end = 0;
+    uint64_t warmup_start = now_ns(), start = 0, end = 0, continued_at_start = 0, continued = 0, kept;
+    struct pause_filter pauses = {0};
     double user_start = 0, system_start = 0, user_s = 0, system_s = 0;
     int failed = b < 0;
     if (!failed) {
@@ -156,9 +159,11 @@ int main(int argc, char **argv) {
         }
     }
     if (!failed) {
+        continued_at_start = continued_now(); /* before the event, on which the orchestrator may pause the cell */
         emit_event(&events_fd, "window-start\n");
         user_start = cpu_seconds(1);
         system_start = cpu_seconds(0);
+        pause_filter_open(&pauses, continued_now());
         start = now_ns();
         uint64_t deadline = start + (uint64_t)(duration * 1e9), roundtrip_start = start;
         for (;;) {
@@ -167,15 +172,16 @@ int main(int argc, char **argv) {
                 failed = 1;
                 break;
             }
+            uint64_t seen = continued_now();
             end = now_ns();
-            if (record) {
-                if (count == capacity) { capacity *= 2; latencies = realloc(latencies, capacity * sizeof *latencies); }
-                latencies[count] = end - roundtrip_start;
-            }
+            if (record && pause_filter_next(&pauses, end - roundtrip_start, seen, &kept))
+                keep_latency(&latencies, &recorded, &capacity, kept);
             count++;
             roundtrip_start = end;
             if (end >= deadline) break;
         }
+        continued = continued_now() - continued_at_start;
+        if (record && pause_filter_close(&pauses, &kept)) keep_latency(&latencies, &recorded, &capacity, kept);
         user_s = cpu_seconds(1) - user_start;
         system_s = cpu_seconds(0) - system_start;
         emit_event(&events_fd, "window-end\n");
@@ -190,16 +196,17 @@ int main(int argc, char **argv) {
     double elapsed = (double)(end - start) / 1e9;
     printf(", \"error\": null, \"errors\": 0, \"warmup\": {\"roundtrips\": %zu, \"elapsed_s\": %.9f}, "
            "\"roundtrips\": %zu, \"elapsed_s\": %.9f, \"roundtrips_per_s\": %.6f, "
-           "\"cpu\": {\"user_s\": %.6f, \"system_s\": %.6f}, \"latency\": {\"unit\": \"ns\", \"recorded\": %s, "
-           "\"hdr_histogram\": null, \"value_counts\": [",
+           "\"cpu\": {\"user_s\": %.6f, \"system_s\": %.6f}, \"pauses\": {\"continued\": %llu, "
+           "\"latency_dropped\": %zu}, \"latency\": {\"unit\": \"ns\", \"recorded\": %s, \"hdr_histogram\": null, "
+           "\"value_counts\": [",
            warmup_count, (double)(start - warmup_start) / 1e9, count, elapsed, (double)count / elapsed, user_s,
-           system_s, record ? "true" : "false");
+           system_s, (unsigned long long)continued, pauses.dropped, record ? "true" : "false");
     if (record) {
-        for (size_t i = 0; i < count; i++) latencies[i] = round_to_hdr_precision(latencies[i]);
-        qsort(latencies, count, sizeof *latencies, compare_u64);
-        for (size_t i = 0; i < count;) {
+        for (size_t i = 0; i < recorded; i++) latencies[i] = round_to_hdr_precision(latencies[i]);
+        qsort(latencies, recorded, sizeof *latencies, compare_u64);
+        for (size_t i = 0; i < recorded;) {
             size_t j = i;
-            while (j < count && latencies[j] == latencies[i]) j++;
+            while (j < recorded && latencies[j] == latencies[i]) j++;
             printf("%s[%llu, %zu]", i ? ", " : "", (unsigned long long)latencies[i], j - i);
             i = j;
         }

@@ -341,6 +341,13 @@ AB_WINDOW = Record((
     Field("roundtrips", COUNT, "roundtrips in this window"),
     Field("roundtrips_per_s", PER_SECOND, "this window's rate"),
 ))
+PAUSES = Record((
+    Field("continued", COUNT, "SIGCONTs the process counted in its measured window: each is the end of a pause"),
+    Field("latency_dropped", COUNT, "roundtrips of the window whose latency was not recorded because a SIGCONT came "
+                                    "between their start and the end of the roundtrip after them (a pause fell in "
+                                    "them; their roundtrips still count). A pause may also drop the roundtrip after "
+                                    "the paused one: a runtime may run its SIGCONT handler late"),
+))
 SETTINGS = Record((
     Field(contract.COMPRESSION_SETTING, OneOf(contract.COMPRESSION_MODES), "the --compression asked for"),
     Field(contract.TLS_SETTING, Boolean(), "whether it connected over wss://; absent from the C floor's (no TLS)",
@@ -417,6 +424,9 @@ MEASURED_FIELDS = (
              "the compiled clients' per_pair_hdr_histograms: each pair's latencies as latency.value_counts, in the "
              "order of per_pair_roundtrips; the orchestrator encodes them into per_pair_hdr_histograms when it reads "
              "the report", (), (PINGPONG,)),
+    Measured("pauses", PAUSES, "what the orchestrator's pauses did to the measured window (it stops the cell with "
+                               "SIGSTOP for each slice of the host sentinel, then continues it with SIGCONT: "
+                               "docs/methodology.md, \"The host's pace in the window\")", (PINGPONG,)),
     Measured("ab_windows", ListOf(AB_WINDOW), "--ab-windows N: the 2N windows alternating recording on and off",
              (), (PINGPONG,)),
     Measured("idle_connections", IDLE_CONNECTIONS, "--idle-connections N: the connections held unused in ROOM-idle",

@@ -3,14 +3,19 @@
 Relay, rooms, payload kinds, abuse, the start gate and barrier are tested for them where every implementation is
 (test_matrix_pairs, test_rooms, test_reliability, test_spawn_ahead, test_start_barrier): those take the manifest's
 entries. Here: what only the compiled programs need shown, the contract's flags they refuse, the permessage-deflate
-negotiation they declare, TLS across runtimes, the reports they write, and the compiled clients' --pairs N.
+negotiation they declare, TLS across runtimes, the reports they write, the compiled clients' --pairs N, and how
+they (and the C floor's client) leave the orchestrator's pauses out of their latencies.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
+import select
+import signal
 import subprocess
+import time
 import uuid
 
 import pytest
@@ -19,11 +24,11 @@ from websockets.asyncio.client import connect
 from pingpong import contract
 from pingpong.harness.measure.judge import parse_client_report
 from pingpong.harness.measure.local import run_attempt_on
-from pingpong.harness.results.histograms import merge, recorded_values
+from pingpong.harness.results.histograms import encode_value_counts, merge, recorded_values
 from pingpong.harness.settings.cell import CellSettings
 from pingpong.harness.settings.manifest import resolve_command
 from pingpong.harness.system import processes
-from tests.conftest import IMPLEMENTATIONS, QUICK_RELAY_CHECK, QUICK_RELAY_SILENCE_S, ROOT, by_name
+from tests.conftest import IMPLEMENTATIONS, QUICK_RELAY_CHECK, QUICK_RELAY_SILENCE_S, ROOT, by_name, client_report_of
 from tests.test_run_bench import run_bench
 
 NATIVE = [i for i in IMPLEMENTATIONS if "native" in i.sets]
@@ -203,7 +208,7 @@ PAIRS_SETTINGS = CellSettings(**{**SHORT.__dict__, "pairs": PAIRS})
 def test_a_native_client_drives_pairs_at_once_each_counted_and_timed(client, server, shared_servers):
     """--pairs 4 through the attempt runner: eight sockets on each side, every pair completes roundtrips and they add
     up to the total; each pair's latencies, reported as value counts, become a histogram that counts its
-    roundtrips, and the four together are the attempt's merged histogram."""
+    roundtrips less those the window's pauses touched, and the four together are the attempt's merged histogram."""
     attempt = run_attempt_on(shared_servers.get(by_name("server", server), PAIRS_SETTINGS), client, PAIRS_SETTINGS,
                              repeat=1, project_root=ROOT)
     assert attempt.status == "ok", attempt.reason
@@ -213,7 +218,9 @@ def test_a_native_client_drives_pairs_at_once_each_counted_and_timed(client, ser
     assert sum(report["per_pair_roundtrips"]) == report["roundtrips"] == attempt.roundtrips
     assert len(report["per_pair_hdr_histograms"]) == PAIRS and "per_pair_value_counts" not in report
     per_pair = [merge([encoded]) for encoded in report["per_pair_hdr_histograms"]]
-    assert [histogram.get_total_count() for histogram in per_pair] == report["per_pair_roundtrips"]
+    counts = [histogram.get_total_count() for histogram in per_pair]
+    assert all(count <= roundtrips for count, roundtrips in zip(counts, report["per_pair_roundtrips"]))
+    assert sum(counts) == report["roundtrips"] - report["pauses"]["latency_dropped"]
     assert recorded_values(merge(report["per_pair_hdr_histograms"])) == recorded_values(
         merge([attempt.latency_histogram]))
     assert [c["name"] for c in report["connections"]] == [f"{side}{i}" for i in range(PAIRS) for side in "AB"]
@@ -282,3 +289,59 @@ def test_a_stall_on_one_of_a_native_clients_pairs_is_reported_as_a_stall(client,
     report = json.loads(completed.stdout)
     assert report["error"].startswith("stall: no roundtrip completed for 1 s on pair 1"), report["error"]
     assert report["errors"] == 1
+
+
+# The clients that time their own roundtrips in C, Go, Rust and C++: each counts SIGCONTs and leaves out the latency
+# of a roundtrip a pause touched (native/pauses.h), and the server each is run against here. A pause of 50 ms: a
+# roundtrip of this host, busy, has taken 17 ms unpaused.
+PAUSED_CLIENTS = [(by_name("client", "raw-tcp-c"), "raw-tcp-c"), *((c, "c-ws-floor") for c in NATIVE_CLIENTS)]
+PAUSES, PAUSE_S, BETWEEN_PAUSES_S = 5, 0.05, 0.1
+
+
+def run_paused(client, url: str, duration_s: float, pauses: int) -> dict:
+    """Run the client; once its window has opened (its window-start event), pauses times: wait BETWEEN_PAUSES_S,
+    stop it, wait PAUSE_S, continue it. Its report, once it exits 0."""
+    events_read, events_write = os.pipe()
+    command = resolve_command(client, ROOT) + ["--url", url, "--duration", str(duration_s), "--warmup", "0.2",
+                                               "--stall-timeout", "5"]
+    process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               env={**os.environ, contract.EVENTS_FD_ENV: str(events_write)}, pass_fds=(events_write,))
+    os.close(events_write)
+    try:
+        events = b""
+        while f"{contract.WINDOW_START_EVENT}\n".encode() not in events:
+            assert select.select([events_read], [], [], 30)[0], f"no window-start within 30 s; got {events!r}"
+            chunk = os.read(events_read, 4096)
+            assert chunk, f"the client ended before its window opened; got {events!r}"
+            events += chunk
+        for _ in range(pauses):
+            time.sleep(BETWEEN_PAUSES_S)
+            os.kill(process.pid, signal.SIGSTOP)
+            time.sleep(PAUSE_S)
+            os.kill(process.pid, signal.SIGCONT)
+        code, report, stderr = client_report_of(process, 30)
+    finally:
+        os.close(events_read)
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert code == 0 and report["error"] is None, stderr
+    return report
+
+
+@pytest.mark.parametrize("client,server", PAUSED_CLIENTS, ids=[c.name for c, _ in PAUSED_CLIENTS])
+def test_a_compiled_client_counts_its_windows_pauses_and_records_no_paused_roundtrip(
+        client, server, shared_servers):
+    """Five 50 ms SIGSTOP/SIGCONT pauses in its window: the client counts five, still counts every roundtrip, and
+    leaves out of its histogram the latency of each paused roundtrip (and of at most one neighbour each), so none of
+    50 ms or more is recorded; unpaused, it counts none and drops none."""
+    started = shared_servers.get(by_name("server", server), SHORT)
+    assert started.problem is None, started.problem
+    for pauses, duration_s in ((0, 0.3), (PAUSES, 2)):
+        report = run_paused(client, f"{started.base_url}/{uuid.uuid4().hex[:12]}", duration_s, pauses)
+        dropped = report["pauses"]["latency_dropped"]
+        assert report["pauses"]["continued"] == pauses, report["pauses"]
+        assert (dropped == 0) if pauses == 0 else (pauses <= dropped <= 2 * pauses), report["pauses"]
+        histogram = merge([encode_value_counts(report["latency"]["value_counts"])])
+        assert histogram.get_total_count() == report["roundtrips"] - dropped > 0
+        assert histogram.get_max_value() < PAUSE_S * 1e9, (pauses, histogram.get_max_value())

@@ -1,9 +1,10 @@
-"""The Python driver's broadcast, idle-connection and open-loop workloads, run for real.
+"""The Python driver's broadcast, idle-connection and open-loop workloads, and its ping-pong's pauses, run for real.
 
 Every test starts the real client programs (clients/*.py on pingpong/kit/driver/) against real servers (the
 module's shared websockets and node-ws servers), each test in rooms of its own, and checks what the driver
 reports against what must have happened: exact message counts across processes wired with a real ack pipe,
-the kernel's count of established connections while idle connections are held, the offered rate achieved.
+the kernel's count of established connections while idle connections are held, the offered rate achieved, the
+latencies left out around real SIGSTOP/SIGCONT pauses.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import os
 import resource
 import select
+import signal
 import socket
 import subprocess
 import threading
@@ -20,7 +22,7 @@ import uuid
 import pytest
 from websockets.sync.client import connect
 
-from pingpong.contract import ACK_FD_ENV, EVENTS_FD_ENV, READY_EVENT, WINDOW_END_EVENT
+from pingpong.contract import ACK_FD_ENV, EVENTS_FD_ENV, READY_EVENT, WINDOW_END_EVENT, WINDOW_START_EVENT
 from pingpong.harness.results.histograms import merge
 from pingpong.harness.settings.cell import CellSettings
 from pingpong.harness.settings.manifest import resolve_command
@@ -310,6 +312,8 @@ def test_idle_connections_are_held_open_while_the_pair_runs(client, server, shar
     assert len(idle["nofile_limit"]) == 2 and idle["nofile_limit"][0] == idle["nofile_limit"][1]
     assert [c["name"] for c in report["connections"]] == ["A", "B"]
     assert sampler.seen and max(sampler.seen) == 102, sampler.seen  # below only when a sample missed rows
+    assert report["pauses"] == {"continued": 0, "latency_dropped": 0}  # nothing paused it: every latency recorded
+    assert merge([report["latency"]["hdr_histogram"]]).get_total_count() == report["roundtrips"]
 
 
 def test_idle_connections_raise_the_open_files_limit_and_report_a_shortfall(shared_servers):
@@ -339,6 +343,70 @@ def test_a_server_that_stops_accepting_stalls_the_idle_phase():
         code, report, _ = run_client("websockets", ["--url", url, "--idle-connections", "10", "--stall-timeout", "1"])
     assert code == 1 and time.monotonic() - started < 10
     assert report["error"] == "stall: no new connection opened for 1 s (phase idle-connecting, 0 of 10 opened)"
+
+
+# --- pauses: the orchestrator stops the measured cell with SIGSTOP and continues it with SIGCONT ---
+
+PAUSES = 5
+PAUSE_S = 0.02
+PAUSED_RUN = ["--duration", "1", "--warmup", "0.1", "--stall-timeout", "5"]  # the pauses take about 0.4 s of it
+
+
+def run_paused(client: str, arguments: list[str]) -> tuple[int, dict, str]:
+    """Run a client; once its window opens, stop it PAUSES times: SIGSTOP, PAUSE_S, SIGCONT, 50 ms."""
+    events = Events()
+    process = start_client(client, arguments, env=events.env, pass_fds=(events.write_fd,))
+    try:
+        events.started()
+        events.wait_for(WINDOW_START_EVENT)
+        for _ in range(PAUSES):
+            os.kill(process.pid, signal.SIGSTOP)
+            try:
+                time.sleep(PAUSE_S)
+            finally:
+                os.kill(process.pid, signal.SIGCONT)
+            time.sleep(0.05)
+        events.wait_for(WINDOW_END_EVENT)  # the client writes it: the pipe must still be open
+    finally:
+        events.close()
+        outcome = finish(process)
+    return outcome
+
+
+def check_pauses(report: dict, pairs: int) -> int:
+    """Every pause counted, each dropped at most two latencies in each pair (the roundtrip that saw the count change
+    and the one before it; none when it ended before the window's first count was read), those roundtrips still
+    count, and no latency as long as a pause is left; returns latency_dropped."""
+    assert report["error"] is None and report["pairs"] == pairs
+    dropped = report["pauses"]["latency_dropped"]
+    assert report["pauses"]["continued"] == PAUSES
+    assert PAUSES <= dropped <= 2 * PAUSES * pairs
+    histogram = merge([report["latency"]["hdr_histogram"]])
+    assert histogram.get_total_count() == report["roundtrips"] - dropped
+    assert histogram.get_max_value() < PAUSE_S * 1e9  # no roundtrip that spanned a pause is in it
+    return dropped
+
+
+@pytest.mark.parametrize("client,loop", [("websockets", "asyncio"), ("aiohttp", "uvloop")])
+def test_a_paused_window_leaves_the_paused_latencies_out(client, loop, shared_servers):
+    """Five 20 ms pauses in the window (the SIGCONT handler runs on asyncio and uvloop alike): 5 continues counted,
+    5 to 10 latencies dropped, those roundtrips still counted, and no latency of 20 ms in the histogram."""
+    code, report, stderr = run_paused(client, ["--url", room_url(shared_servers), "--loop", loop, *PAUSED_RUN])
+    assert code == 0, stderr
+    assert report["loop"] == loop
+    check_pauses(report, pairs=1)
+
+
+def test_each_pair_leaves_its_paused_latencies_out(shared_servers):
+    """--pairs 2 paused five times: each pair drops 5 to 10 latencies, its histogram counts its roundtrips less
+    those, and the pairs' drops add up to latency_dropped."""
+    code, report, stderr = run_paused("picows", ["--url", room_url(shared_servers), "--pairs", "2", *PAUSED_RUN])
+    assert code == 0, stderr
+    dropped = check_pauses(report, pairs=2)
+    counts = [merge([encoded]).get_total_count() for encoded in report["per_pair_hdr_histograms"]]
+    per_pair_dropped = [roundtrips - count for roundtrips, count in zip(report["per_pair_roundtrips"], counts)]
+    assert all(PAUSES <= pair_dropped <= 2 * PAUSES for pair_dropped in per_pair_dropped), per_pair_dropped
+    assert sum(per_pair_dropped) == dropped
 
 
 # --- open loop ---

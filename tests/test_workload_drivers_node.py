@@ -1,8 +1,10 @@
-"""The JavaScript driver's (node/driver/) broadcast, idle-connection, open-loop and many-pair workloads, for real.
+"""The JavaScript driver's (node/driver/) broadcast, idle-connection, open-loop and many-pair workloads, and its
+ping-pong's pauses, for real.
 
 Every test runs a real client program (node-ws, node-builtin under Node, bun under Bun, the raw-TCP floors) against
 a real server process, started and verified as a run starts it and shared by this module's tests (each test in a
-room of its own). The ack pipe between a broadcast's processes is a real os.pipe().
+room of its own). The ack pipe between a broadcast's processes is a real os.pipe(); the pauses are real SIGSTOPs and
+SIGCONTs.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import select
+import signal
 import subprocess
 import time
 import uuid
@@ -256,6 +259,7 @@ def test_idle_connections_are_held_open_during_the_window(client, shared_servers
     assert 0 < idle["open_s"] < 30
     assert [c["name"] for c in report["connections"]] == ["A", "B"]
     assert report["roundtrips"] > 0 and histogram_count(report) == report["roundtrips"]
+    assert report["pauses"] == {"continued": 0, "latency_dropped": 0}  # nothing paused it: every latency recorded
 
 
 def test_idle_connections_that_cannot_open_fail_with_the_count():
@@ -322,11 +326,82 @@ def test_closed_loop_pairs_each_report_their_own_histogram(client, shared_server
     assert histograms.recorded_values(histograms.merge(report["per_pair_hdr_histograms"])) == (
         histograms.recorded_values(histograms.merge([report["latency"]["hdr_histogram"]])))
     assert histogram_count(report) == report["roundtrips"] == sum(report["per_pair_roundtrips"])
+    assert report["pauses"] == {"continued": 0, "latency_dropped": 0}
     for extra in ["--pairs", "1"], ["--pairs", "2", "--no-latency"]:
         code, report, stderr = run_client(client, url + "-" + extra[1], *extra, *SHORT)
         assert code == 0, stderr
         assert report["roundtrips"] > 0 and "per_pair_hdr_histograms" not in report
+        assert report["pauses"] == {"continued": 0, "latency_dropped": 0}
     assert len(report["per_pair_roundtrips"]) == 2 and report["latency"]["hdr_histogram"] is None
+
+
+PAUSES = 5
+PAUSE_S = 0.02
+PAUSED_RUN = ["--duration", "1", "--warmup", "0.1", "--stall-timeout", "5"]  # the pauses take about 0.4 s of it
+
+
+def run_paused(name: str, url: str, *extra: str) -> tuple[int, dict, str]:
+    """Run a client; once its window opens, stop it PAUSES times: SIGSTOP, PAUSE_S, SIGCONT, 50 ms."""
+    events_read, events_write = os.pipe()
+    process = None
+    try:
+        process = subprocess.Popen(client_command(name) + ["--url", url, *extra, *PAUSED_RUN], cwd=ROOT,
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                   pass_fds=(events_write,), env={**os.environ, EVENTS_FD_ENV: str(events_write)})
+        os.close(events_write)
+        read_event(events_read, "window-start", 30, process)
+        for _ in range(PAUSES):
+            os.kill(process.pid, signal.SIGSTOP)
+            try:
+                time.sleep(PAUSE_S)
+            finally:
+                os.kill(process.pid, signal.SIGCONT)
+            time.sleep(0.05)
+        out, err = process.communicate(timeout=RUN_TIMEOUT_S)  # the events pipe stays open until it ends
+    finally:
+        if process is not None:
+            stop(process)
+        os.close(events_read)
+    lines = out.strip().splitlines()
+    assert len(lines) == 1, (out, err)
+    return process.returncode, json.loads(lines[0]), err
+
+
+def check_pauses(report: dict, pairs: int) -> int:
+    """Every pause counted, each dropped at most two latencies in each pair (the roundtrip that saw the count change
+    and the one before it; none when it ended before the window's first count was read), those roundtrips still
+    count, and no latency as long as a pause is left; returns latency_dropped."""
+    assert report["error"] is None and report["pairs"] == pairs
+    dropped = report["pauses"]["latency_dropped"]
+    assert report["pauses"]["continued"] == PAUSES
+    assert PAUSES <= dropped <= 2 * PAUSES * pairs
+    histogram = histograms.merge([report["latency"]["hdr_histogram"]])
+    assert histogram.get_total_count() == report["roundtrips"] - dropped
+    assert histogram.get_max_value() < PAUSE_S * 1e9  # no roundtrip that spanned a pause is in it
+    return dropped
+
+
+@pytest.mark.parametrize("client,server", [("node-ws", "node-ws"), ("bun", "node-ws"),
+                                           ("raw-tcp-bun", "raw-tcp-node")])
+def test_a_paused_window_leaves_the_paused_latencies_out(client, server, shared_servers):
+    """Five 20 ms pauses in the window (Node and Bun run the SIGCONT listener, a loop turn late): 5 continues
+    counted, 5 to 10 latencies dropped, those roundtrips still counted, and no latency of 20 ms in the histogram."""
+    code, report, stderr = run_paused(client, room_url(shared_servers, server))
+    assert code == 0, stderr
+    check_pauses(report, pairs=1)
+
+
+@pytest.mark.parametrize("client", ["node-ws", "bun"])
+def test_each_pair_leaves_its_paused_latencies_out(client, shared_servers):
+    """--pairs 2 paused five times: each pair drops 5 to 10 latencies, its histogram counts its roundtrips less
+    those, and the pairs' drops add up to latency_dropped."""
+    code, report, stderr = run_paused(client, room_url(shared_servers, "node-ws"), "--pairs", "2")
+    assert code == 0, stderr
+    dropped = check_pauses(report, pairs=2)
+    counts = [histograms.merge([encoded]).get_total_count() for encoded in report["per_pair_hdr_histograms"]]
+    per_pair_dropped = [roundtrips - count for roundtrips, count in zip(report["per_pair_roundtrips"], counts)]
+    assert all(PAUSES <= pair_dropped <= 2 * PAUSES for pair_dropped in per_pair_dropped), per_pair_dropped
+    assert sum(per_pair_dropped) == dropped
 
 
 def test_stalls_fail_open_loop_and_broadcast_runs_within_the_stall_timeout(shared_servers):

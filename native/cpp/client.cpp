@@ -3,6 +3,7 @@
 // sends the next ping. A steady timer watches for stalls. Flags, events and report as docs/contract.md says.
 // --pairs N: N such pairs, pair i in room ROOM-p<i>, all on the one io_context; they share one window, which the
 // first pong after the deadline closes (as node/driver/ping_pong.js does), and the watchdog watches each pair.
+// SIGCONTs are counted, and a roundtrip a pause touched is not timed (native/pauses.h).
 #define ASIO_STANDALONE
 #include <websocketpp/client.hpp>
 #include <websocketpp/config/asio_client.hpp>
@@ -53,6 +54,7 @@ struct Pair {
     uint64_t sent_at = 0, last_progress = 0;
     size_t roundtrips = 0;
     std::vector<uint64_t> latencies;  // with --pairs N > 1 (every pair's are in Run::latencies too)
+    pause_filter pauses = {};         // its latencies held until the pauses around them are known
 };
 
 struct Run {
@@ -61,7 +63,8 @@ struct Run {
     websocketpp::frame::opcode::value opcode;
     enum { connecting, warming_up, measuring, done } phase = connecting;
     uint64_t last_progress = now_ns(), warmup_start = 0, start = 0, end = 0;
-    size_t warmup_roundtrips = 0, roundtrips = 0;
+    size_t warmup_roundtrips = 0, roundtrips = 0, latency_dropped = 0;
+    uint64_t continued_at_start = 0, continued = 0;  // SIGCONTs: the count at the window's start, then in it
     std::vector<Pair> pairs;
     std::vector<uint64_t> latencies;
     double user_s = 0, system_s = 0;
@@ -157,16 +160,29 @@ static size_t drive(Run &run) {
         send(as[i], run.ping);
     };
     auto begin_window = [&] {
+        run.continued_at_start = continued_now();  // before the event, on which the orchestrator may pause the cell
         emit_event("window-start\n");
         cpu_seconds(run.user_s, run.system_s);
+        uint64_t seen = continued_now();
         run.start = now_ns();
+        for (auto &pair : run.pairs) pause_filter_open(&pair.pauses, seen);
         run.phase = Run::measuring;
+    };
+    auto keep_latency = [&](Pair &pair, uint64_t latency) {
+        run.latencies.push_back(latency);
+        if (n > 1) pair.latencies.push_back(latency);
     };
     auto finish = [&] {
         double user, system;
         cpu_seconds(user, system);
         run.user_s = user - run.user_s;
         run.system_s = system - run.system_s;
+        run.continued = continued_now() - run.continued_at_start;
+        for (auto &pair : run.pairs) {
+            uint64_t kept;
+            if (args.record && pause_filter_close(&pair.pauses, &kept)) keep_latency(pair, kept);
+            run.latency_dropped += pair.pauses.dropped;
+        }
         emit_event("window-end\n");
         run.phase = Run::done;
         websocketpp::lib::error_code ignored;
@@ -216,7 +232,7 @@ static size_t drive(Run &run) {
     };
 
     auto on_pong = [&](size_t i, typename client::message_ptr msg) {
-        uint64_t t = now_ns();
+        uint64_t seen = continued_now(), t = now_ns();
         Pair &pair = run.pairs[i];
         std::string problem = check(run, "A", pair, run.pong, msg->get_opcode(), msg->get_payload());
         if (!problem.empty()) return fail(problem);
@@ -226,9 +242,8 @@ static size_t drive(Run &run) {
             if (t >= run.warmup_start + uint64_t(args.warmup * 1e9)) begin_window();
         } else if (run.phase == Run::measuring) {
             if (args.record) {  // another pair's ping in flight when the window opened counts from its start
-                uint64_t latency = t - std::max(pair.sent_at, run.start);
-                run.latencies.push_back(latency);
-                if (n > 1) pair.latencies.push_back(latency);
+                uint64_t latency = t - std::max(pair.sent_at, run.start), kept;
+                if (pause_filter_next(&pair.pauses, latency, seen, &kept)) keep_latency(pair, kept);
             }
             pair.roundtrips++;
             run.roundtrips++;
@@ -332,6 +347,7 @@ int main(int argc, char **argv) {
         usage_error(PROGRAM, "--compression must be default, off or on");
     if (loop != "auto") usage_error(PROGRAM, "--loop " + loop + " is not supported (only auto: asio)");
 
+    count_pauses();
     Run run(args);
     run.ping = make_payload(args.kind, size_t(args.size), 0);
     run.pong = make_payload(args.kind, size_t(args.size), 1);
@@ -370,9 +386,11 @@ int main(int argc, char **argv) {
     double elapsed = (run.end - run.start) / 1e9;
     report += format(", \"error\": null, \"errors\": 0, \"warmup\": {\"roundtrips\": %zu, \"elapsed_s\": %.9f}, "
                      "\"roundtrips\": %zu, \"elapsed_s\": %.9f, \"roundtrips_per_s\": %.6f, \"cpu\": {\"user_s\": %.6f, "
-                     "\"system_s\": %.6f}, \"latency\": {\"unit\": \"ns\", \"recorded\": %s, \"hdr_histogram\": null",
+                     "\"system_s\": %.6f}, \"pauses\": {\"continued\": %llu, \"latency_dropped\": %zu}, "
+                     "\"latency\": {\"unit\": \"ns\", \"recorded\": %s, \"hdr_histogram\": null",
                      run.warmup_roundtrips, (run.start - run.warmup_start) / 1e9, run.roundtrips, elapsed,
-                     run.roundtrips / elapsed, run.user_s, run.system_s, args.record ? "true" : "false");
+                     run.roundtrips / elapsed, run.user_s, run.system_s, (unsigned long long)run.continued,
+                     run.latency_dropped, args.record ? "true" : "false");
     if (args.record) report += ", \"value_counts\": " + value_counts_json(run.latencies);
     report += "}, \"connections\": [";
     for (size_t i = 0; i < run.pairs.size(); i++)

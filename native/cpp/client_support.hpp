@@ -1,7 +1,8 @@
 // What the C++ clients (client.cpp on websocketpp, cpprest_client.cpp on cpprestsdk) share of the client contract
 // (docs/contract.md), with no library of theirs: the clock and CPU time, the payloads (as native/floor_client.h
 // makes them), JSON text, latency rounding to the HdrHistogram precision, the events pipe and the go line of the
-// start gate and barrier. Each client includes it once; everything is static.
+// start gate and barrier; and, from native/pauses.h as the C floors have it, the SIGCONTs counted and the latencies
+// a pause touched left out. Each client includes it once; everything is static.
 #pragma once
 
 #include <sys/resource.h>
@@ -14,6 +15,8 @@
 #include <cstring>
 #include <ctime>
 #include <string>
+
+#include "../pauses.h"
 
 static uint64_t now_ns() {
     timespec t;

@@ -4,7 +4,8 @@
 // A sends the ping, B receives and checks it and sends the pong, A receives and checks it. The library does not
 // expose its sockets; the report finds each connection's TCP socket among the process's descriptors (the one that
 // appeared when it connected) to give its addresses and the real TCP_NODELAY. A watchdog thread ends a stalled
-// run with its report. Flags, events and report as docs/contract.md says, as native/cpp/client.cpp does.
+// run with its report. Flags, events and report as docs/contract.md says, as native/cpp/client.cpp does. SIGCONTs
+// are counted, and a roundtrip a pause touched is not timed (native/pauses.h).
 #include <cpprest/version.h>
 #include <cpprest/ws_client.h>
 
@@ -196,6 +197,7 @@ int main(int argc, char **argv) {
         usage_error("--compression must be default or off (cpprestsdk offers no permessage-deflate)");
     if (loop != "auto") usage_error("--loop " + loop + " is not supported (only auto: pplx)");
 
+    count_pauses();
     run.ping = make_payload(args.kind, size_t(args.size), 0);
     run.pong = make_payload(args.kind, size_t(args.size), 1);
     if (args.kind == "binary") run.type = websocket_message_type::binary_message;
@@ -245,7 +247,8 @@ int main(int argc, char **argv) {
 
     std::vector<uint64_t> latencies;
     size_t warmup_roundtrips = 0, roundtrips = 0;
-    uint64_t warmup_start = now_ns(), start = 0, end = 0;
+    uint64_t warmup_start = now_ns(), start = 0, end = 0, continued_at_start = 0, continued = 0, kept;
+    pause_filter pauses = {};
     double user_start = 0, system_start = 0, user_s = 0, system_s = 0;
     run.last_progress = warmup_start;
     phase = "warmup";
@@ -259,19 +262,21 @@ int main(int argc, char **argv) {
             b.send(message(run, run.pong)).get();
             problem = check(run, "A", run.pong, a.receive().get());
             if (!problem.empty()) fail(run, tls, problem);
-            uint64_t t = now_ns();
+            uint64_t seen = continued_now(), t = now_ns();
             run.last_progress = t;
             if (!measuring) {
                 warmup_roundtrips++;
                 if (t < warmup_start + uint64_t(args.warmup * 1e9)) continue;
+                continued_at_start = continued_now();  // before the event, on which the orchestrator may pause the cell
                 emit_event("window-start\n");
                 cpu_seconds(user_start, system_start);
+                pause_filter_open(&pauses, continued_now());
                 start = now_ns();
                 measuring = true;
                 phase = "window";
                 continue;
             }
-            if (args.record) latencies.push_back(t - sent_at);
+            if (args.record && pause_filter_next(&pauses, t - sent_at, seen, &kept)) latencies.push_back(kept);
             roundtrips++;
             if (t >= start + uint64_t(args.duration * 1e9)) {
                 end = t;
@@ -281,6 +286,8 @@ int main(int argc, char **argv) {
     } catch (const std::exception &error) {
         fail(run, tls, std::string("connection failed (") + phase + "): " + error.what());
     }
+    continued = continued_now() - continued_at_start;
+    if (args.record && pause_filter_close(&pauses, &kept)) latencies.push_back(kept);
     cpu_seconds(user_s, system_s);
     user_s -= user_start;
     system_s -= system_start;
@@ -299,10 +306,10 @@ int main(int argc, char **argv) {
     std::string report = report_head(run, tls);
     report += format(", \"error\": null, \"errors\": 0, \"warmup\": {\"roundtrips\": %zu, \"elapsed_s\": %.9f}, "
                      "\"roundtrips\": %zu, \"elapsed_s\": %.9f, \"roundtrips_per_s\": %.6f, \"cpu\": {\"user_s\": "
-                     "%.6f, \"system_s\": %.6f}, \"latency\": {\"unit\": \"ns\", \"recorded\": %s, "
-                     "\"hdr_histogram\": null",
+                     "%.6f, \"system_s\": %.6f}, \"pauses\": {\"continued\": %llu, \"latency_dropped\": %zu}, "
+                     "\"latency\": {\"unit\": \"ns\", \"recorded\": %s, \"hdr_histogram\": null",
                      warmup_roundtrips, (start - warmup_start) / 1e9, roundtrips, elapsed, roundtrips / elapsed,
-                     user_s, system_s, args.record ? "true" : "false");
+                     user_s, system_s, (unsigned long long)continued, pauses.dropped, args.record ? "true" : "false");
     if (args.record) {
         // [value_ns, count] pairs at 11 significant bits, sorted; the orchestrator folds them into a histogram.
         for (auto &value : latencies) value = round_to_hdr_precision(value);

@@ -234,6 +234,21 @@ function readGoLine(fd) {
   return received.trim() === EVENTS.go;
 }
 
+/**
+ * The SIGCONTs this process has received since countContinues(): each is the end of a pause, the orchestrator
+ * stopping the measured cell with SIGSTOP for a slice of its host sentinel and continuing it. A measured loop reads
+ * count once per roundtrip, to leave the latencies a pause touched out of its histogram.
+ */
+const continues = { count: 0 };
+
+/**
+ * Counts every SIGCONT into `continues` from now on (once, before the measured window). Node and Bun run the listener
+ * on a later turn of the event loop, not at once: the ping-pong window allows for a count that comes a roundtrip late.
+ */
+function countContinues() {
+  process.on('SIGCONT', () => { continues.count += 1; });
+}
+
 /** Calls onStall when progress() returns the same value for stallTimeout seconds; returns the interval to clear. */
 function watchForStalls(stallTimeout, progress, onStall) {
   let lastSeen;
@@ -378,5 +393,5 @@ module.exports = {
   DEFAULTS, HISTOGRAM, HANDSHAKES_IN_FLIGHT, CONNECTIONS_LISTED,
   // For the workload files beside this one.
   clock, matches, mismatch, windowEvents, readyThenWaitForGo, watchForStalls, openPairs, openConcurrently,
-  openIdleConnections, idleStall, monotonicClock, readPipe,
+  openIdleConnections, idleStall, monotonicClock, readPipe, continues, countContinues,
 };

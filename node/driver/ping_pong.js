@@ -1,13 +1,20 @@
 'use strict';
-// The closed-loop ping-pong workload: the twin of pingpong/kit/driver/ping_pong.py.
+// The closed-loop ping-pong workload: the twin of pingpong/kit/driver/ping_pong.py. A roundtrip that a pause of the
+// process may have touched (a SIGCONT counted between its start and the end of the roundtrip after it) counts, but
+// its latency is left out.
 
 const { makePayload, PING, PONG } = require('../payloads');
 const {
   EVENTS, clock, matches, mismatch, encodeHistogram, windowEvents, readyThenWaitForGo, watchForStalls, openPairs,
-  openIdleConnections, idleStall,
+  openIdleConnections, idleStall, continues, countContinues,
 } = require('./core');
 
+// In a pair's latencies, the place of a roundtrip whose latency a pause may have touched: it counts, its latency is
+// left out.
+const DROPPED = -1;
+
 function measure(openConnection, args, onOpened) {
+  countContinues();
   return new Measurement(openConnection, args, onOpened).run();
 }
 
@@ -16,6 +23,11 @@ function measure(openConnection, args, onOpened) {
  * and sends the next ping; every A message advances the phases connecting -> warmup -> measure -> report.
  * Normally one measured window, recording as asked. --ab-windows N (a benchmark of the recording's own cost) runs
  * 2N windows on the same connections, recording on and off in ABBA order, and reports each window's rate.
+ * A pause (SIGSTOP, then SIGCONT) must not enter the histogram as a slow roundtrip. Each pair reads the SIGCONT count
+ * c[k] at each roundtrip's end, as its timestamp is taken (c[0] as the window starts): roundtrip k's latency is kept
+ * iff c[k+1] === c[k-1] (the window's last: iff c[k] === c[k-1]). So a change seen at a roundtrip's end drops it and
+ * the one before it, where a pause may have ended with the listener run late; both stay in the pair's latencies, as
+ * DROPPED, and count. (The listener runs on a turn of the loop, never between two lines of one callback.)
  */
 class Measurement {
   constructor(openConnection, args, onOpened) {
@@ -29,14 +41,13 @@ class Measurement {
     this.plan = args.abWindows > 0
       ? Array.from({ length: 2 * args.abWindows }, (_, i) => i % 4 === 0 || i % 4 === 3)
       : [args.recordLatency];
-    this.pairs = []; // {label, a, b, roundtrips, roundtripStart, latencies}
+    this.pairs = []; // {label, a, b, roundtrips, roundtripStart, latencies, seen, windowFirst}
     this.phase = 'connecting';
     this.done = false; // completed or failed: later messages are ignored
     this.warmupRoundtrips = 0;
     this.warmupStart = 0n;
     this.warmupDeadline = 0n;
     this.windows = []; // closed windows: {recording, roundtrips, elapsed_ns}
-    this.latencies = []; // ns, of every recording window (and each pair's own, in pair.latencies, with --pairs)
     this.record = this.plan[0]; // whether the open window records latencies
     this.windowRoundtrips = 0; // in the open window
     this.totalRoundtrips = 0; // in the closed windows
@@ -44,6 +55,8 @@ class Measurement {
     this.start = 0n; // of the open window
     this.deadline = 0n;
     this.cpuStart = null;
+    this.continuedStart = 0; // continues.count at the window-start event
+    this.continued = 0; // SIGCONTs between the window-start and window-end events
     this.idle = null; // --idle-connections: {connections, report}
     this.idleOpened = 0;
   }
@@ -84,9 +97,10 @@ class Measurement {
         (opened) => { this.idleOpened = opened; });
       this.phase = 'connecting';
     }
-    // With one pair its latencies are this.latencies: no second list to fill inside the window.
+    // latencies: ns, of every recording window; seen: continues.count at the pair's last roundtrip's end;
+    // windowFirst: the length of latencies when the open window opened.
     this.pairs = await openPairs(this.openConnection, args, (message) => this.fail(message), this.onOpened,
-      (label) => ({ label, roundtrips: 0, roundtripStart: 0n, latencies: args.pairs > 1 ? [] : null }));
+      (label) => ({ label, roundtrips: 0, roundtripStart: 0n, latencies: [], seen: 0, windowFirst: 0 }));
     readyThenWaitForGo(this.emit);
     for (const pair of this.pairs) {
       pair.a.onMessage((data, binary) => this.onA(pair, data, binary));
@@ -121,8 +135,8 @@ class Measurement {
       pair.roundtrips += 1;
       if (this.record) {
         const latency = Number(now - (pair.roundtripStart > this.start ? pair.roundtripStart : this.start));
-        this.latencies.push(latency);
-        if (pair.latencies) pair.latencies.push(latency);
+        if (continues.count === pair.seen) pair.latencies.push(latency);
+        else dropAroundPause(pair);
       }
       pair.roundtripStart = now;
       if (now >= this.deadline && this.closeWindow(now)) return;
@@ -136,12 +150,17 @@ class Measurement {
   openWindow() {
     if (this.phase !== 'measure') {
       this.phase = 'measure';
+      this.continuedStart = continues.count;
       this.emit(EVENTS.windowStart);
       this.cpuStart = process.cpuUsage();
     }
     this.record = this.plan[this.windows.length];
     this.windowRoundtrips = 0;
     this.start = clock();
+    for (const pair of this.pairs) {
+      pair.seen = continues.count;
+      pair.windowFirst = pair.latencies.length;
+    }
     if (this.windows.length === 0) this.firstStart = this.start;
     this.deadline = this.start + this.durationNs;
   }
@@ -160,6 +179,7 @@ class Measurement {
 
   complete() {
     const cpu = process.cpuUsage(this.cpuStart);
+    this.continued = continues.count - this.continuedStart;
     this.emit(EVENTS.windowEnd);
     this.phase = 'report';
     this.done = true;
@@ -170,6 +190,8 @@ class Measurement {
   report(cpu) {
     const { args, pairs, windows, plan } = this;
     const elapsed = windows.reduce((sum, w) => sum + Number(w.elapsed_ns), 0) / 1e9;
+    const recorded = plan.some(Boolean);
+    const perPair = pairs.map((pair) => pair.latencies.filter((latency) => latency !== DROPPED));
     const measurement = {
       warmup: { roundtrips: this.warmupRoundtrips, elapsed_s: Number(this.firstStart - this.warmupStart) / 1e9 },
       roundtrips: this.totalRoundtrips,
@@ -177,8 +199,12 @@ class Measurement {
       roundtrips_per_s: this.totalRoundtrips / elapsed,
       latency: {
         unit: 'ns',
-        recorded: plan.some(Boolean),
-        hdr_histogram: plan.some(Boolean) ? encodeHistogram(this.latencies) : null,
+        recorded,
+        hdr_histogram: recorded ? encodeHistogram(perPair.flat()) : null,
+      },
+      pauses: {
+        continued: this.continued,
+        latency_dropped: pairs.reduce((sum, pair, index) => sum + pair.latencies.length - perPair[index].length, 0),
       },
       cpu: { user_s: cpu.user / 1e6, system_s: cpu.system / 1e6 },
       pairs: pairs.length,
@@ -187,9 +213,7 @@ class Measurement {
     };
     if (pairs.length > 1) {
       measurement.per_pair_roundtrips = pairs.map((pair) => pair.roundtrips);
-      if (plan.some(Boolean)) {
-        measurement.per_pair_hdr_histograms = pairs.map((pair) => encodeHistogram(pair.latencies));
-      }
+      if (recorded) measurement.per_pair_hdr_histograms = perPair.map((latencies) => encodeHistogram(latencies));
     }
     if (this.idle) measurement.idle_connections = this.idle.report;
     if (args.abWindows > 0) {
@@ -199,6 +223,17 @@ class Measurement {
     }
     return measurement;
   }
+}
+
+/**
+ * A SIGCONT came since the pair's last roundtrip ended: this roundtrip and the one before it in the window (if the
+ * window has one) are DROPPED.
+ */
+function dropAroundPause(pair) {
+  const { latencies } = pair;
+  pair.seen = continues.count;
+  if (latencies.length > pair.windowFirst) latencies[latencies.length - 1] = DROPPED;
+  latencies.push(DROPPED);
 }
 
 module.exports = { measure };

@@ -2,7 +2,8 @@
 // checks it and sends the pong, A checks that; the same timing, events and report as native/raw_tcp_client.c.
 // Latencies are reported as [value_ns, count] pairs rounded to 11 significant bits (HdrHistogram's precision at 3
 // significant digits). It runs the pingpong workload: one pair, or --pairs N at once, pair i in room ROOM-p<i>, each
-// on goroutines of its own (Go's runtime spreads them over its GOMAXPROCS threads).
+// on goroutines of its own (Go's runtime spreads them over its GOMAXPROCS threads). SIGCONTs are counted, and a
+// roundtrip a pause touched is not timed (pauseFilter, the rule of native/pauses.h).
 package main
 
 import (
@@ -19,6 +20,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"os/signal"
 	"runtime"
 	"slices"
 	"strconv"
@@ -71,6 +73,12 @@ type connection struct {
 	TCPNoDelay   bool    `json:"tcp_nodelay"`
 }
 
+// The pauses of the measured window: SIGCONTs counted in it, and latencies not recorded because of them.
+type pauses struct {
+	Continued      uint64 `json:"continued"`
+	LatencyDropped int    `json:"latency_dropped"`
+}
+
 type latency struct {
 	Unit         string     `json:"unit"`
 	Recorded     bool       `json:"recorded"`
@@ -85,6 +93,7 @@ type results struct {
 	ElapsedS       float64            `json:"elapsed_s"`
 	RoundtripsPerS float64            `json:"roundtrips_per_s"`
 	CPU            map[string]float64 `json:"cpu"`
+	Pauses         pauses             `json:"pauses"`
 	Latency        latency            `json:"latency"`
 	Connections    []connection       `json:"connections"`
 	// With --pairs N > 1: each pair's roundtrips, and its latencies as value counts (the orchestrator encodes each
@@ -258,6 +267,53 @@ func pairURLs(rawURL string, pairs int) []string {
 	return urls
 }
 
+// continued counts the SIGCONTs this process received: each ends a pause (the orchestrator stops the measured cell
+// with SIGSTOP to time the host sentinel, then continues it). A goroutine counts them, so a count can come a little
+// after the SIGCONT: pauseFilter waits a roundtrip more for it.
+var continued atomic.Uint64
+
+func countPauses() {
+	signals := make(chan os.Signal, 64)
+	signal.Notify(signals, syscall.SIGCONT)
+	go func() {
+		for range signals {
+			continued.Add(1)
+		}
+	}()
+}
+
+// pauseFilter keeps one pair's latencies through its window by the rule every compiled client keeps
+// (native/pauses.h): with c_k the count read at roundtrip k's end, just before its end timestamp (c_0: before the
+// first roundtrip's start), roundtrip k's latency is recorded iff c_{k+1} == c_{k-1}, and the window's last
+// roundtrip K's iff c_K == c_{K-1}; otherwise it is dropped. Every roundtrip still counts.
+type pauseFilter struct {
+	before, after uint64 // c_{k-1} and c_k, around the held roundtrip k
+	held          int64  // roundtrip k's latency, held until roundtrip k+1 ends
+	holding       bool
+	dropped       int // latencies not recorded
+}
+
+// next takes the latency of the roundtrip that just ended and the count read at its end, and records the roundtrip
+// before it unless a pause touched it.
+func (f *pauseFilter) next(latency int64, seen uint64, latencies *[]int64) {
+	if f.holding && seen == f.before {
+		*latencies = append(*latencies, f.held)
+	} else if f.holding {
+		f.dropped++
+	}
+	f.before, f.after, f.held, f.holding = f.after, seen, latency, true
+}
+
+// close ends the window: its last roundtrip is recorded unless a pause touched it.
+func (f *pauseFilter) close(latencies *[]int64) {
+	if f.holding && f.after == f.before {
+		*latencies = append(*latencies, f.held)
+	} else if f.holding {
+		f.dropped++
+	}
+	f.holding = false
+}
+
 // pair is one ping-pong pair, A and B in one room, with its own stall watchdog and its own counts.
 type pair struct {
 	label                        string // "" with one pair, its index with --pairs N
@@ -269,6 +325,7 @@ type pair struct {
 	watchdog                     *time.Timer
 	warmupRoundtrips, roundtrips int
 	latencies                    []int64
+	pauses                       pauseFilter
 	end                          time.Time
 }
 
@@ -307,16 +364,21 @@ func (p *pair) warmUp(deadline time.Time) error {
 
 // window runs roundtrips until the first one that completes at or after the deadline.
 func (p *pair) window(start, deadline time.Time, record bool) error {
+	p.pauses = pauseFilter{after: continued.Load()} // c_0, before the first roundtrip's start
 	for p.end = start; p.end.Before(deadline); {
 		sent := time.Now()
 		if err := p.roundtrip(); err != nil {
 			return err
 		}
+		seen := continued.Load()
 		p.end = time.Now()
 		if record {
-			p.latencies = append(p.latencies, int64(p.end.Sub(sent)))
+			p.pauses.next(int64(p.end.Sub(sent)), seen, &p.latencies)
 		}
 		p.roundtrips++
+	}
+	if record {
+		p.pauses.close(&p.latencies)
 	}
 	return nil
 }
@@ -389,10 +451,12 @@ func run(o *options) (*results, error) {
 	warmupDeadline := warmupStart.Add(o.warmup)
 	var start time.Time
 	var userStart, systemStart float64
+	var continuedAtStart uint64
 	if len(pairs) == 1 {
 		if err := pairs[0].warmUp(warmupDeadline); err != nil {
 			return nil, err
 		}
+		continuedAtStart = continued.Load() // before the event, on which the orchestrator may pause the cell
 		emit("window-start")
 		userStart, systemStart = cpuSeconds()
 		start = time.Now()
@@ -408,6 +472,7 @@ func run(o *options) (*results, error) {
 		if err != nil {
 			return nil, err
 		}
+		continuedAtStart = continued.Load() // before the event, on which the orchestrator may pause the cell
 		emit("window-start")
 		userStart, systemStart = cpuSeconds()
 		start = time.Now()
@@ -420,11 +485,13 @@ func run(o *options) (*results, error) {
 			return nil, err
 		}
 	}
+	continuedInWindow := continued.Load() - continuedAtStart
 	user, system := cpuSeconds()
 	emit("window-end")
 
 	r := &results{
 		CPU:         map[string]float64{"user_s": user - userStart, "system_s": system - systemStart},
+		Pauses:      pauses{Continued: continuedInWindow},
 		Latency:     latency{Unit: "ns", Recorded: o.record},
 		Connections: details,
 	}
@@ -432,6 +499,7 @@ func run(o *options) (*results, error) {
 	for _, p := range pairs {
 		warmupCount += p.warmupRoundtrips
 		r.Roundtrips += p.roundtrips
+		r.Pauses.LatencyDropped += p.pauses.dropped
 		if p.end.After(end) {
 			end = p.end
 		}
@@ -534,6 +602,7 @@ func main() {
 	if fd, ok := envFD("PINGPONG_EVENTS_FD"); ok {
 		eventsFD = fd
 	}
+	countPauses()
 	if fd, ok := envFD("PINGPONG_START_FD"); ok {
 		emit("armed")
 		if !readGo(fd) {

@@ -13,6 +13,7 @@ import contextlib
 import math
 import os
 import resource
+import signal
 import socket
 import time
 from array import array
@@ -256,6 +257,32 @@ def read_go_line(fd: int) -> bool:
         received += chunk
     os.close(fd)
     return received.strip() == GO_LINE.encode()
+
+
+class Continues:
+    """The SIGCONTs this process has received since count_continues(): each is the end of a pause, the orchestrator
+    stopping the measured cell with SIGSTOP for a slice of its host sentinel and continuing it. A measured loop reads
+    count once per roundtrip, to leave the latencies a pause touched out of its histogram."""
+
+    __slots__ = ("count",)
+
+    def __init__(self) -> None:
+        self.count = 0
+
+
+CONTINUES = Continues()
+
+
+def count_continues() -> None:
+    """Count every SIGCONT into CONTINUES from now on (call it in the main thread, before the measured window).
+
+    CPython runs the handler in the main thread between two bytecodes, on the asyncio and the uvloop loop alike; a
+    late run only moves the count to the next roundtrip, which the ping-pong window allows for.
+    """
+    def continued(signum: int, frame: Any) -> None:
+        CONTINUES.count += 1
+
+    signal.signal(signal.SIGCONT, continued)
 
 
 class Progress:

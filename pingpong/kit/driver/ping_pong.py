@@ -1,7 +1,9 @@
 """The closed-loop ping-pong workload: in each pair A sends a ping, B answers with a pong, A sends the next.
 
 One pair (and --ab-windows, the benchmark of the recording's own cost) or --pairs N driven at once; warmup, then
-the measured window, every roundtrip's payload verified. node/driver/ping_pong.js is the Node.js twin.
+the measured window, every roundtrip's payload verified. A roundtrip that a pause of the process may have touched
+(a SIGCONT counted between its start and the end of the roundtrip after it) counts, but its latency is left out.
+node/driver/ping_pong.js is the Node.js twin.
 """
 
 from __future__ import annotations
@@ -14,14 +16,15 @@ from array import array
 from typing import Any
 
 from pingpong.contract import WINDOW_END_EVENT, WINDOW_START_EVENT
-from pingpong.kit.driver.core import (Connection, DriverError, OpenConnection, Progress, WindowEvents, encode_histogram,
-                                      mismatch, open_pairs, pairs_report, watched)
+from pingpong.kit.driver.core import (CONTINUES, Connection, DriverError, OpenConnection, Progress, WindowEvents,
+                                      count_continues, encode_histogram, mismatch, open_pairs, pairs_report, watched)
 from pingpong.kit.payloads import PING, PONG, make_payload
 
 
 async def measure(open_connection: OpenConnection, args: argparse.Namespace) -> dict[str, Any]:
     """--workload pingpong (without --rate): open the pairs (and the idle connections asked for), wait for the go,
     then one pair's ping-pong, or --pairs N of them at once."""
+    count_continues()
     ping = make_payload(args.payload_kind, args.payload_size, PING)
     pong = make_payload(args.payload_kind, args.payload_size, PONG)
     progress = Progress()
@@ -51,16 +54,18 @@ async def _many_pairs(pairs: list[tuple[Connection, Connection]], ping: Any, pon
     await asyncio.gather(*(_warm_up(a, b, ping, pong, warmup_deadline, progress) for a, b in pairs))
     progress.phase = "measure"
     duration_ns = int(args.duration * 1e9)
+    continued_start = CONTINUES.count  # before the event: the orchestrator may pause the cell as soon as it reads it
     events.emit(WINDOW_START_EVENT)
     windows = await asyncio.gather(*(_measured_window(a.send, a.recv, b.send, b.recv, ping, pong, duration_ns,
                                                       not args.no_latency, progress) for a, b in pairs))
+    continued = CONTINUES.count - continued_start
     events.emit(WINDOW_END_EVENT)
     progress.phase = "report"
     count = sum(window[0] for window in windows)
     start = min(window[1] for window in windows)
     end = max(window[2] for window in windows)
     elapsed_s = (end - start) / 1e9
-    recorded = [value for window in windows for chunk in window[3] for value in chunk]
+    per_pair = [_latencies(window[3]) for window in windows]
     result = {
         "warmup": {"roundtrips": progress.warmup_roundtrips, "elapsed_s": (start - warmup_start) / 1e9},
         "roundtrips": count,
@@ -68,11 +73,12 @@ async def _many_pairs(pairs: list[tuple[Connection, Connection]], ping: Any, pon
         "roundtrips_per_s": count / elapsed_s,
         "per_pair_roundtrips": [window[0] for window in windows],
         "latency": {"unit": "ns", "recorded": not args.no_latency,
-                    "hdr_histogram": encode_histogram(recorded) if not args.no_latency else None},
+                    "hdr_histogram": encode_histogram([value for latencies in per_pair for value in latencies])
+                    if not args.no_latency else None},
+        "pauses": {"continued": continued, "latency_dropped": sum(_dropped(window[3]) for window in windows)},
     }
     if not args.no_latency:
-        result["per_pair_hdr_histograms"] = [encode_histogram([value for chunk in window[3] for value in chunk])
-                                             for window in windows]
+        result["per_pair_hdr_histograms"] = [encode_histogram(latencies) for latencies in per_pair]
     return result
 
 
@@ -108,6 +114,7 @@ async def _ping_pong(a: Connection, b: Connection, ping: Any, pong: Any, args: a
     else:
         plan = [not args.no_latency]
     duration_ns = int(args.duration * 1e9)
+    continued_start = CONTINUES.count  # before the event: the orchestrator may pause the cell as soon as it reads it
     events.emit(WINDOW_START_EVENT)
     usage_start = resource.getrusage(resource.RUSAGE_SELF)
     windows = []
@@ -115,12 +122,13 @@ async def _ping_pong(a: Connection, b: Connection, ping: Any, pong: Any, args: a
         windows.append(await _measured_window(send_a, recv_a, send_b, recv_b, ping, pong, duration_ns, record,
                                               progress))
     usage_end = resource.getrusage(resource.RUSAGE_SELF)
+    continued = CONTINUES.count - continued_start
     events.emit(WINDOW_END_EVENT)
     progress.phase = "report"
 
     count = sum(window[0] for window in windows)
     elapsed_s = sum(window[2] - window[1] for window in windows) / 1e9
-    recorded = [value for window in windows for chunk in window[3] for value in chunk]
+    chunks = [chunk for window in windows for chunk in window[3]]
     result = {
         "warmup": {"roundtrips": progress.warmup_roundtrips, "elapsed_s": (windows[0][1] - warmup_start) / 1e9},
         "roundtrips": count,
@@ -129,8 +137,9 @@ async def _ping_pong(a: Connection, b: Connection, ping: Any, pong: Any, args: a
         "latency": {
             "unit": "ns",
             "recorded": any(plan),
-            "hdr_histogram": encode_histogram(recorded) if any(plan) else None,
+            "hdr_histogram": encode_histogram(_latencies(chunks)) if any(plan) else None,
         },
+        "pauses": {"continued": continued, "latency_dropped": _dropped(chunks)},
         "cpu": {
             "user_s": usage_end.ru_utime - usage_start.ru_utime,
             "system_s": usage_end.ru_stime - usage_start.ru_stime,
@@ -147,16 +156,28 @@ async def _ping_pong(a: Connection, b: Connection, ping: Any, pong: Any, args: a
 # for the whole window grew it by reallocation, which at tens of thousands of roundtrips moved it into glibc's mapped
 # blocks and back, and made a long window slower than a short one (benchmarks/window_length.py measures it).
 LATENCY_CHUNK = 8192
+# In a chunk, the place of a roundtrip whose latency a pause may have touched: it counts, its latency is left out.
+DROPPED = -1
 
 
 async def _measured_window(send_a, recv_a, send_b, recv_b, ping: Any, pong: Any, duration_ns: int, record: bool,
                            progress: Progress) -> tuple[int, int, int, list[array]]:
     """The measured loop: (roundtrips, start ns, end ns, latencies ns in chunks). Recording is one array append, and
-    a new chunk every LATENCY_CHUNK roundtrips: its cost per roundtrip does not grow with the window."""
+    a new chunk every LATENCY_CHUNK roundtrips: its cost per roundtrip does not grow with the window.
+
+    A pause (SIGSTOP, then SIGCONT) must not enter the histogram as a slow roundtrip. The SIGCONT count c[k] is read
+    at each roundtrip's end, just before its timestamp (c[0] before the window's start): roundtrip k's latency is
+    kept iff c[k+1] == c[k-1] (the window's last: iff c[k] == c[k-1]). So a change seen at a roundtrip's end drops it
+    and the one before it, where a pause may have ended with the handler run late; both stay in their chunk, as
+    DROPPED, and count. Read after the timestamp, a count could take in a pause that falls in the next roundtrip and
+    keep it.
+    """
     clock = time.monotonic_ns
+    continues = CONTINUES
     chunk = array("q")
     chunks = [chunk]
     progress.window = chunk
+    seen = continues.count
     start = clock()
     deadline = start + duration_ns
     roundtrip_start = start
@@ -172,8 +193,14 @@ async def _measured_window(send_a, recv_a, send_b, recv_b, ping: Any, pong: Any,
             received = await recv_a()
             if received != pong:
                 raise DriverError(mismatch("A", pong, received))
+            continued = continues.count
             end = clock()
-            append(end - roundtrip_start)
+            if continued == seen:
+                append(end - roundtrip_start)
+            else:
+                seen = continued
+                _drop_the_last(chunks)
+                append(DROPPED)
             roundtrip_start = end
             room -= 1
             if not room:
@@ -200,3 +227,19 @@ async def _measured_window(send_a, recv_a, send_b, recv_b, ping: Any, pong: Any,
         end = clock()
         if end >= deadline:
             return count, start, end, []
+
+
+def _drop_the_last(chunks: list[array]) -> None:
+    """Mark the window's last roundtrip so far DROPPED, if the window has one (the current chunk may be new)."""
+    last = chunks[-1] if chunks[-1] else chunks[-2] if len(chunks) > 1 else None
+    if last is not None:
+        last[-1] = DROPPED
+
+
+def _latencies(chunks: list[array]) -> list[int]:
+    """The latencies in a window's chunks, less the DROPPED."""
+    return [value for chunk in chunks for value in chunk if value != DROPPED]
+
+
+def _dropped(chunks: list[array]) -> int:
+    return sum(chunk.count(DROPPED) for chunk in chunks)

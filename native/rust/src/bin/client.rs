@@ -1,9 +1,11 @@
 //! Ping-pong client driver on tokio-tungstenite's connect_async: connections A and B in one room, A pings, B
 //! checks and pongs, A checks; one JSON report on stdout (docs/contract.md, native/raw_tcp_client.c). One pair runs
 //! on the main task; --pairs N runs N pairs at once, pair i in room ROOM-p<i>, each a task on tokio's workers.
+//! SIGCONTs are counted, and a roundtrip a pause touched is not timed (PauseFilter, the rule of native/pauses.h).
 use std::fs::File;
 use std::io::{Read, Write};
 use std::os::fd::FromRawFd;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -40,6 +42,8 @@ struct Measured {
     roundtrips: u64,
     elapsed: f64,
     cpu: (f64, f64),
+    /// SIGCONTs counted in the window, and the latencies not recorded because of them.
+    pauses: (u64, u64),
     latencies: Vec<u64>,
     connections: Vec<String>,
     /// With --pairs N > 1: each pair's roundtrips and latencies (empty with one pair).
@@ -205,6 +209,69 @@ async fn expect(ws: &mut Ws, expected: &Message, who: &str) -> Result<(), String
     Ok(())
 }
 
+/// SIGCONTs this process received: each ends a pause (the orchestrator stops the measured cell with SIGSTOP to time
+/// the host sentinel, then continues it).
+static CONTINUED: AtomicU64 = AtomicU64::new(0);
+
+extern "C" fn count_continue(_signal: libc::c_int) {
+    CONTINUED.fetch_add(1, Ordering::Relaxed); // lock-free: safe in a signal handler
+}
+
+/// Counts every SIGCONT from now on, in a handler of its own. SA_RESTART resumes the blocking calls it interrupts;
+/// tokio's epoll_wait, which returns EINTR all the same (as it may after a stop and continue with no handler), is
+/// retried by tokio.
+fn count_pauses() {
+    unsafe {
+        let mut action: libc::sigaction = std::mem::zeroed();
+        action.sa_sigaction = count_continue as extern "C" fn(libc::c_int) as libc::sighandler_t;
+        action.sa_flags = libc::SA_RESTART;
+        libc::sigemptyset(&mut action.sa_mask);
+        libc::sigaction(libc::SIGCONT, &action, std::ptr::null_mut());
+    }
+}
+
+/// One pair's latencies through its window, by the rule every compiled client keeps (native/pauses.h): with c_k the
+/// count read at roundtrip k's end, just before its end timestamp (c_0: before the first roundtrip's start),
+/// roundtrip k's latency is recorded iff c_{k+1} == c_{k-1}, and the window's last roundtrip K's iff
+/// c_K == c_{K-1}; otherwise it is dropped. Every roundtrip still counts.
+#[derive(Default)]
+struct PauseFilter {
+    before: u64, // c_{k-1} and c_k, around the held roundtrip k
+    after: u64,
+    held: Option<u64>, // roundtrip k's latency, held until roundtrip k+1 ends
+    dropped: u64,      // latencies not recorded
+}
+
+impl PauseFilter {
+    fn open(seen: u64) -> Self {
+        PauseFilter { after: seen, ..Default::default() }
+    }
+
+    /// The roundtrip that just ended, its latency and the count read at its end: the one before it is recorded
+    /// unless a pause touched it.
+    fn next(&mut self, latency: u64, seen: u64, latencies: &mut Vec<u64>) {
+        if let Some(held) = self.held {
+            if seen == self.before {
+                latencies.push(held);
+            } else {
+                self.dropped += 1;
+            }
+        }
+        (self.before, self.after, self.held) = (self.after, seen, Some(latency));
+    }
+
+    /// The window ended: its last roundtrip is recorded unless a pause touched it.
+    fn close(&mut self, latencies: &mut Vec<u64>) {
+        if let Some(held) = self.held.take() {
+            if self.after == self.before {
+                latencies.push(held);
+            } else {
+                self.dropped += 1;
+            }
+        }
+    }
+}
+
 /// One ping-pong pair, A and B in one room, with its counts.
 struct Pair {
     label: String, // "" with one pair, its index with --pairs N
@@ -214,6 +281,7 @@ struct Pair {
     warmup_roundtrips: u64,
     roundtrips: u64,
     latencies: Vec<u64>,
+    pauses: PauseFilter,
     end: Instant,
 }
 
@@ -263,14 +331,19 @@ impl Pair {
         record: bool,
     ) -> Result<(), String> {
         self.end = start;
+        self.pauses = PauseFilter::open(CONTINUED.load(Ordering::Relaxed)); // c_0, before the first roundtrip's start
         while self.end < deadline {
             let sent = Instant::now();
             self.roundtrip(ping, pong, stall).await?;
+            let seen = CONTINUED.load(Ordering::Relaxed);
             self.end = Instant::now();
             if record {
-                self.latencies.push((self.end - sent).as_nanos() as u64);
+                self.pauses.next((self.end - sent).as_nanos() as u64, seen, &mut self.latencies);
             }
             self.roundtrips += 1;
+        }
+        if record {
+            self.pauses.close(&mut self.latencies);
         }
         Ok(())
     }
@@ -339,7 +412,8 @@ async fn run(options: &Options, events: &mut Option<File>) -> Result<Option<Meas
         connections.push(describe(&names[0], &a, &response_a));
         connections.push(describe(&names[1], &b, &response_b));
         let latencies = Vec::new();
-        pairs.push(Pair { label, names, a, b, warmup_roundtrips: 0, roundtrips: 0, latencies, end: Instant::now() });
+        let (pauses, end) = (PauseFilter::default(), Instant::now());
+        pairs.push(Pair { label, names, a, b, warmup_roundtrips: 0, roundtrips: 0, latencies, pauses, end });
     }
     event(events, "ready\n");
     if let Some(go) = pipe_from_env("PINGPONG_GO_FD") {
@@ -353,9 +427,10 @@ async fn run(options: &Options, events: &mut Option<File>) -> Result<Option<Meas
     let duration = Duration::from_secs_f64(options.duration);
     let warmup_start = Instant::now();
     let warmup_deadline = warmup_start + Duration::from_secs_f64(options.warmup);
-    let (cpu_start, start);
+    let (cpu_start, start, continued);
     if let [pair] = pairs.as_mut_slice() {
         pair.warm_up(&ping, &pong, stall, warmup_deadline).await?;
+        continued = CONTINUED.load(Ordering::Relaxed); // before the event, on which the orchestrator may pause the cell
         event(events, "window-start\n");
         cpu_start = cpu_seconds();
         start = Instant::now();
@@ -367,6 +442,7 @@ async fn run(options: &Options, events: &mut Option<File>) -> Result<Option<Meas
             async move { pair.warm_up(&ping, &pong, stall, warmup_deadline).await.map(|_| pair) }
         })
         .await?;
+        continued = CONTINUED.load(Ordering::Relaxed); // before the event, on which the orchestrator may pause the cell
         event(events, "window-start\n");
         cpu_start = cpu_seconds();
         start = Instant::now();
@@ -377,6 +453,7 @@ async fn run(options: &Options, events: &mut Option<File>) -> Result<Option<Meas
         })
         .await?;
     }
+    let continued_in_window = CONTINUED.load(Ordering::Relaxed) - continued;
     let cpu_end = cpu_seconds();
     event(events, "window-end\n");
     for pair in pairs.iter_mut() {
@@ -401,6 +478,7 @@ async fn run(options: &Options, events: &mut Option<File>) -> Result<Option<Meas
         roundtrips,
         elapsed: (end - start).as_secs_f64(),
         cpu: (cpu_end.0 - cpu_start.0, cpu_end.1 - cpu_start.1),
+        pauses: (continued_in_window, pairs.iter().map(|pair| pair.pauses.dropped).sum()),
         latencies,
         connections,
         per_pair,
@@ -424,6 +502,7 @@ fn value_counts(mut latencies: Vec<u64>) -> String {
 #[tokio::main]
 async fn main() {
     let options = parse_options();
+    count_pauses();
     let mut events = pipe_from_env("PINGPONG_EVENTS_FD");
     let outcome = run(&options, &mut events).await;
     let workers = tokio::runtime::Handle::current().metrics().num_workers();
@@ -464,7 +543,7 @@ async fn main() {
                 r#""recorded": false, "hdr_histogram": null"#.to_owned()
             };
             report += &format!(
-                r#", "error": null, "errors": 0, "warmup": {{"roundtrips": {}, "elapsed_s": {:.9}}}, "roundtrips": {}, "elapsed_s": {:.9}, "roundtrips_per_s": {:.6}, "cpu": {{"user_s": {:.6}, "system_s": {:.6}}}, "latency": {{"unit": "ns", {latency}}}, "connections": [{}]{per_pair}}}"#,
+                r#", "error": null, "errors": 0, "warmup": {{"roundtrips": {}, "elapsed_s": {:.9}}}, "roundtrips": {}, "elapsed_s": {:.9}, "roundtrips_per_s": {:.6}, "cpu": {{"user_s": {:.6}, "system_s": {:.6}}}, "pauses": {{"continued": {}, "latency_dropped": {}}}, "latency": {{"unit": "ns", {latency}}}, "connections": [{}]{per_pair}}}"#,
                 m.warmup.0,
                 m.warmup.1,
                 m.roundtrips,
@@ -472,6 +551,8 @@ async fn main() {
                 m.roundtrips as f64 / m.elapsed,
                 m.cpu.0,
                 m.cpu.1,
+                m.pauses.0,
+                m.pauses.1,
                 m.connections.join(", ")
             );
             println!("{report}");
