@@ -32,7 +32,7 @@ from pingpong.harness.analysis.host_modes import describe, interpretation
 from pingpong.harness.settings.configuration import DEFAULT_MATRIX_DURATION_S, DEFAULT_MATRIX_WARMUP_S
 from pingpong.harness.settings.environment import suite_commit
 from pingpong.harness.settings.round_policy import parse_duration, parse_precision
-from pingpong.harness.system.host_probe import SENTINEL, Sentinel
+from pingpong.harness.system.host_sentinel import SENTINEL, Sentinel
 from pingpong.harness.system.stop_signals import stop_signals_raise_interrupt
 
 WARMING_ROUNDTRIPS = 20_000  # one slice first, not kept: the CPU and the two processes' caches warm

@@ -31,7 +31,7 @@ from pingpong.harness.commands.cli import main as run_bench
 from pingpong.harness.commands.scaling import sweep_runs
 from pingpong.harness.settings.environment import suite_commit
 from pingpong.harness.settings.usage import UsageError
-from pingpong.harness.system.host_probe import SENTINEL, SLICE_ROUNDTRIPS, WARMING_ROUNDTRIPS, Sentinel
+from pingpong.harness.system.host_sentinel import SENTINEL, SLICE_ROUNDTRIPS, WARMING_ROUNDTRIPS, Sentinel
 
 ROOT = Path(__file__).resolve().parent.parent
 SWEEP = ["--workers", "1,2", "--room-placement", "room", "--placement", "same-cpu", "--load-per-worker",

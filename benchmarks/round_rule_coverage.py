@@ -124,9 +124,6 @@ class DrawingMeasurer:
         return Attempt(repeat=round_number, status="ok", reason=None, started_at="t", roundtrips=int(rate),
                        elapsed_s=1.0, roundtrips_per_s=rate, server_pid=started.pid)
 
-    def plan_again(self, started, client, settings, round_number):
-        pass  # its attempts are never set aside
-
     def stop(self, started):
         return 0
 

@@ -2,7 +2,7 @@
 # Builds the native programs into build/, run by `npm ci`:
 # - the C floor (raw TCP server and client) with the system C compiler; a failure here fails the set-up;
 # - the protocol floor (RFC 6455 WebSocket server and client in C, no library but libc), the same way;
-# - the host sentinel (benchmarks/host_modes.py), the same way;
+# - the host sentinel (harness/measure/pacer.py, benchmarks/host_modes.py), the same way;
 # - the compiled WebSocket servers and clients (native/go, native/rust, native/cpp), each by its own build.sh from
 #   pinned versions. One whose toolchain or headers are missing writes why into build/<program>.unavailable and
 #   leaves its rows out (`run_bench.py --list` says why); it never fails the set-up.

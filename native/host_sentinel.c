@@ -3,8 +3,14 @@
  * affinity they are started with (the caller pins them to one CPU). Each line "N" on stdin runs N roundtrips and
  * prints their total in ns on stdout. A roundtrip is two context switches and four system calls, all kernel and
  * scheduler work, the kind of work that dominates a ping-pong on one CPU; no network, no allocation.
+ * A line "N PGID [PGID...]" (at most MAX_GROUPS) is a slice inside a measured window (harness/measure/pacer.py): it
+ * stops those process groups with SIGSTOP, runs the N roundtrips, continues the groups with SIGCONT, and prints
+ * "SLICE_NS PAUSE_NS", the pause timed from before the first stop to after the last continue. Done here, on the
+ * cell's CPU, the CPU never idles between the cell and the slice: on a VM an idle vCPU halts, and waking it again
+ * cost about 0.3 ms a pause when the orchestrator stopped and continued the cell from the other CPU. Whatever ends a
+ * slice, the groups it stopped are continued first.
  * The child dies with the parent (PR_SET_PDEATHSIG) and at the end of stdin; exit codes: 0, 1 on a system error.
- * Used by benchmarks/host_modes.py.
+ * Used by harness/measure/pacer.py, benchmarks/host_modes.py and benchmarks/per_cpu_keeping.py.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -16,6 +22,8 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#define MAX_GROUPS 16
 
 static long long now_ns(void) {
     struct timespec moment;
@@ -46,25 +54,41 @@ int main(void) {
         _exit(0);
     }
     close(pair[1]);
-    char line[64], byte = 'x';
+    char line[256], byte = 'x';
     int status = 0;
     while (fgets(line, sizeof line, stdin)) {
         char *end = NULL;
         long roundtrips = strtol(line, &end, 10);
+        pid_t groups[MAX_GROUPS];
+        int count = 0;
+        while (roundtrips >= 1 && *end == ' ' && count < MAX_GROUPS) {
+            char *next = NULL;
+            long group = strtol(end, &next, 10);
+            if (next == end || group <= 1) break;
+            groups[count++] = (pid_t)group;
+            end = next;
+        }
         if (roundtrips < 1 || (*end != '\n' && *end != '\0')) {
-            fprintf(stderr, "host_sentinel: expected a count of roundtrips per line, got %s", line);
+            fprintf(stderr, "host_sentinel: expected a count of roundtrips and at most %d process groups per line, "
+                    "got %s", MAX_GROUPS, line);
             status = 1;
             break;
         }
+        long long pause_began = now_ns();
+        for (int i = 0; i < count; i++) kill(-groups[i], SIGSTOP);  /* a group that has ended: nothing to stop */
         long long began = now_ns();
         for (long i = 0; i < roundtrips; i++) {
             if (one_byte(pair[0], &byte, 1) != 0 || one_byte(pair[0], &byte, 0) != 0) {
+                for (int j = 0; j < count; j++) kill(-groups[j], SIGCONT);
                 perror("host_sentinel: the child stopped answering");
                 status = 1;
                 goto done;
             }
         }
-        printf("%lld\n", now_ns() - began);
+        long long slice = now_ns() - began;
+        for (int i = 0; i < count; i++) kill(-groups[i], SIGCONT);
+        if (count) printf("%lld %lld\n", slice, now_ns() - pause_began);
+        else printf("%lld\n", slice);
         fflush(stdout);
     }
 done:

@@ -98,12 +98,16 @@ CPP_LEAVE_SINGLE_THREADED_ENV = "PINGPONG_CPP_LEAVE_SINGLE_THREADED"
 # randomization off (personality ADDR_NO_RANDOMIZE, as `setarch -R` does), so two processes of one binary map its code
 # at the same addresses (benchmarks/address_layout.py; docs/methodology.md, "The address layout on one CPU").
 FIXED_ADDRESS_LAYOUT_ENV = "PINGPONG_FIXED_ADDRESS_LAYOUT"
-# A measurement switch too: with "1", each attempt on one CPU (placement same-cpu, on a running server) probes the
-# host before the client starts and after it ends with the host sentinel (native/host_sentinel.c,
-# system/host_probe.py); an attempt whose probe ran in the host's slow mode is set aside (status HOST_SLOW_STATUS) and
-# its unit measured again once at the end of its server's group.
+# Retired (RETIRED_SWITCHES): with "1", each attempt on one CPU probed the host with its sentinel before and after
+# the window, and an attempt whose probe ran slow was set aside (status HOST_SLOW_STATUS) and measured again.
 HOST_PROBE_ENV = "PINGPONG_HOST_PROBE"
-MEASUREMENT_SWITCHES = (CPP_LEAVE_SINGLE_THREADED_ENV, FIXED_ADDRESS_LAYOUT_ENV, HOST_PROBE_ENV)
+# A measurement switch too: with "1", the measured windows run without the host sentinel's slices inside them (the
+# in-window pace, harness/measure/pacer.py), as every window did before: raw rates only, nothing paused.
+RAW_WINDOWS_ENV = "PINGPONG_RAW_WINDOWS"
+MEASUREMENT_SWITCHES = (CPP_LEAVE_SINGLE_THREADED_ENV, FIXED_ADDRESS_LAYOUT_ENV, RAW_WINDOWS_ENV)
+# Switches that measure nothing any more, and why: one set to "1" is refused rather than left off without a word.
+RETIRED_SWITCHES = {HOST_PROBE_ENV: "the host's pace is measured inside every window now (docs/methodology.md, "
+                                    "\"The host's pace in the window\")"}
 # Above every read buffer of every runtime here (asyncio's 256 KiB, libuv's 64 KiB): served from the heap, never
 # mapped per read; and a free heap top kept up to 64 MiB instead of returned to the kernel and faulted back in.
 SETTLED_MALLOC_TUNABLES = ("glibc.malloc.mmap_threshold=4194304", "glibc.malloc.trim_threshold=67108864")

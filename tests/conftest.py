@@ -16,7 +16,7 @@ import pytest
 from pingpong.harness.measure.server import LocalServer, start_server
 from pingpong.harness.settings.cell import CellSettings, cpus_for
 from pingpong.harness.settings.manifest import load_manifest
-from pingpong.harness.system import guardian, processes
+from pingpong.harness.system import guardian, host_sentinel, processes
 
 ROOT = Path(__file__).resolve().parent.parent
 IMPLEMENTATIONS = load_manifest(ROOT / "manifest.toml")
@@ -133,6 +133,10 @@ def no_process_left_behind(monkeypatch):
     token = uuid.uuid4().hex
     monkeypatch.setenv(TEST_TOKEN_ENV, token)
     yield
+    # The host sentinels a measured window started (measure/pacer.py) serve every later window of the process until
+    # its run ends, when the engine closes them; a test that measures attempts itself ends them here, as the engine
+    # would, and then no process of it may be left.
+    host_sentinel.close_all()
     # This pytest process's own guardian (started with the first child it started, pingpong/harness/system/guardian.py)
     # lives as long as this process does, as it does in run_bench.py; it is not a leftover of the test.
     own_guardian = guardian.guardian_pid()

@@ -14,7 +14,7 @@ import sys
 import pytest
 
 from pingpong import SUITE_VERSION
-from pingpong.contract import HOST_PROBE_ENV
+from pingpong.contract import HOST_PROBE_ENV, RAW_WINDOWS_ENV
 from pingpong.harness.commands.parser import build_parser
 from pingpong.harness.settings.configuration import (DEFAULT_MATRIX_DURATION_S, DEFAULT_MATRIX_WARMUP_S,
                                                      build_configuration, measurement_switch_problems,
@@ -215,13 +215,25 @@ def test_malloc_modes_are_a_dimension_that_needs_a_server_process_each():
 
 
 def test_a_measurement_switch_set_to_anything_but_1_or_0_is_refused(tmp_path):
-    """PINGPONG_HOST_PROBE=yes would leave the probe off without a word: the run refuses it in one line and writes
-    nothing; 0 and an empty value are off, as unset is."""
+    """PINGPONG_RAW_WINDOWS=yes would leave the switch off without a word: the run refuses it in one line and
+    writes nothing; 0 and an empty value are off, as unset is."""
     completed = subprocess.run([sys.executable, "run_bench.py", "--quick", "--results-dir", str(tmp_path)], cwd=ROOT,
-                               capture_output=True, text=True, timeout=60, env={**os.environ, HOST_PROBE_ENV: "yes"})
-    assert_one_line_error(completed, f"{HOST_PROBE_ENV}='yes': a measurement switch is 1 (on) or 0 (off)")
+                               capture_output=True, text=True, timeout=60, env={**os.environ, RAW_WINDOWS_ENV: "yes"})
+    assert_one_line_error(completed, f"{RAW_WINDOWS_ENV}='yes': a measurement switch is 1 (on) or 0 (off)")
     assert list(tmp_path.iterdir()) == []
     for value in ("0", "", "1"):
-        assert measurement_switch_problems({HOST_PROBE_ENV: value}) == []
+        assert measurement_switch_problems({RAW_WINDOWS_ENV: value}) == []
     assert measurement_switch_problems({}) == []
-    assert len(measurement_switch_problems({HOST_PROBE_ENV: "on", "PINGPONG_FIXED_ADDRESS_LAYOUT": "true"})) == 2
+    assert len(measurement_switch_problems({RAW_WINDOWS_ENV: "on", "PINGPONG_FIXED_ADDRESS_LAYOUT": "true"})) == 2
+
+
+def test_a_retired_switch_set_to_1_is_refused_saying_why(tmp_path):
+    """PINGPONG_HOST_PROBE=1 would measure nothing now (the host's pace is measured inside every window): the run
+    refuses it in one line, saying so, and writes nothing; 0, empty and unset pass."""
+    completed = subprocess.run([sys.executable, "run_bench.py", "--quick", "--results-dir", str(tmp_path)], cwd=ROOT,
+                               capture_output=True, text=True, timeout=60, env={**os.environ, HOST_PROBE_ENV: "1"})
+    assert_one_line_error(completed, f"{HOST_PROBE_ENV}=1 is retired (unset it):",
+                          "the host's pace is measured inside every window now")
+    assert list(tmp_path.iterdir()) == []
+    for value in ("0", ""):
+        assert measurement_switch_problems({HOST_PROBE_ENV: value}) == []

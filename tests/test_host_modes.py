@@ -3,11 +3,11 @@
 import json
 import os
 import subprocess
-import time
 import sys
 
 import pytest
 
+from pingpong.contract import RAW_WINDOWS_ENV
 from pingpong.harness.analysis import host_modes
 from tests.conftest import ROOT
 
@@ -140,69 +140,17 @@ def test_probe_figures_count_the_cells_both_ways_in_the_same_run():
     assert repeated.within is None and "cells within" not in repeated.sentence()
 
 
-def run_with_probe(tmp_path, *args, **popen):
-    environment = {**os.environ, "PINGPONG_HOST_PROBE": "1"}
-    return [sys.executable, str(ROOT / "run_bench.py"), "--servers", "raw-tcp-c", "--clients", "raw-tcp-c",
-            "--no-figures", "--results-dir", str(tmp_path / "results"), *args], environment
-
-
-@pytest.mark.skipif(not SENTINEL.exists() or len(os.sched_getaffinity(0)) < 2,
-                    reason="needs build/host_sentinel and two CPUs (the probe runs on one CPU beside the orchestrator)")
-def test_a_run_with_the_switch_probes_each_attempt_on_its_cpu_and_leaves_no_sentinel(tmp_path):
-    before = set(sentinel_processes())
-    argv, environment = run_with_probe(tmp_path, "--repeat", "2", "--duration", "0.2", "--warmup", "0.1",
-                                       "--host-figure", "off", "--format", "json")
-    completed = subprocess.run(argv, cwd=ROOT, env=environment, capture_output=True, text=True, timeout=300)
-    assert completed.returncode == 0, completed.stderr[-800:]
-    run = json.loads(completed.stdout)
-    assert run["environment"]["measurement_switches"] == {"PINGPONG_HOST_PROBE": "1"}
-    attempts = [attempt for cell in run["cells"] for attempt in cell["attempts"]]
-    assert {attempt["repeat"] for attempt in attempts} == {1, 2}
-    for attempt in attempts:
-        probe = attempt["host_probe"]
-        cpu = f"cpu{attempt['client_cpus'][0]}"
-        assert attempt["cpu_placement"] == "same-cpu" and set(probe["before"]) == set(probe["after"]) == {cpu}
-        assert probe["before"][cpu]["ns"] > 0 and probe["after"][cpu]["level_ns"] > 0
-        readings = [probe["before"][cpu], probe["after"][cpu]]
-        assert probe["slow"] == any(r["ns"] > probe["slow_factor"] * r["level_ns"] for r in readings)
-        assert (attempt["status"] == "host-slow") <= probe["slow"]  # set aside only on a slow probe
-        assert attempt["status"] in ("ok", "host-slow")
-    assert sum(attempt["status"] == "ok" for attempt in attempts) == 2  # one round's value each
-    assert "Host probe:" in (tmp_path / "results" / "latest.md").read_text()
-    assert set(sentinel_processes()) <= before
-
-
-@pytest.mark.skipif(not SENTINEL.exists() or len(os.sched_getaffinity(0)) < 2,
-                    reason="needs build/host_sentinel and two CPUs")
-def test_kill_9_of_the_orchestrator_leaves_no_sentinel(tmp_path):
-    before = set(sentinel_processes())
-    argv, environment = run_with_probe(tmp_path, "--repeat", "20", "--duration", "0.5", "--host-figure", "off")
-    process = subprocess.Popen(argv, cwd=ROOT, env=environment, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and not set(sentinel_processes()) - before:
-            time.sleep(0.05)
-        ours = set(sentinel_processes()) - before
-        assert ours, "no sentinel started within 120 s"
-    finally:
-        process.kill()
-        process.wait(10)
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and set(sentinel_processes()) & ours:
-        time.sleep(0.05)
-    assert not set(sentinel_processes()) & ours
-
-
 def test_resume_refuses_a_run_measured_with_other_measurement_switches(tmp_path):
-    """Rounds probed by the host probe and rounds not would be mixed in one file: --resume says so and stops."""
-    argv, environment = run_with_probe(tmp_path, "--repeat", "1", "--duration", "0.1", "--warmup", "0.1",
-                                       "--host-figure", "off")
-    plain = {key: value for key, value in environment.items() if key != "PINGPONG_HOST_PROBE"}
-    first = subprocess.run(argv, cwd=ROOT, env=plain, capture_output=True, text=True, timeout=300)
+    """Raw windows and paced ones would be mixed in one file: --resume says so and stops."""
+    argv = [sys.executable, str(ROOT / "run_bench.py"), "--servers", "raw-tcp-c", "--clients", "raw-tcp-c",
+            "--no-figures", "--results-dir", str(tmp_path / "results"), "--repeat", "1", "--duration", "0.1",
+            "--warmup", "0.1", "--host-figure", "off"]
+    plain = {key: value for key, value in os.environ.items() if key != RAW_WINDOWS_ENV}
+    first = subprocess.run(argv, cwd=ROOT, env={**plain, RAW_WINDOWS_ENV: "1"}, capture_output=True, text=True,
+                           timeout=300)
     assert first.returncode == 0, first.stderr[-800:]
     saved = next((tmp_path / "results").glob("2*.json"))
-    refused = subprocess.run([*argv, "--resume", str(saved)], cwd=ROOT, env=environment, capture_output=True,
-                             text=True, timeout=300)
+    refused = subprocess.run([*argv, "--resume", str(saved)], cwd=ROOT, env=plain, capture_output=True, text=True,
+                             timeout=300)
     assert refused.returncode == 2
-    assert "measurement switches {} (this command: {'PINGPONG_HOST_PROBE': '1'})" in refused.stderr
+    assert f"measurement switches {{'{RAW_WINDOWS_ENV}': '1'}} (this command: {{}})" in refused.stderr

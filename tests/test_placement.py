@@ -178,16 +178,6 @@ def test_the_pace_figures_say_how_much_of_a_cells_spread_the_cpus_pace_accounts_
                                   implementations={}, cells=[Cell("a", "c", attempts=[ok(1, 1000)])])) is None
 
 
-@two_cpus
-def test_the_pace_probe_runs_on_the_cpu_asked_and_leaves_the_thread_where_it_was():
-    from pingpong.harness.system.pace import paces
-
-    before = os.sched_getaffinity(0)
-    found = paces(before)
-    assert set(found) == {f"cpu{cpu}" for cpu in before} and all(10 < value < 10_000 for value in found.values())
-    assert os.sched_getaffinity(0) == before
-
-
 @pytest.mark.parametrize("switch", ["1", None])
 def test_the_fixed_layout_switch_starts_children_unrandomized_and_leaves_the_orchestrator_as_it_was(
         switch, monkeypatch, tmp_path):

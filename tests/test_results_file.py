@@ -53,7 +53,7 @@ def test_a_saved_run_carries_todays_summaries():
     """Saved again, a version-1 run is written as the current version with today's summaries, intervals named."""
     run = load(REFERENCE)
     data = json.loads(json.dumps(run.to_dict(summarize_run(run))))
-    assert data["format_version"] == FORMAT_VERSION == 3
+    assert data["format_version"] == FORMAT_VERSION == 4
     rates = data["cells"][0]["summary"]["roundtrips_per_s"]
     assert rates["interval_kind"] == "range" and rates["interval_coverage"] == 0.75  # 3 repeats
     assert rates["interval_low"] == rates["minimum"] and rates["interval_high"] == rates["maximum"]

@@ -3,15 +3,13 @@
 The measurements are a fake (rates drawn from a seeded generator, a fake clock); everything else is the engine.
 """
 
-import math
 import random
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
 from benchmarks.round_rule_coverage import FakeClock, QuietProgress  # the engine's fakes, shared with the simulation
-from pingpong.harness.analysis.summary import summarize_cell
 from pingpong.harness.measure import engine, rounds
 from pingpong.harness.measure.boundary import Outcome, failed
 from pingpong.harness.measure.rounds import Unit, estimated_round_s
@@ -78,9 +76,6 @@ class FakeMeasurer:
 
     def stop(self, started):
         return 0
-
-    def plan_again(self, started, client, settings, round_number):
-        pass  # its clients start at their turn
 
     def fresh_attempt(self, server, client, settings, round_number):
         started = self.start(server, settings, None)
@@ -227,121 +222,3 @@ def test_a_round_estimate_charges_each_server_process_its_own_start():
     assert estimated_round_s(units, attempts, starts, lambda unit: (), False, 1.0) == pytest.approx(3.77)
     assert estimated_round_s(units, attempts, starts, lambda unit: (), True, 1.0) == pytest.approx(4.52)
     assert estimated_round_s(units, attempts, 0.5, lambda unit: (), False, 1.0) == pytest.approx(4.0)
-
-
-@dataclass
-class SlowHostMeasurer(FakeMeasurer):
-    """Its attempts carry a host probe: slow for the (round, client) in slow_first the first time, and every time
-    for those in slow_always; a retry of those in fail_again fails."""
-
-    slow_first: set = field(default_factory=set)
-    slow_always: set = field(default_factory=set)
-    fail_again: set = field(default_factory=set)
-    tried: dict = field(default_factory=dict)
-
-    def attempt_on(self, started, client, settings, round_number):
-        key, tries = (round_number, client.name), (round_number, started.name, client.name)
-        self.tried[tries] = self.tried.get(tries, 0) + 1
-        attempt = super().attempt_on(started, client, settings, round_number)
-        if self.tried[tries] > 1 and key in self.fail_again:
-            return Attempt(repeat=round_number, status="client-failed", reason="it crashed", started_at="t",
-                           server_pid=started.pid)
-        slow = key in self.slow_always or (key in self.slow_first and self.tried[tries] == 1)
-        return replace(attempt, host_probe={"before": {"cpu1": {"ns": 7500.0 if slow else 5000.0,
-                                                                "level_ns": 5000.0}},
-                                            "after": {"cpu1": {"ns": 5000.0, "level_ns": 5000.0}},
-                                            "slow_factor": 1.15, "slow": slow})
-
-
-def engine_run(tmp_path: Path, servers: tuple, clients: tuple, policy: RoundPolicy, measurer, clock) -> RunResult:
-    """The engine over these servers and clients, measured by the given fake; the run it filled."""
-    configuration = RunConfiguration(
-        settings=SETTINGS, points=(POINT,), rounds=policy,
-        servers=tuple(implementation("server", name) for name in servers),
-        clients=tuple(implementation("client", name) for name in clients), implementations=(), manifests=(),
-        python_packages=None, node_packages=None, package_environments={}, results_dir=tmp_path,
-        output_format="md", resume=None, command_line=())
-    run = RunResult(started_at="2026-01-01T00:00:00+00:00", command_line=[], environment={},
-                    configuration=configuration.recorded(SETTINGS), implementations={},
-                    cells=[Cell(s, c) for s in servers for c in clients])
-    engine.measure_rounds(configuration, [run], [ResultPaths.for_run(tmp_path, run.started_at)], measurer,
-                          QuietProgress, clock)
-    return run
-
-
-def test_an_attempt_in_the_hosts_slow_mode_is_set_aside_and_measured_again_at_its_groups_end(tmp_path, monkeypatch):
-    monkeypatch.setattr(engine, "RETRY_SHARE", 1.0)  # here every set-aside attempt may be measured again
-    policy = RoundPolicy(min_rounds=3, max_rounds=3, precision=None, budget_s=None, seed=5)
-    clock = FakeClock()
-    measurer = SlowHostMeasurer(clock, {}, slow_first={(2, "c1"), (1, "c3")}, slow_always={(3, "c2")},
-                                fail_again={(1, "c3")})
-    run = engine_run(tmp_path, ("s1", "s2"), ("c1", "c2", "c3"), policy, measurer, clock)
-    cells = {(cell.server, cell.client): cell for cell in run.cells}
-    for server in ("s1", "s2"):
-        # slow the first time: set aside, then measured again after the group's other clients, and that one counts
-        c1 = cells[(server, "c1")]
-        assert [(a.repeat, a.status) for a in c1.attempts] == [(1, "ok"), (2, "host-slow"), (2, "ok"), (3, "ok")]
-        assert "slow mode" in c1.attempts[1].reason and "7500 ns" in c1.attempts[1].reason
-        assert len(c1.rates()) == 3 and set(c1.rates_by_round()) == {1, 2, 3} and c1.status == "ok"
-        round_two = [c for r, s, c in measurer.order if r == 2 and s == server]
-        assert round_two[-1] == "c1" and round_two.count("c1") == 2 and len(round_two) == 4
-        # slow both times: measured once more only, and the second is kept, its probe saying so
-        c2 = cells[(server, "c2")]
-        assert [(a.repeat, a.status) for a in c2.attempts] == [(1, "ok"), (2, "ok"), (3, "host-slow"), (3, "ok")]
-        assert c2.attempts[-1].host_probe["slow"] is True and len(c2.rates()) == 3
-        # measured again, but that failed: the set-aside one is the round's after all, the failure a failure
-        c3 = cells[(server, "c3")]
-        round_one = [(a.status, a.roundtrips_per_s is not None) for a in c3.attempts if a.repeat == 1]
-        assert round_one == [("ok", True), ("client-failed", False)]
-        assert len(c3.rates()) == 3 and c3.status == "partial"
-        assert summarize_cell(c3).failures == ("repeat 1: client-failed: measured again after a set-aside attempt: "
-                                               "it crashed",)
-        assert summarize_cell(c1).status == "ok" and summarize_cell(c1).failures == ()
-
-
-def test_no_attempt_is_measured_again_once_the_budget_is_spent(tmp_path):
-    """2 servers x 3 clients at 1 s + 0.5 s starts: the budget of 4 s is spent during the first round's second
-    group, whose set-aside attempt then stays the round's."""
-    policy = RoundPolicy(min_rounds=1, max_rounds=1, precision=0.03, budget_s=4.0, seed=5)
-    clock = FakeClock()
-    measurer = SlowHostMeasurer(clock, {}, slow_first={(1, "c1")})
-    run = engine_run(tmp_path, ("s1", "s2"), ("c1", "c2", "c3"), policy, measurer, clock)
-    first_server = measurer.order[0][1]
-    by_server = {cell.server: cell for cell in run.cells if cell.client == "c1"}
-    measured_again = by_server[first_server]
-    assert [a.status for a in measured_again.attempts] == ["host-slow", "ok"]
-    kept = by_server[({"s1", "s2"} - {first_server}).pop()]
-    assert [a.status for a in kept.attempts] == ["ok"] and kept.attempts[0].host_probe["slow"] is True
-    assert sum(1 for r, s, c in measurer.order if c == "c1") == 3
-
-
-def test_at_most_a_share_of_a_rounds_units_is_measured_again(tmp_path):
-    """Every attempt slow: of a round of 20 units, RETRY_SHARE are measured again, the rest keep their first."""
-    clients = tuple(f"c{number}" for number in range(10))
-    policy = RoundPolicy(min_rounds=1, max_rounds=1, precision=0.03, budget_s=None, seed=5)
-    clock = FakeClock()
-    measurer = SlowHostMeasurer(clock, {}, slow_always={(1, client) for client in clients})
-    run = engine_run(tmp_path, ("s1", "s2"), clients, policy, measurer, clock)
-    assert len(measurer.order) == 20 + math.ceil(engine.RETRY_SHARE * 20)
-    assert all(len(cell.rates()) == 1 and cell.status == "ok" for cell in run.cells)
-    assert sum(a.set_aside for cell in run.cells for a in cell.attempts) == math.ceil(engine.RETRY_SHARE * 20)
-
-
-def test_a_stop_before_a_set_aside_unit_is_measured_again_leaves_the_set_aside_attempt_as_the_rounds(tmp_path):
-    """A Ctrl-C while the retries wait: the run saves what it has, and no round is left without a counted value."""
-    policy = RoundPolicy(min_rounds=2, max_rounds=2, precision=None, budget_s=None, seed=5)
-
-    @dataclass
-    class StoppedBeforeRetries(SlowHostMeasurer):
-        def attempt_on(self, started, client, settings, round_number):
-            if sum(self.tried.values()) == 2:  # both first attempts measured: the retry is interrupted
-                raise KeyboardInterrupt
-            return super().attempt_on(started, client, settings, round_number)
-
-    clock = FakeClock()
-    measurer = StoppedBeforeRetries(clock, {}, slow_always={(1, "c1"), (1, "c2")})
-    run = engine_run(tmp_path, ("s1",), ("c1", "c2"), policy, measurer, clock)
-    assert run.interrupted
-    for cell in run.cells:
-        assert [(a.repeat, a.status) for a in cell.attempts] == [(1, "ok")]
-        assert cell.attempts[0].host_probe["slow"] is True and cell.status == "ok"

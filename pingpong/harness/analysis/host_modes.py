@@ -205,9 +205,9 @@ def interpretation(summary: dict) -> list[str]:
 
 @dataclass(frozen=True)
 class ProbeFigures:
-    """What a run's host probes did (PINGPONG_HOST_PROBE=1): attempts probed, set aside and measured again, and
-    the cells within the run's target counted as measured and, paired in the same run, with each round's first
-    attempt instead (as without the probe)."""
+    """What a run's host probes did (PINGPONG_HOST_PROBE=1, files from before the in-window pace, 2026-11-27):
+    attempts probed, set aside and measured again, and the cells within the run's target counted as measured and,
+    paired in the same run, with each round's first attempt instead (as without the probe)."""
 
     probed: int
     set_aside: int

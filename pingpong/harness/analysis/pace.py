@@ -1,6 +1,7 @@
-"""Did the host's CPU pace move the rates? Pure functions of a run's attempts and their CPUs' pace (system/pace.py).
+"""Did the host's CPU pace move the rates? Pure functions of a run's attempts and their CPUs' pace (cpu_pace_ns).
 
-Each attempt records the pace of its CPUs right after its window: ns of CPU per iteration of a fixed loop. If a
+Files from before the in-window pace (2026-11-27; analysis/host_pace.py) only: each attempt there recorded the pace
+of its CPUs right after its window, ns of CPU per iteration of a fixed loop (a loop since retired). If a
 cell's slow attempts are those whose CPUs ran slow, the spread between its rounds is the host's, not the library's.
 Per cell with at least MIN_ATTEMPTS paced attempts: the correlation between its roundtrip time (1e6 / rate) and the
 pace, and the rounds' CV of the roundtrip time before and after dividing it by the pace (the spread the pace

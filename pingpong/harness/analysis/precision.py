@@ -102,13 +102,14 @@ def rounds_needed(values: list[float], target: float, most: int = MOST_ROUNDS) -
     return most + 1
 
 
-def precision_reach(run: RunResult) -> PrecisionReach | None:
-    """The run's cells against its --precision; None for a run without one (--repeat) or without rounds."""
+def precision_reach(run: RunResult, raw: bool = False) -> PrecisionReach | None:
+    """The run's cells against its --precision; None for a run without one (--repeat) or without rounds. raw: of
+    the raw rates (Attempt.raw_rate) instead of the rates at the reference pace."""
     rounds_record = run.configuration.get("rounds") or {}
     target = rounds_record.get("precision")
     if target is None:
         return None
-    measured = [cell.rates() for cell in run.cells if not cell.skipped and len(cell.rates()) >= 2]
+    measured = [rates for cell in run.cells if not cell.skipped and len(rates := cell_rates(cell, raw)) >= 2]
     if not measured:
         return None
     reached = [summarize(rates, RATE_DISTURBED_SIDE).precision <= target for rates in measured]
@@ -120,3 +121,42 @@ def precision_reach(run: RunResult) -> PrecisionReach | None:
     pace = outcome.measuring_s / rounds if outcome and outcome.measuring_s and rounds else None
     return PrecisionReach(target=target, cells=len(measured), within=sum(reached), rounds=rounds,
                           rounds_for_goal=at_goal, seconds_per_round=pace)
+
+
+def cell_rates(cell, raw: bool = False) -> list[float]:
+    """A cell's rates over its good attempts: at the reference pace where measured (the headline), or raw."""
+    return [attempt.raw_rate for attempt in cell.attempts if attempt.ok] if raw else cell.rates()
+
+
+def median_cv(run: RunResult, raw: bool = False) -> float | None:
+    """The median over the cells (2 or more good rounds) of the CV of their rounds' rates."""
+    spreads = [statistics.stdev(rates) / statistics.fmean(rates) for cell in run.cells
+               if not cell.skipped and len(rates := cell_rates(cell, raw)) >= 2]
+    return statistics.median(spreads) if spreads else None
+
+
+@dataclass(frozen=True)
+class PacedPrecision:
+    """The same run's precision at the reference pace and raw, side by side (the host's pace in the window)."""
+
+    paced: PrecisionReach
+    raw: PrecisionReach
+    paced_median_cv: float | None
+    raw_median_cv: float | None
+
+    def sentence(self) -> str:
+        def cv(value: float | None) -> str:
+            return "" if value is None else f", median CV of a cell's rounds {100 * value:.1f}%"
+        return (f"at the reference pace {self.paced.within} of {self.paced.cells} cells within "
+                f"±{self.paced.target:.0%}{cv(self.paced_median_cv)}; raw {self.raw.within} of {self.raw.cells}"
+                f"{cv(self.raw_median_cv)}")
+
+
+def paced_precision(run: RunResult) -> PacedPrecision | None:
+    """Both precisions of a run whose windows had the host's pace in them; None otherwise."""
+    if not any(attempt.paced for cell in run.cells for attempt in cell.attempts):
+        return None
+    paced, raw = precision_reach(run), precision_reach(run, raw=True)
+    if paced is None or raw is None:
+        return None
+    return PacedPrecision(paced, raw, median_cv(run), median_cv(run, raw=True))

@@ -130,9 +130,10 @@ class ScalingModel:
 
 # -- what the sweep measured
 def _per_roundtrip_us(cpu_s: float | None, attempt: Attempt) -> float | None:
-    if cpu_s is None or not attempt.roundtrips_per_s or not attempt.window_wall_s:
+    """µs of CPU per roundtrip of the sampled window, at the reference pace when it was paced."""
+    if cpu_s is None or not attempt.sampled_roundtrips:
         return None
-    return cpu_s * 1e6 / (attempt.roundtrips_per_s * attempt.window_wall_s)
+    return cpu_s * 1e6 / attempt.sampled_roundtrips * attempt.pace_scale
 
 
 def _busy(cpu_s: float | None, wall_s: float | None, cpus: int | None) -> float | None:
@@ -165,11 +166,11 @@ def measured_point(workers: int, attempts: list[Attempt]) -> MeasuredPoint | Non
         broker_cpu_us=_median([_per_roundtrip_us(cpu, attempt) for cpu, attempt in zip(broker_cpu, good)]),
         server_cpus=len(good[0].server_cpus) if good[0].server_cpus else None,
         client_cpus=len(good[0].client_cpus) if good[0].client_cpus else None,
-        server_busy=_median([_busy(attempt.server_cpu_s, attempt.window_wall_s, len(attempt.server_cpus or ()))
+        server_busy=_median([_busy(attempt.server_cpu_s, attempt.sampled_wall_s, len(attempt.server_cpus or ()))
                              for attempt in good]),
-        client_busy=_median([_busy(attempt.client_cpu_s, attempt.window_wall_s, len(attempt.client_cpus or ()))
+        client_busy=_median([_busy(attempt.client_cpu_s, attempt.sampled_wall_s, len(attempt.client_cpus or ()))
                              for attempt in good]),
-        broker_busy=_median([_busy(cpu, attempt.window_wall_s, 1) for cpu, attempt in zip(broker_cpu, good)]))
+        broker_busy=_median([_busy(cpu, attempt.sampled_wall_s, 1) for cpu, attempt in zip(broker_cpu, good)]))
 
 
 # Settings a sweep may vary beside --workers: each value of them is a series of its own (--room-placement kernel,room

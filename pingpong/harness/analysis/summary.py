@@ -214,29 +214,48 @@ def latency_of(histogram) -> Latency:
 
 
 def cpu_us_per_roundtrip(attempt, side: str) -> float | None:
-    """µs of one side's CPU (user+system of its process tree) per roundtrip in an attempt; None if not sampled."""
+    """µs of one side's CPU (user+system of its process tree) per roundtrip in an attempt, at the reference pace
+    when its window had the host's pace in it (Attempt.pace_scale); None if not sampled."""
     cpu_s = getattr(attempt, f"{side}_cpu_s")
     if cpu_s is None or not attempt.roundtrips:
         return None
-    if attempt.window_wall_s and attempt.roundtrips_per_s:  # the roundtrips of the sampled window itself (several
-        return cpu_s / (attempt.roundtrips_per_s * attempt.window_wall_s) * 1e6  # client processes share one)
-    return cpu_s / attempt.roundtrips * 1e6
+    roundtrips = attempt.sampled_roundtrips or attempt.roundtrips  # several client processes share one window
+    return cpu_s / roundtrips * 1e6 * attempt.pace_scale
+
+
+def interior_faults_per_roundtrip(attempt, side: str) -> float | None:
+    """Page faults per roundtrip that grow with the roundtrips: the fewer of the two parts of the window's interior
+    (a quarter to a half of its length, a half to three quarters), each over its own roundtrips. A cost per message
+    shows in both; one the window pays once (a heap that grows, a garbage collector's new pages) in one at most; what
+    a client does at the window's edges (a first touch as it opens, the report it builds while the end is sampled:
+    about 60 faults for the websockets client) in neither. Any of those, divided by the roundtrips of a slow window,
+    would cross the settled line on a slow host. The whole window's faults for files from before the readings."""
+    interior = attempt.interior_minor_faults or {}
+    roundtrips = attempt.sampled_roundtrips
+    parts, shares = interior.get(f"{side}_parts"), interior.get("part_shares")
+    if not parts or None in parts or not shares:
+        faults = getattr(attempt, f"{side}_minor_faults", None)
+        return faults / roundtrips if faults is not None and roundtrips else None
+    if not roundtrips or not all(shares):
+        return None
+    return min(count / (roundtrips * share) for count, share in zip(parts, shares))
 
 
 def side_cpu(good: list, side: str) -> SideCpu:
     """Median CPU per roundtrip, CPU/wall and page faults per roundtrip of one side over the good attempts that
-    sampled them."""
+    sampled them; whether each stayed settled is judged on the faults of the window's interior."""
     samples = [(getattr(a, f"{side}_cpu_s"), a) for a in good if getattr(a, f"{side}_cpu_s") is not None]
     per_roundtrip = [value for a in good if (value := cpu_us_per_roundtrip(a, side)) is not None]
-    utilization = [cpu_s / a.window_wall_s for cpu_s, a in samples if a.window_wall_s]
-    faults = [getattr(a, f"{side}_minor_faults") / (a.roundtrips_per_s * a.window_wall_s) for a in good
-              if getattr(a, f"{side}_minor_faults", None) is not None and a.roundtrips_per_s and a.window_wall_s]
+    utilization = [cpu_s / a.sampled_wall_s for cpu_s, a in samples if a.sampled_wall_s]
+    faults = [getattr(a, f"{side}_minor_faults") / a.sampled_roundtrips for a in good
+              if getattr(a, f"{side}_minor_faults", None) is not None and a.sampled_roundtrips]
+    interior = [value for a in good if (value := interior_faults_per_roundtrip(a, side)) is not None]
     return SideCpu(us_per_roundtrip=statistics.median(per_roundtrip) if per_roundtrip else None,
                    utilization=statistics.median(utilization) if utilization else None,
                    minor_faults_per_roundtrip=statistics.median(faults) if faults else None,
-                   faults_checked=len(faults),
-                   unsettled_attempts=sum(value > SETTLED_FAULTS_PER_ROUNDTRIP for value in faults),
-                   max_faults_per_roundtrip=max(faults) if faults else None)
+                   faults_checked=len(interior),
+                   unsettled_attempts=sum(value > SETTLED_FAULTS_PER_ROUNDTRIP for value in interior),
+                   max_faults_per_roundtrip=max(interior) if interior else None)
 
 
 MESSAGES_PER_ROUNDTRIP = 4  # A -> server, server -> B, B -> server, server -> A: each a send() with data
@@ -251,9 +270,9 @@ def tcp_signals(good: list) -> dict[str, Any]:
     per_roundtrip: dict[str, list[float]] = {}
     for attempt in good:
         counters = attempt.tcp_counters
-        if not counters or not attempt.window_wall_s or not attempt.roundtrips_per_s:
+        roundtrips = attempt.sampled_roundtrips
+        if not counters or not roundtrips:
             continue
-        roundtrips = attempt.roundtrips_per_s * attempt.window_wall_s
         for name, delta in counters.items():
             per_roundtrip.setdefault(name, []).append(delta / roundtrips)
     if not per_roundtrip:

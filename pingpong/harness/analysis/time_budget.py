@@ -55,11 +55,9 @@ class TimeBudget:
 
 
 def window_roundtrips(attempt: Attempt) -> float | None:
-    """The roundtrips of the orchestrator's sampled window (the rate times its length; several client processes
-    share one), or the driver's count when the window's length is unknown."""
-    if attempt.window_wall_s and attempt.roundtrips_per_s:
-        return attempt.roundtrips_per_s * attempt.window_wall_s
-    return attempt.roundtrips or None
+    """The roundtrips of the orchestrator's sampled window (its raw rate times its running length; several client
+    processes share one), or the driver's count when the window's length is unknown."""
+    return attempt.sampled_roundtrips or attempt.roundtrips or None
 
 
 def user_share(readings: list[Scheduling]) -> tuple[float | None, int]:
@@ -84,7 +82,9 @@ def time_budget(good: list[Attempt], side: str, cpu_us_per_roundtrip: float | No
                 median_rate: float | None) -> TimeBudget | None:
     """One side's budget from the cell's good attempts; None when no attempt read its scheduling, or the CPU or the
     rate is missing."""
-    measured = [(reading, roundtrips) for attempt in good
+    # each window's roundtrips in its own time (a paced window's raw figures per roundtrip, taken to the reference
+    # pace as the CPU and the rate are: divided by pace_scale)
+    measured = [(reading, roundtrips / attempt.pace_scale) for attempt in good
                 if (reading := attempt.scheduling(side)) is not None and (roundtrips := window_roundtrips(attempt))]
     if not measured or cpu_us_per_roundtrip is None or not median_rate:
         return None

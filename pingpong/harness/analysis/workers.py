@@ -162,8 +162,11 @@ def attempt_workers_record(count: int, broker: dict[str, Any] | None, per_worker
     delivered = totals["relayed_local"] + totals["delivered_from_broker"]
     window = dict(outcome.window.broker) if outcome.window is not None and outcome.window.broker else None
     if window is not None and outcome.measured is not None and outcome.window.wall_s:
-        # the client's rate over the orchestrator's window: the roundtrips in the window the broker was sampled over
-        roundtrips = outcome.measured.roundtrips_per_s * outcome.window.wall_s
+        # the client's raw rate over the orchestrator's window, its pauses left out: the roundtrips in the window
+        # the broker was sampled over
+        measured = outcome.measured
+        paused = (outcome.window.host_pace or {}).get("paused_s") or 0.0
+        roundtrips = (measured.raw_roundtrips_per_s or measured.roundtrips_per_s) * (outcome.window.wall_s - paused)
         window["publishes_per_roundtrip"] = round(window["publishes"] / roundtrips, 3) if roundtrips else None
     pairs = (pair_records(rooms_per_process, outcome.client.report, per_worker)
              if rooms_per_process is not None and outcome.ok else None)

@@ -185,9 +185,6 @@ class ClusterMeasurer:
         started.final_worker_counts = stopped.get("worker_counts") or []
         return stopped["exit_code"]
 
-    def plan_again(self, started, client: Implementation, settings: CellSettings, round_number: int) -> None:
-        """Nothing: a cluster's clients start at their turn, and its attempts are not probed (system/host_probe.py)."""
-
     def fresh_attempt(self, server: Implementation, client: Implementation, settings: CellSettings,
                       round_number: int) -> Attempt:
         """An attempt on a server started for it; a multi-process server's attempt records its workers and broker

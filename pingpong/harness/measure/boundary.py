@@ -15,7 +15,8 @@ JSON mapping (every field is a plain JSON value; absent figures are null):
   "tcp_counters": {name: delta}|null, "sockets": {"server"?: ..., "client": ...}|null, "syscalls": {...}|null,
   "sampling_s": float|null, "start_wall_ns", "end_wall_ns": int|null, "connection_counters": {name: delta}|null,
   "profiles": {"server"?, "client"?: system/profilers.Capture's fields}|null, "broker": {...}|null,
-  "cpu_pace_ns": {cpu: ns}|null};
+  "cpu_pace_ns": {cpu: ns}|null, "host_pace": {...}|null (measure/pacer.Pacer.record, or {"off": why}),
+  "interior_minor_faults": {"server", "client": int|null, "share": float}|null};
   the Attempt fields they become are documented in docs/results-format.md.
 """
 
@@ -76,8 +77,14 @@ class WindowSamples:
     # --workers: the Redis broker over the window (system/broker.window_figures: publishes, cpu_s,
     # cpu_us_per_publish), sampled with the sides' CPU; None without a broker
     broker: dict[str, Any] | None = None
-    # the pace of the sides' CPUs right after the window (system/pace.py): {"cpu1": ns per iteration}
+    # the pace of the sides' CPUs right after the window (a fixed Python loop timed on each): {"cpu1": ns per
+    # iteration}; files from before the in-window pace (2026-11-27) only
     cpu_pace_ns: dict[str, float] | None = None
+    # the host's pace in the window (measure/pacer.py's record), or {"off": why the window had no slices}
+    host_pace: dict[str, Any] | None = None
+    # page faults in the window's interior, a quarter to three quarters of its length: {"server": n, "client": n,
+    # "share": that part of the window's wall time}
+    interior_minor_faults: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -127,6 +134,11 @@ class Measured:
     roundtrips_per_s: float
     latency_histogram: str | None  # HdrHistogram of roundtrip durations (ns), compressed base64
     workload_figures: dict[str, Any] | None = None  # workload_figures.py: broadcast, open_loop, idle
+    # a window with the host's pace in it (analysis/host_pace.py): roundtrips_per_s is the rate at the reference
+    # pace, raw_roundtrips_per_s the roundtrips per second the cell ran (its pauses left out), running_s that time
+    raw_roundtrips_per_s: float | None = None
+    running_s: float | None = None
+    sentinel_roundtrips_per_roundtrip: float | None = None
 
 
 @dataclass(frozen=True)
@@ -179,6 +191,10 @@ def attempt_from(turn: Turn, outcome: Outcome, server_exit_code: int | None = No
         client_pid=outcome.client.pid, ready_after_s=outcome.server.ready_after_s,
         roundtrips=measured and measured.roundtrips, elapsed_s=measured and measured.elapsed_s,
         roundtrips_per_s=measured and measured.roundtrips_per_s,
+        raw_roundtrips_per_s=measured and measured.raw_roundtrips_per_s,
+        running_s=measured and measured.running_s,
+        sentinel_roundtrips_per_roundtrip=measured and measured.sentinel_roundtrips_per_roundtrip,
+        host_pace=window.host_pace, interior_minor_faults=window.interior_minor_faults,
         latency_histogram=measured and measured.latency_histogram,
         server_cpu_s=window.server_cpu_s, client_cpu_s=window.client_cpu_s,
         cpu_source=window.cpu_source if window.server_cpu_s is not None else None,

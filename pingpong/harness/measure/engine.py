@@ -4,7 +4,6 @@ this module runs it, records every attempt in its point's RunResult and saves as
 
 from __future__ import annotations
 
-import math
 import statistics
 import sys
 import time
@@ -20,19 +19,15 @@ from pingpong.harness.measure.rounds import SERVER_DIMENSIONS, Unit, estimated_r
 from pingpong.harness.report.exporters import save
 from pingpong.harness.report.formatting import rate_unit
 from pingpong.harness.results.files import ResultPaths, save_record
-from pingpong.harness.results.records import HOST_SLOW_STATUS, Attempt, Cell, RoundsOutcome, RunResult
+from pingpong.harness.results.records import Attempt, Cell, RoundsOutcome, RunResult
 from pingpong.harness.settings.cell import CellSettings, placement_of
 from pingpong.harness.settings.configuration import RunConfiguration
 from pingpong.harness.settings.manifest import Implementation
 from pingpong.harness.settings.round_policy import RoundPolicy
-from pingpong.harness.system import host_probe, processes, work_dirs
+from pingpong.harness.system import host_sentinel, processes, work_dirs
 from pingpong.harness.system.stop_signals import clear_stop_requests, raise_if_stop_requested
 
 NOT_READY_LIMIT = 2  # consecutive server starts that failed readiness after which a server is not tried again
-# At most this share of a round's units is measured again after a set-aside attempt (PINGPONG_HOST_PROBE): when the
-# host runs slow half the time, retries would mostly land in its slow mode too and stretch the run past its budget
-# (docs/methodology.md, "The host's two speeds").
-RETRY_SHARE = 0.15
 FIRST_ATTEMPT_ESTIMATE_S = 0.3  # per attempt beyond warmup + duration, until a unit has been timed (client start,
 SERVER_START_ESTIMATE_S = 0.6  # room probe, report) and per server start (readiness, verification, stop)
 
@@ -83,12 +78,9 @@ def measure_rounds(configuration: RunConfiguration, runs: list[RunResult], paths
     print(plan_line(runs, len(units), minimum, policy, settings_of[0].warmup_s, settings_of[0].duration_s,
                     window_s + FIRST_ATTEMPT_ESTIMATE_S + SERVER_START_ESTIMATE_S / max(1, len(configuration.clients))),
           file=sys.stderr, flush=True)
-    if host_probe.enabled() and not host_probe.SENTINEL.exists():
-        print(f"warning: PINGPONG_HOST_PROBE=1, but {host_probe.SENTINEL.name} is not built (sh native/build.sh): "
-              f"no attempt is probed", file=sys.stderr, flush=True)
     progress = (progress_factory or Progress)(minimum, window_s + FIRST_ATTEMPT_ESTIMATE_S)
     progress.unit = rate_unit(runs[0])
-    state = EngineState(cells, by_name, settings_of, measurer, progress, timings, policy, clock, began=began)
+    state = EngineState(cells, by_name, settings_of, measurer, progress, timings, policy, clock)
     stopped_by = None
     try:
         round_number = 1
@@ -127,7 +119,7 @@ def measure_rounds(configuration: RunConfiguration, runs: list[RunResult], paths
         stopped_by = "interrupted"
         print("\ninterrupted: saving what was measured", file=sys.stderr)
     finally:
-        host_probe.close_all()
+        host_sentinel.close_all()  # the in-window pace's sentinels (measure/pacer.py)
         progress.finish()
         finished = datetime.now(timezone.utc).isoformat(timespec="seconds")
         outcome = RoundsOutcome(stopped_by=stopped_by, measuring_s=round(clock() - began, 1),
@@ -166,8 +158,6 @@ class EngineState:
     clock: Callable[[], float]
     not_ready_streak: dict[str, int] = field(default_factory=dict)
     given_up: dict[str, str] = field(default_factory=dict)
-    began: float = 0.0  # the clock when the run's measuring began (the budget counts from it)
-    retries_left: int = 0  # this round's measurements again after a set-aside attempt (RETRY_SHARE of its units)
 
     def record(self, unit: Unit, attempt: Attempt) -> None:
         cell = self.cells[unit]
@@ -176,7 +166,6 @@ class EngineState:
         self.progress.after(cell, attempt)
 
     def measure_round(self, round_number: int, plan) -> None:
-        self.retries_left = math.ceil(RETRY_SHARE * sum(len(group.units) for group in plan))
         for group in plan:
             raise_if_stop_requested()
             if group.server in self.given_up:
@@ -196,25 +185,6 @@ class EngineState:
                     self.record(unit, attempt)
             else:
                 self.measure_group(round_number, group)
-
-    def over_budget(self) -> bool:
-        """Whether the run's budget is spent: no attempt is measured again then, so that retries never stretch it."""
-        return self.policy.budget_s is not None and self.clock() - self.began >= self.policy.budget_s
-
-    def restore_set_aside(self, unit: Unit, round_number: int) -> None:
-        """The unit's set-aside attempt of this round becomes the round's after all (as measured, its probe kept)."""
-        cell = self.cells[unit]
-        for index, earlier in enumerate(cell.attempts):
-            if earlier.repeat == round_number and earlier.set_aside:
-                cell.attempts[index] = replace(earlier, status="ok", reason=None)
-
-    def replace_set_aside(self, unit: Unit, attempt: Attempt) -> None:
-        """The unit's measurement again after a set-aside one: it becomes the round's. When it failed, the set-aside
-        attempt is the round's after all, and the failure is recorded as one (the cell is then partial)."""
-        if not attempt.ok:
-            self.restore_set_aside(unit, attempt.repeat)
-            attempt = replace(attempt, reason=f"measured again after a set-aside attempt: {attempt.reason}")
-        self.record(unit, attempt)
 
     def note_readiness(self, server: str, attempt: Attempt) -> None:
         streak = self.not_ready_streak.get(server, 0) + 1 if attempt.status == "not-ready" else 0
@@ -240,7 +210,6 @@ class EngineState:
                 self.timings.server_start_s.append(start_s)
                 self.timings.group_start_s.setdefault(group.server, []).append(start_s + first_extra_s)
                 measured: list[Unit] = []
-                again: list[Unit] = []  # set aside in the host's slow mode: measured once more at the group's end
                 try:
                     for unit in pending:
                         raise_if_stop_requested()
@@ -254,29 +223,8 @@ class EngineState:
                             self.timings.attempt_s[unit] = max(0.0, self.clock() - began
                                                                - (0.0 if measured else first_extra_s))
                         measured.append(unit)
-                        if host_slow(attempt):
-                            attempt = set_aside(attempt)
-                            again.append(unit)
-                            self.measurer.plan_again(started, self.by_name[("client", unit.client)],
-                                                     self.settings_of[unit.point], round_number)
                         self.record(unit, attempt)
-                    while again:  # each once, whatever its probe says then
-                        unit = again[0]
-                        raise_if_stop_requested()
-                        if not started.alive() or self.over_budget() or self.retries_left < 1:
-                            break
-                        self.retries_left -= 1
-                        self.progress.extend(1)
-                        self.progress.before(self.cells[unit], round_number)
-                        began = self.clock()
-                        attempt = self.measurer.attempt_on(started, self.by_name[("client", unit.client)],
-                                                           self.settings_of[unit.point], round_number)
-                        self.timings.attempt_s[unit] = self.timings.attempt_s.get(unit, 0.0) + self.clock() - began
-                        again.pop(0)
-                        self.replace_set_aside(unit, attempt)
                 finally:
-                    for unit in again:  # not measured again (the cap, the budget, a stop): the set-aside one counts
-                        self.restore_set_aside(unit, round_number)
                     exit_code = self.measurer.stop(started)
                     self.finish_attempts(started, measured, exit_code)
                 if started.problem is not None:  # not ready or not relaying: every unit of the group says so
@@ -301,20 +249,6 @@ class EngineState:
                     cell.attempts[index] = replace(
                         attempt, server_exit_code=exit_code,
                         server_stderr_tail=attempt.server_stderr_tail or tail)
-
-
-def host_slow(attempt: Attempt) -> bool:
-    """A good attempt whose host probe ran in the host's slow mode (system/host_probe.py)."""
-    return attempt.ok and bool(attempt.host_probe) and attempt.host_probe.get("slow") is True
-
-
-def set_aside(attempt: Attempt) -> Attempt:
-    probes = attempt.host_probe or {}
-    readings = [f"{when} {cpu} {reading['ns']:.0f} ns" for when in ("before", "after")
-                if isinstance(probes.get(when), dict) for cpu, reading in probes[when].items()]
-    return replace(attempt, status=HOST_SLOW_STATUS,
-                   reason=f"set aside: the host ran in its slow mode by its probe ({', '.join(readings)}; "
-                          f"slow above {probes.get('slow_factor')}x the CPU's fast level); measured again")
 
 
 def not_attempted(round_number: int, reason: str) -> Attempt:

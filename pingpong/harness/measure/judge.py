@@ -14,6 +14,7 @@ from typing import Any
 from pingpong import client_report
 from pingpong.contract import GO_FD_ENV
 from pingpong.harness.analysis import workload_figures
+from pingpong.harness.analysis.host_pace import paced_window
 from pingpong.harness.measure.boundary import (ClientFacts, ClientRun, HeldSample, Measured, Outcome, ServerFacts,
                                                WindowSamples)
 from pingpong.harness.results import histograms
@@ -108,10 +109,21 @@ def judge_attempt(runs: list[ClientRun], server_exit_code: int | None, window: W
     value_counts = latency.pop("value_counts", None)
     if histogram is None and value_counts:
         histogram = histograms.encode_value_counts(value_counts)
-    measured = Measured(roundtrips=report["roundtrips"], elapsed_s=report["elapsed_s"],
-                        roundtrips_per_s=report["roundtrips_per_s"], latency_histogram=histogram,
-                        workload_figures=figures)
+    measured = at_window_pace(Measured(roundtrips=report["roundtrips"], elapsed_s=report["elapsed_s"],
+                                       roundtrips_per_s=report["roundtrips_per_s"], latency_histogram=histogram,
+                                       workload_figures=figures), window)
     return Outcome("ok", None, ClientFacts(first.pid, first.exit_code, None, report), server, measured, window)
+
+
+def at_window_pace(measured: Measured, window: WindowSamples | None) -> Measured:
+    """The figures with the host's pace measured in the window (analysis/host_pace.py): the rate at the reference
+    pace as roundtrips_per_s, the raw rate and the running time beside it; unchanged for a window without one."""
+    paced = paced_window(measured.roundtrips, measured.elapsed_s, window.host_pace if window else None)
+    if paced is None:
+        return measured
+    return replace(measured, roundtrips_per_s=paced.roundtrips_per_s,
+                   raw_roundtrips_per_s=paced.raw_roundtrips_per_s, running_s=paced.running_s,
+                   sentinel_roundtrips_per_roundtrip=paced.sentinel_roundtrips_per_roundtrip)
 
 
 def merge_reports(reports: list[dict[str, Any]]) -> dict[str, Any]:
@@ -124,9 +136,13 @@ def merge_reports(reports: list[dict[str, Any]]) -> dict[str, Any]:
     merged["roundtrips_per_s"] = sum(r["roundtrips_per_s"] for r in reports)
     merged["elapsed_s"] = max(r["elapsed_s"] for r in reports)
     merged["pairs"] = sum(r.get("pairs", 1) for r in reports)
+    if all("pauses" in r for r in reports):  # each process sees every pause; each drops its own latencies
+        merged["pauses"] = {"continued": min(r["pauses"]["continued"] for r in reports),
+                            "latency_dropped": sum(r["pauses"]["latency_dropped"] for r in reports)}
     merged["per_process"] = [{"pairs": r.get("pairs", 1), "roundtrips": r["roundtrips"],
                               "roundtrips_per_s": r["roundtrips_per_s"], "elapsed_s": r["elapsed_s"],
-                              **{key: r[key] for key in ("per_pair_roundtrips", "per_pair_hdr_histograms") if key in r},
+                              **{key: r[key] for key in ("per_pair_roundtrips", "per_pair_hdr_histograms", "pauses")
+                                 if key in r},
                               **_one_pair_histogram(r)}
                              for r in reports]
     merged["connections"] = [dict(c, process=index) for index, r in enumerate(reports)
@@ -229,9 +245,9 @@ def judge_outside(window: WindowSamples, server_exit_code: int | None, client: C
                                         f"bytes per segment; at {OUTSIDE_SEGMENT_BYTES_LIMIT // 1024} KiB or more a "
                                         "message may span segments, so the count would not be exact", client, server)
     figures = outside_figures(counters)
-    measured = Measured(roundtrips=figures["roundtrips"], elapsed_s=counters["wall_s"],
-                        roundtrips_per_s=figures["roundtrips"] / counters["wall_s"], latency_histogram=None,
-                        workload_figures={"outside": figures})
+    measured = at_window_pace(Measured(roundtrips=figures["roundtrips"], elapsed_s=counters["wall_s"],
+                                       roundtrips_per_s=figures["roundtrips"] / counters["wall_s"],
+                                       latency_histogram=None, workload_figures={"outside": figures}), window)
     return Outcome("ok", None, client, server, measured, window)
 
 

@@ -31,7 +31,7 @@ from pingpong.harness.settings.catalog import PROJECT_ROOT
 from pingpong.harness.settings.cell import (CellSettings, client_process_cpus, cpus_for, orchestrator_cpus,
                                             placement_of)
 from pingpong.harness.settings.manifest import Implementation
-from pingpong.harness.system import host_probe, processes, work_dirs
+from pingpong.harness.system import host_sentinel, processes, work_dirs
 from pingpong.harness.system.broker import BrokerNotReady
 
 
@@ -48,13 +48,6 @@ class LocalMeasurer:
     def attempt_on(self, started: LocalServer, client: Implementation, settings: CellSettings,
                    round_number: int) -> Attempt:
         return run_attempt_on(started, client, settings, round_number, PROJECT_ROOT)
-
-    def plan_again(self, started: LocalServer, client: Implementation, settings: CellSettings,
-                   round_number: int) -> None:
-        """An attempt that will run once more at the end of this server's attempts (engine.py: set aside by its
-        host probe): with clients started ahead, its client is started ahead too."""
-        if started.project_root is not None:  # spawn-ahead on (start_server got the upcoming attempts)
-            started.upcoming.append((client, settings, round_number))
 
     def stop(self, started: LocalServer) -> int | None:
         with processes.interrupts_deferred():
@@ -96,6 +89,7 @@ def run_attempt(server: Implementation, client: Implementation, settings: CellSe
                 for process in running:
                     processes.stop(process)
                 server_code = stop_server(started)
+                host_sentinel.close_all()  # an attempt on a server of its own ends its window's sentinels too
         unclean_stop = server_code not in processes.CLEAN_EXIT_CODES  # kept: why it did not stop cleanly
         if (not outcome.ok or unclean_stop) and outcome.server.stderr_tail is None:
             outcome = replace(outcome, server=replace(outcome.server, stderr_tail=started.stderr_tail()))
@@ -129,7 +123,6 @@ def run_attempt_on(started: LocalServer, client: Implementation, settings: CellS
     server_cpus, client_cpus = cpus_for(settings)
     started_at = _now()
     running: list[processes.ManagedProcess] = []
-    probes = None
     waiting = started.take_turn(client, settings, repeat)
     # the next client loads on the server's CPUs while this one finishes (moved to the client's before its go);
     # same-cpu: beside the orchestrator, off the CPU this attempt measures on
@@ -140,12 +133,8 @@ def run_attempt_on(started: LocalServer, client: Implementation, settings: CellS
             outcome = started.problem or room_probe(started, settings)
             if outcome is None:
                 started.settle_waiting(settings.ready_timeout_s)  # none may be loading during the window
-                # on one CPU, the host probe reads it just before the client's go and just after the client ended
-                probed = host_probe.enabled() and placement_of(settings) == "same-cpu" and client_cpus
-                before = host_probe.probe(client_cpus) if probed else None
                 outcome = _measure_client(started, client, settings, repeat, project_root, client_cpus, running,
                                           waiting, spawn_next)
-                probes = host_probe.verdict(before, host_probe.probe(client_cpus)) if probed else None
     except Exception as exc:
         outcome = _orchestrator_error(exc)
     finally:
@@ -155,8 +144,7 @@ def run_attempt_on(started: LocalServer, client: Implementation, settings: CellS
             if waiting is not None:  # used (its process is in running) or not (a server problem, a failed probe)
                 waiting.close()
                 processes.stop(waiting.process)
-    attempt = attempt_from(started.turn(repeat, started_at, client_cpus, placement_of(settings)), outcome)
-    return replace(attempt, host_probe=probes) if probes else attempt
+    return attempt_from(started.turn(repeat, started_at, client_cpus, placement_of(settings)), outcome)
 
 
 def _measure_client(started: LocalServer, client: Implementation, settings: CellSettings, repeat: int,

@@ -40,11 +40,6 @@ class Measurer(Protocol):
                    round_number: int) -> Attempt:
         """One attempt on a started server; every failure is an Attempt with its reason."""
 
-    def plan_again(self, started: ServerHandle, client: Implementation, settings: CellSettings,
-                   round_number: int) -> None:
-        """An attempt that will run once more after the server's other attempts (set aside by its host probe):
-        where clients start ahead of their turn, its client may too; elsewhere nothing to do."""
-
     def stop(self, started: ServerHandle) -> int | None:
         """Stop the server (and what waits for it); its exit code."""
 

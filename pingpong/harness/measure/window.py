@@ -16,9 +16,17 @@ from pingpong.contract import READY_EVENT, WINDOW_END_EVENT, WINDOW_START_EVENT
 from pingpong.harness.measure.boundary import HeldSample, WindowSamples
 from pingpong.harness.measure.start_barrier import window_spread
 from pingpong.harness.settings.cell import CellSettings, cpus_for
+from pingpong.harness.measure.pacer import GUARD_S, Pacer, unpaced_reason
+from pingpong.harness.settings.cell import our_cpus
 from pingpong.harness.system import broker as redis_broker
-from pingpong.harness.system import cpu, kernel_signals, listeners, pace, profilers, scheduling
+from pingpong.harness.system import cpu, kernel_signals, listeners, profilers, scheduling
 from pingpong.harness.system.syscall_trace import SyscallTracer
+
+
+# the readings that bound the window's interior and its parts, as shares of its planned length: a cost that grows
+# with the roundtrips shows in every part, one the window pays once (a heap that grows, a garbage collector's new
+# pages) in one, and what a client does at the window's edges in none
+INTERIOR_EDGES = (0.25, 0.5, 0.75)
 
 
 @dataclass
@@ -98,10 +106,22 @@ class WindowWatcher:
         self.sockets: dict[str, Any] | None = None
         self.syscalls: dict[str, Any] | None = None
         self.sampling_s: float | None = None  # CPU time this thread spent sampling inside the window (at its start)
-        # the pace of the sides' CPUs right after the window (system/pace.py): {"cpu1": ns per iteration}
+        # page faults in the window's interior (from a quarter of its length to three quarters), per side, and that
+        # part's share of the window: what grows with the roundtrips, apart from what the clients do at the window's
+        # edges (a first touch as it opens, the report they build as the end is sampled)
+        self._interior: list[tuple] = []
+        self.interior_minor_faults: dict[str, Any] | None = None
+        # the CPUs the cell runs on: where the host sentinel times the host's pace in the window
         server_cpus, client_cpus = cpus_for(settings)
         self.pace_cpus = (server_cpus or set()) | (client_cpus or set())
-        self.cpu_pace_ns: dict[str, float] | None = None
+        # the host's pace in the window (measure/pacer.py): the cell paused for slices of the host sentinel on its
+        # CPUs; host_pace is the pacer's record, or {"off": why} for a window measured without slices
+        off = unpaced_reason(settings, server_pid is not None)
+        self.pacer = None if off else Pacer(sorted(self.pace_cpus or our_cpus()),
+                                            [pid for pid in (server_pid, *client_pids) if pid is not None])
+        self.host_pace: dict[str, Any] | None = {"off": off} if off else None
+        if self.pacer is not None:
+            self.pacer.prepare()
         # the window's edges on this host's wall clock (ns): a cluster run forwards them to the server's host
         self.start_wall_ns: int | None = None
         self.end_wall_ns: int | None = None
@@ -129,7 +149,7 @@ class WindowWatcher:
             syscalls=self.syscalls, profiles=self.profiles, sampling_s=self.sampling_s,
             start_wall_ns=self.start_wall_ns,
             end_wall_ns=self.end_wall_ns, connection_counters=self.connection_counters, broker=self.broker_figures,
-            cpu_pace_ns=self.cpu_pace_ns)
+            host_pace=self.host_pace, interior_minor_faults=self.interior_minor_faults)
 
     @property
     def spread(self) -> dict[str, Any] | None:
@@ -186,8 +206,18 @@ class WindowWatcher:
         starts = ends = 0
         tracers: dict[str, SyscallTracer] = {}
         profiling: dict[str, Any] = {}
+        checkpoints: list[float] = []  # when the window's interior begins and ends (monotonic): faults read there
         try:
-            for event in iter(self._events.get, None):
+            while True:
+                try:
+                    event = self._events.get(timeout=max(0.0, checkpoints[0] - time.monotonic())
+                                             if checkpoints else None)
+                except queue.Empty:  # an edge of the window's interior: what each side has faulted so far
+                    checkpoints.pop(0)
+                    self._read_interior(server_tree, client_pids)
+                    continue
+                if event is None:
+                    break
                 if event == WINDOW_START_EVENT:
                     starts += 1
                     if starts < self.window_processes:
@@ -218,12 +248,18 @@ class WindowWatcher:
                         traced_from = time.monotonic()  # both tracers attached (or gave up)
                     if self.settings.profile_dir and self.runtimes:
                         profiling = self._start_profilers()
+                    if self.pacer is not None:  # the window's last start event came at starts_at[-1]
+                        self.pacer.start(self.starts_at[-1] + self.settings.duration_s - GUARD_S)
+                    checkpoints = [self.starts_at[-1] + share * self.settings.duration_s for share in INTERIOR_EDGES]
                 elif event == WINDOW_END_EVENT:
                     ends += 1
                     if ends >= self.window_processes and self.wall_s is not None:
                         self.ended.set()  # the last process measuring has closed its window too
                     if start is None or self.wall_s is not None:
                         continue
+                    if self.pacer is not None:  # first: nothing is sampled while the cell may be paused
+                        self.host_pace = self.pacer.stop()
+                    checkpoints = []
                     # the same pids as at the start; one that exited meanwhile drops out of the delta
                     if counted_from is not None:
                         self.connection_counters = self._counted_window(counted_from, client_pids)
@@ -244,6 +280,7 @@ class WindowWatcher:
                         self.server_minor_faults = cpu.faults_delta(start[4], faults_end[0])
                     self.client_cpu_s = cpu.cpu_delta(start[2], client_end)
                     self.client_minor_faults = cpu.faults_delta(start[5], faults_end[1])
+                    self._interior_faults(start[0])
                     if scheduled_from is not None and scheduled_to is not None:
                         if self.server_pid is not None:
                             self.server_scheduling = scheduling.delta(scheduled_from[0], scheduled_to[0])
@@ -257,15 +294,39 @@ class WindowWatcher:
                     profiling = {}
                     if self.server_pid is not None:
                         self.server_peak_rss_bytes = cpu.peak_rss_bytes(self.server_pid)
-                    self.cpu_pace_ns = pace.paces(self.pace_cpus)  # after the window: ~2 ms per CPU
                     if ends >= self.window_processes:
                         self.ended.set()
         finally:
+            if self.pacer is not None:
+                self.pacer.stop()  # however the events ended, the cell is left running
             if tracers:
                 self._stop_tracers(tracers, None)
             if profiling:
                 self._stop_profilers(profiling)
             self.ended.set()
+
+    def _read_interior(self, server_tree: list[int], client_pids: list[int]) -> None:
+        """Both sides' page faults now, at an edge of the window's interior."""
+        if self.wall_s is None:
+            self._interior.append((time.monotonic(), cpu.minor_faults(server_tree) if self.server_pid is not None
+                                   else None, cpu.minor_faults(client_pids)))
+
+    def _interior_faults(self, began: float) -> None:
+        """The page faults of the window's interior, in total and in each of its parts (between the readings), and
+        their shares of the window's wall time (began: the window's first sample)."""
+        if len(self._interior) != len(INTERIOR_EDGES):
+            return
+        length = time.monotonic() - began
+        if length <= 0:
+            return
+        parts = list(zip(self._interior, self._interior[1:]))
+        server = [cpu.faults_delta(a[1], b[1]) if a[1] is not None else None for a, b in parts]
+        client = [cpu.faults_delta(a[2], b[2]) for a, b in parts]
+        self.interior_minor_faults = {
+            "server": None if None in server else sum(server), "client": None if None in client else sum(client),
+            "share": round((self._interior[-1][0] - self._interior[0][0]) / length, 4),
+            "server_parts": server, "client_parts": client,
+            "part_shares": [round((b[0] - a[0]) / length, 4) for a, b in parts]}
 
     def _read_scheduling(self, server_tree: list[int], client_pids: list[int]) -> tuple[
             scheduling.SchedulingSample, scheduling.SchedulingSample] | None:

@@ -6,9 +6,10 @@ from __future__ import annotations
 from pingpong.harness.analysis.costs import websocket_costs
 from pingpong.harness.analysis.host_modes import probe_figures
 from pingpong.harness.analysis.host_wakeup import HostWakeup
+from pingpong.harness.analysis.host_pace import reference_pace_text, run_pace
 from pingpong.harness.analysis.pace import pace_figures
 from pingpong.harness.analysis.plain_twins import allocators_text, plain_twins
-from pingpong.harness.analysis.precision import precision_reach
+from pingpong.harness.analysis.precision import paced_precision, precision_reach
 from pingpong.harness.analysis.stats import NOISY_CV
 from pingpong.harness.analysis.summary import Summaries, workload_kind
 from pingpong.harness.analysis.workers import workers_figures
@@ -121,11 +122,13 @@ def matrix_section(run: RunResult, summaries: Summaries, servers: list[str], cli
         + ("TLS (wss://); " if config.get("tls") else "")
         + placement_text(config) + ".",
         *([f"Precision: {reach.sentence()}."] if (reach := precision_reach(run)) else []),
+        *([f"Precision, paced and raw: {both.sentence()}."] if (both := paced_precision(run)) else []),
+        *([f"Pace: {pace.sentence()}."] if (pace := run_pace(run)) else []),
         *([f"Host: {host.sentence()}."] if (host := HostWakeup.from_json(run.host_wakeup)) else []),
         *([f"Host probe: {probed.sentence()}."] if (probed := probe_figures(run)) else []),
         *([f"CPU pace: {paced.sentence()}."] if (paced := pace_figures(run)) else []),
         "",
-        f"Each cell: median {unit} over the repeats, its CV, p99 "
+        f"Each cell: median {unit}{reference_pace_text(run)} over the repeats, its CV, p99 "
         + latency_name(config) + " latency "
         f"(all repeats merged). {CV_MEANING}; (noisy) = CV ≥ {NOISY_CV:.0%}; ᶻ = permessage-deflate negotiated; "
         "⚑ = flagged as odd (reasons below); ᵐ = a side's allocator not settled in some attempt (below); — = not measured (see below). Each server and client is named with "

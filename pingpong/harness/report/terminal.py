@@ -14,10 +14,11 @@ from dataclasses import dataclass
 from pingpong.harness.analysis.anomalies import flag_cause
 from pingpong.harness.analysis.costs import CostSplit, websocket_costs
 from pingpong.harness.analysis.host_wakeup import HostWakeup
+from pingpong.harness.analysis.host_pace import reference_pace_text, run_pace
 from pingpong.harness.analysis.pace import pace_figures
 from pingpong.harness.analysis.plain_twins import allocators_text, plain_twins
 from pingpong.harness.analysis.host_modes import probe_figures
-from pingpong.harness.analysis.precision import precision_reach
+from pingpong.harness.analysis.precision import paced_precision, precision_reach
 from pingpong.harness.analysis.stats import NOISY_CV
 from pingpong.harness.analysis.summary import CellSummary, Summaries
 from pingpong.harness.analysis.workers import workers_figures
@@ -107,6 +108,9 @@ def terminal_report(run: RunResult, summaries: Summaries, source: str | None = N
     heading = [*wrap(f"{workload_title(config)}: {headline.label}, server (rows) × client (columns)", width),
                *wrap(settings_line(run), width), *wrap(machine_line(run), width),
                *(wrap(f"Precision: {reach.sentence()}.", width) if reach else []),
+               *(wrap(f"Precision, paced and raw: {both.sentence()}.", width)
+                 if (both := paced_precision(run)) else []),
+               *(wrap(f"Pace: {pace.sentence()}.", width) if (pace := run_pace(run)) else []),
                *(wrap(f"Host probe: {probed.sentence()}.", width) if (probed := probe_figures(run)) else [])]
     tables = []
     if websocket_servers and websocket_clients:
@@ -115,7 +119,7 @@ def terminal_report(run: RunResult, summaries: Summaries, source: str | None = N
                       *(matrix_text(summaries.get((server, client)), headline) for client in websocket_clients))
                      for server in websocket_servers)
         what = ("p99 latency at the offered rate, all rounds' histograms merged (! saturated or otherwise odd)"
-                if headline.latency else f"{unit}, median of each cell's rounds")
+                if headline.latency else f"{unit}, median of each cell's rounds{reference_pace_text(run)}")
         tables.append(Table(title=f"{what}; each server and client with the event loop it reported",
                             header=("server \\ client", *websocket_clients), rows=rows,
                             right_aligned=(False, *(True,) * len(websocket_clients)),

@@ -83,7 +83,7 @@ def resume(path: Path, fresh: RunResult, results_dir: Path) -> tuple[RunResult, 
     differences = [f"{key} {recorded_setting(saved, key)!r} (this command: {recorded_setting(fresh, key)!r})"
                    for key in RESUME_KEYS if recorded_setting(saved, key) != recorded_setting(fresh, key)]
     switches = [(run.environment or {}).get("measurement_switches") or {} for run in (saved, fresh)]
-    if switches[0] != switches[1]:  # e.g. rounds probed by the host probe and rounds not
+    if switches[0] != switches[1]:  # e.g. rounds with the in-window pace and rounds measured raw
         differences.append(f"measurement switches {switches[0]!r} (this command: {switches[1]!r})")
     if differences:
         raise UsageError(f"--resume: {path.name} was measured with other settings: {'; '.join(differences)}; "

@@ -16,11 +16,14 @@ from pingpong.harness.system.scheduling import Scheduling
 # its rate's interval as interval_low/high/coverage/kind and precision (1 had a bootstrap ci_low/ci_high). 3: what
 # the run learned is beside its settings, not in them: "rounds_outcome" (2 had stopped_by, measuring_s and
 # server_start_s in configuration["rounds"]) and "topology" (2 had it as environment["cluster"]).
-FORMAT_VERSION = 3
+# 4: an attempt's roundtrips_per_s is its rate at the reference pace when its window had the host's pace in it
+# (host_pace with pauses), beside raw_roundtrips_per_s, running_s and sentinel_roundtrips_per_roundtrip; a version-3
+# file's rates are raw, and read as they are (a window without host_pace).
+FORMAT_VERSION = 4
 # What load() accepts: the current version and any older one it can still read. Summaries are never read back
 # (they are recomputed from the attempts), so a version-1 file renders with today's statistics; a version-2 file's
 # outcome and topology are read into their own fields (_moved_out_of_settings).
-READABLE_FORMAT_VERSIONS = (1, 2, 3)
+READABLE_FORMAT_VERSIONS = (1, 2, 3, 4)
 SUITE = "websocket-pingpong-bench"
 # What a configuration key means in a file written before the key existed: the behaviour then (resume and the
 # combination of runs compare settings with it)
@@ -33,7 +36,8 @@ def recorded_setting(run: "RunResult", key: str) -> Any:
 
 
 # The status of an attempt set aside because its host probe ran in the host's slow mode (its unit was measured
-# again); its figures stay in the file, but it is neither a round of its cell nor a failure.
+# again); its figures stay in the file, but it is neither a round of its cell nor a failure. Files from before the
+# in-window pace (2026-11-27) only: the probe (PINGPONG_HOST_PROBE) is retired.
 HOST_SLOW_STATUS = "host-slow"
 
 
@@ -57,7 +61,19 @@ class Attempt:
     ready_after_s: float | None = None  # from server start to its first completed WebSocket handshake
     roundtrips: int | None = None  # completed in the measured window (after warmup), counted by the driver
     elapsed_s: float | None = None  # length of the measured window, timed by the driver's monotonic clock
+    # the headline: with the host's pace measured in the window (host_pace), the rate at the reference pace
+    # (analysis/host_pace.py: raw_roundtrips_per_s x the window's sentinel ns per roundtrip / REFERENCE_SENTINEL_NS);
+    # without it (host_pace {"off": ...}, files from before it), the raw rate roundtrips / elapsed_s
     roundtrips_per_s: float | None = None
+    # the raw rate of a paced window: roundtrips per second the cell ran, its pauses left out (roundtrips / running_s)
+    raw_roundtrips_per_s: float | None = None
+    running_s: float | None = None  # elapsed_s less the window's pauses
+    # the unit a reader can carry to another host: the cell's roundtrip measured in host-sentinel roundtrips timed in
+    # the same window (1e9 / raw_roundtrips_per_s / the sentinel's ns per roundtrip)
+    sentinel_roundtrips_per_roundtrip: float | None = None
+    # the host's pace in the window (measure/pacer.py): the CPUs, the slices' length, the pauses and their time, the
+    # sentinel's ns per roundtrip over them (per CPU and each slice's), or {"off": why the window had none}
+    host_pace: dict[str, Any] | None = None
     latency_histogram: str | None = None  # HdrHistogram of roundtrip durations (ns), compressed base64
     server_cpu_s: float | None = None  # CPU time (user+system) of the server's process tree over the window
     client_cpu_s: float | None = None  # the same for the client's process tree
@@ -66,6 +82,11 @@ class Attempt:
     # unmaps memory for every message shows about one per message (docs/methodology.md, "The allocator's state")
     server_minor_faults: int | None = None
     client_minor_faults: int | None = None
+    # the same over the window's interior (a quarter to three quarters of its length), and that part's share of the
+    # window's wall time: {"server": n, "client": n, "share": 0.5}. Whether a side stayed settled is judged on it
+    # (analysis/summary.py): what a client does once at the window's edges (a first touch as it opens, the report it
+    # builds as the end is sampled) is not a cost per roundtrip. None in files from before it
+    interior_minor_faults: dict[str, Any] | None = None
     # how the kernel scheduled each side's threads over the window (system/scheduling.py): run delay (runnable,
     # waiting for a CPU), voluntary and involuntary context switches, user and system clock ticks, summed over the
     # threads present at both edges. None in files from before these readings, and for a --cluster run's server
@@ -74,8 +95,8 @@ class Attempt:
     # seconds of each CPU's steal time over the window (/proc/stat): the hypervisor ran something else while this
     # guest's CPU was ready; {"cpu0": 0.0, "cpu1": 0.012}. A disturbed round shows here, on a shared VM.
     cpu_steal_s: dict[str, float] | None = None
-    # the pace of the sides' CPUs right after the window (system/pace.py): ns of CPU per iteration of a fixed loop
-    # run on each, {"cpu1": 92.1}; the same work takes longer on a vCPU whose physical core is busy elsewhere
+    # the pace of the sides' CPUs right after the window: ns of CPU per iteration of a fixed loop run on each,
+    # {"cpu1": 92.1}; files from before the in-window pace (2026-11-27) only (host_pace supersedes it)
     cpu_pace_ns: dict[str, float] | None = None
     window_wall_s: float | None = None  # wall time between the orchestrator's two CPU samples
     # Several client processes (released together by the start barrier): processes, and the spread in s of their
@@ -104,8 +125,9 @@ class Attempt:
     # PUBLISH calls and CPU over the window) and each worker's counts of messages relayed in-process and through
     # the broker (measure/local.workers_record; docs/results-format.md)
     workers: dict[str, Any] | None = None
-    # PINGPONG_HOST_PROBE=1 (system/host_probe.py): the host sentinel's slice on each measured CPU just before the
-    # client's go and just after it ended, each CPU's fast level, and whether either ran in the host's slow mode
+    # PINGPONG_HOST_PROBE=1, files from before the in-window pace (2026-11-27) only: the host sentinel's slice on each
+    # measured CPU just before the client's go and just after it ended, each CPU's fast level, and whether either ran
+    # in the host's slow mode
     host_probe: dict[str, Any] | None = None
 
     @property
@@ -114,8 +136,43 @@ class Attempt:
 
     @property
     def set_aside(self) -> bool:
-        """Measured, but in the host's slow mode by its probe, and measured again (engine.py): not the cell's."""
+        """Measured, but in the host's slow mode by its probe, and measured again: not the cell's (files from before
+        the in-window pace, 2026-11-27)."""
         return self.status == HOST_SLOW_STATUS
+
+    @property
+    def paced(self) -> bool:
+        """Whether roundtrips_per_s is at the reference pace (the window had the host's pace in it)."""
+        return self.raw_roundtrips_per_s is not None
+
+    @property
+    def raw_rate(self) -> float | None:
+        """Roundtrips per second the cell ran: a paced window's raw rate (its pauses left out), else the rate."""
+        return self.raw_roundtrips_per_s if self.paced else self.roundtrips_per_s
+
+    @property
+    def pace_scale(self) -> float:
+        """What turns a time per roundtrip measured in this window into one at the reference pace: the raw rate over
+        the paced one (1 for a window without the host's pace)."""
+        if not self.paced or not self.roundtrips_per_s:
+            return 1.0
+        return self.raw_roundtrips_per_s / self.roundtrips_per_s
+
+    @property
+    def sampled_wall_s(self) -> float | None:
+        """The running time between the orchestrator's two samples of the window: its wall time less its pauses."""
+        if self.window_wall_s is None:
+            return None
+        paused = (self.host_pace or {}).get("paused_s") or 0.0
+        return self.window_wall_s - paused
+
+    @property
+    def sampled_roundtrips(self) -> float | None:
+        """The roundtrips of the window the orchestrator sampled (several client processes share one): its raw rate
+        over its running time; None when either is unknown."""
+        if not self.raw_rate or not self.sampled_wall_s:
+            return None
+        return self.raw_rate * self.sampled_wall_s
 
     def scheduling(self, side: str) -> Scheduling | None:
         """The server's or the client's scheduling over the window."""

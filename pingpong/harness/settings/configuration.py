@@ -12,7 +12,7 @@ from typing import Any, Mapping
 from pingpong.contract import (COMPRESSION_MODES, DEFAULT_COMPRESSION, DEFAULT_DURATION_S, DEFAULT_LOOP, DEFAULT_MALLOC,
                                DEFAULT_PAIRS, DEFAULT_PAYLOAD_KIND, DEFAULT_PAYLOAD_SIZE, DEFAULT_STALL_TIMEOUT_S,
                                DEFAULT_WARMUP_S, DEFAULT_WORKLOAD, LOOPS, MALLOC_MODES, MEASUREMENT_SWITCHES,
-                               PAYLOAD_KINDS, WORKLOADS)
+                               PAYLOAD_KINDS, RETIRED_SWITCHES, WORKLOADS)
 from pingpong.harness.settings import package_envs
 from pingpong.harness.settings.catalog import DEFAULT_MANIFEST, PROJECT_ROOT
 from pingpong.harness.settings.cell import (DEFAULT_PLACEMENT, DEFAULT_RELAY_SILENCE_S, DEFAULT_ROOM_PLACEMENT,
@@ -448,9 +448,12 @@ def _choice_list(option: str, text: str, choices: tuple[str, ...], problems: lis
 
 def measurement_switch_problems(environ: Mapping[str, str]) -> list[str]:
     """A measurement switch (MEASUREMENT_SWITCHES) is on with "1" and off with "0", empty or unset; any other value
-    would leave it off without a word, so it is refused."""
-    return [f"{name}={environ[name]!r}: a measurement switch is 1 (on) or 0 (off)"
-            for name in MEASUREMENT_SWITCHES if environ.get(name, "") not in ("", "0", "1")]
+    would leave it off without a word, so it is refused. A retired switch (RETIRED_SWITCHES) on is refused too, saying
+    why: it would measure nothing."""
+    return ([f"{name}={environ[name]!r}: a measurement switch is 1 (on) or 0 (off)"
+             for name in MEASUREMENT_SWITCHES if environ.get(name, "") not in ("", "0", "1")]
+            + [f"{name}=1 is retired (unset it): {why}" for name, why in RETIRED_SWITCHES.items()
+               if environ.get(name) == "1"])
 
 
 def integer_list(text: str, minimum: int) -> list[int]:

@@ -186,7 +186,8 @@ def stop(process: ManagedProcess, grace_s: float = STOP_GRACE_S) -> int | None:
     if popen.poll() is None:
         try:
             popen.send_signal(signal.SIGTERM)
-        except ProcessLookupError:
+            os.killpg(popen.pid, signal.SIGCONT)  # a group left stopped (measure/pacer.py) could not act on it
+        except (ProcessLookupError, PermissionError):
             pass
         try:
             wait(popen, grace_s)

@@ -1,0 +1,213 @@
+"""The host's pace in the window, checked: per runtime, one cell's windows with and without the sentinel's slices.
+
+For each cell (a server and a client of one runtime on one CPU, the orchestrator on the other), one server process
+and one client process run one long window, which this script cuts into sub-windows of --window s, alternately
+paced (measure/pacer.Pacer pausing the cell for slices of the host sentinel) and not, in ABBA order. Each
+sub-window's roundtrips are counted from the kernel's counters of the client's two sockets (data segments received,
+halved: exact for a serial ping-pong, measure/judge.outside_figures), the same way for every client: drivers,
+compiled clients and a program measured from outside. From the same processes:
+- bias: each paced sub-window's raw rate per running second over the mean of the unpaced ones beside it (paired),
+  the median of those ratios with its order-statistic interval: the pauses must not change what the cell does;
+- precision: the CV of the unpaced sub-windows' rates (raw), and of the paced ones' rates at the reference pace;
+- the unit-free figure: the cell's roundtrip in sentinel roundtrips, the median over the paced sub-windows.
+--slices RUN_MS:ROUNDTRIPS[,...] paces with each setting in turn (the evidence for pacer.RUN_S and
+SLICE_ROUNDTRIPS): the paced CV and the share of the time paused for each.
+Prints one JSON object on stdout; a table on stderr.
+Usage: python -m benchmarks.window_pace [--seconds 20] [--window 0.2] [--cells S:C[:LOOP],...] [--slices 4:40]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import replace
+from datetime import datetime, timezone
+from pathlib import Path
+
+from benchmarks.rounds_setup import ROOT, implementations_by_role, matrix_settings
+from pingpong.harness.analysis.host_pace import REFERENCE_SENTINEL_NS
+from pingpong.harness.analysis.stats import median_interval
+from pingpong.harness.measure.attempt_plan import client_command, process_environment, room_path
+from pingpong.harness.measure.local import LocalMeasurer
+from pingpong.harness.measure.outside import await_connections, outside_command
+from pingpong.harness.measure.pacer import RUN_S, SLICE_ROUNDTRIPS, Pacer
+from pingpong.harness.measure.server import stop_server
+from pingpong.harness.settings.cell import cpus_for, orchestrator_cpus
+from pingpong.harness.settings.manifest import check_availability
+from pingpong.harness.system import host_sentinel, kernel_signals, processes
+
+# one cell per runtime: C, Python on asyncio and on uvloop, Node.js, Bun, Go, Rust, C++, and a program measured
+# from outside
+CELLS = ("raw-tcp-c:raw-tcp-c:auto:c,aiohttp:websockets:asyncio:python-asyncio,"
+         "sanic:picows:uvloop:python-uvloop,node-ws:node-ws:auto:node,bun:bun:auto:bun,"
+         "go-gorilla:go-gorilla:auto:go,rust-tungstenite:rust-tungstenite:auto:rust,"
+         "cpp-websocketpp:cpp-websocketpp:auto:cpp,sanic:websockets-plain:auto:python-outside")
+BIAS_TARGET = 0.02  # issue 50: every runtime's median ratio within ±2%
+
+
+def parse_slices(text: str) -> list[tuple[float, int]]:
+    settings = []
+    for part in text.split(","):
+        run_ms, _, roundtrips = part.partition(":")
+        settings.append((float(run_ms) / 1000, int(roundtrips)))
+    return settings
+
+
+def cv(values: list[float]) -> float | None:
+    return statistics.stdev(values) / statistics.fmean(values) if len(values) > 1 else None
+
+
+def roundtrips_now(pid: int, port: int) -> tuple[float, int]:
+    """(monotonic time, data segments the client's sockets have received so far)."""
+    counters = kernel_signals.connection_counters([pid], port)
+    return time.monotonic(), sum(connection["data_segs_in"] for connection in counters.values())
+
+
+def measure_cell(server, client, loop: str, seconds: float, window_s: float, slices: list[tuple[float, int]],
+                 measurer: LocalMeasurer) -> list[dict]:
+    """The cell's sub-windows, each {"paced": bool, "slices": [run_s, roundtrips]|None, "roundtrips", "wall_s",
+    "running_s", "pace": the pacer's record|None}."""
+    settings = replace(matrix_settings("same-cpu"), duration_s=seconds + 30, warmup_s=0.5, loop=loop)
+    server_cpus, client_cpus = cpus_for(settings)
+    windows: list[dict] = []
+    with tempfile.TemporaryDirectory(prefix="pingpong-window-pace-") as work:
+        started = measurer.start(server, settings, Path(work))
+        client_process = None
+        try:
+            if started.problem:
+                raise RuntimeError(f"{server.name} did not start: {started.problem.reason}")
+            url = started.base_url + room_path(1, 1)
+            argv = (outside_command(client, settings, url, ROOT) if client.outside
+                    else client_command(client, settings, url, 1, ROOT))
+            with processes.this_process_on(orchestrator_cpus(settings)):
+                client_process = processes.start("client", argv, ROOT, Path(work), cpus=client_cpus,
+                                                 env=process_environment(settings))
+                connected, problem = await_connections(client_process, started.port, 30)
+                if problem:
+                    raise RuntimeError(f"{client.name}: {problem} ({connected} connections)")
+                time.sleep(settings.warmup_s + 0.5)  # its warmup (a driver's), then into its long window
+                cpus = sorted((server_cpus or set()) | (client_cpus or set()))
+                groups = [started.pid, client_process.pid]
+                count = max(4, int(seconds / window_s) // 4 * 4)
+                plan = [(index % 4) in (1, 2) for index in range(count)]  # ABBA: unpaced, paced, paced, unpaced
+                for index, paced in enumerate(plan):
+                    setting = slices[(index // 4) % len(slices)] if paced else None
+                    pacer = Pacer(cpus, groups, *setting) if paced else None
+                    if pacer:
+                        pacer.prepare()
+                    began, segments_before = roundtrips_now(client_process.pid, started.port)
+                    if pacer:
+                        pacer.start(began + window_s)
+                    time.sleep(window_s)
+                    record = pacer.stop() if pacer else None
+                    ended, segments_after = roundtrips_now(client_process.pid, started.port)
+                    paused = record["paused_s"] if record else 0.0
+                    windows.append({"paced": paced, "slices": list(setting) if setting else None,
+                                    "roundtrips": (segments_after - segments_before) / 2, "wall_s": ended - began,
+                                    "running_s": ended - began - paused,
+                                    "pace": {key: value for key, value in record.items() if key != "slices_ns"}
+                                    if record else None})
+        finally:
+            with processes.interrupts_deferred():
+                if client_process is not None:
+                    processes.stop(client_process)
+                stop_server(started)
+    return windows
+
+
+def figures(windows: list[dict], slices: list[tuple[float, int]]) -> dict:
+    """The cell's bias, precision and unit-free figure from its sub-windows (pure)."""
+    raw = [w["roundtrips"] / w["running_s"] for w in windows]
+    ratios, ratios_by_setting = [], {}
+    for index, window in enumerate(windows):
+        if not window["paced"]:
+            continue
+        beside = [raw[j] for j in (index - 1, index + 1, index - 2, index + 2)
+                  if 0 <= j < len(windows) and not windows[j]["paced"]][:2]
+        if beside:
+            ratios.append(raw[index] / statistics.fmean(beside))
+            ratios_by_setting.setdefault(tuple(window["slices"]), []).append(ratios[-1])
+    unpaced = [rate for rate, w in zip(raw, windows) if not w["paced"]]
+    result = {"windows": len(windows), "raw_cv": cv(unpaced), "raw_median": statistics.median(unpaced)}
+    interval = median_interval(ratios)
+    result["bias"] = {"pairs": len(ratios), "median_ratio": statistics.median(ratios) if ratios else None,
+                      "interval": [interval.low, interval.high] if interval else None,
+                      "coverage": interval.coverage if interval else None}
+    per_setting = {}
+    for setting in slices:
+        paced = [(rate, w) for rate, w in zip(raw, windows)
+                 if w["paced"] and tuple(w["slices"]) == setting and w["pace"]["sentinel_ns_per_roundtrip"]]
+        if not paced:
+            continue
+        at_reference = [rate * w["pace"]["sentinel_ns_per_roundtrip"] / REFERENCE_SENTINEL_NS for rate, w in paced]
+        unit_free = [1e9 / rate / w["pace"]["sentinel_ns_per_roundtrip"] for rate, w in paced]
+        per_setting[f"{setting[0] * 1000:g}:{setting[1]}"] = {
+            "windows": len(paced), "paced_raw_cv": cv([rate for rate, _ in paced]), "paced_cv": cv(at_reference),
+            "bias": statistics.median(ratios_by_setting[setting]) if ratios_by_setting.get(setting) else None,
+            "sentinel_roundtrips_per_roundtrip": statistics.median(unit_free),
+            "paused_share": statistics.fmean(w["pace"]["paused_s"] / w["wall_s"] for _, w in paced),
+            "pause_ms": statistics.fmean(w["pace"]["paused_s"] / w["pace"]["pauses"] * 1000 for _, w in paced
+                                         if w["pace"]["pauses"])}
+    result["slices"] = per_setting
+    return result
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cells", default=CELLS, help="SERVER:CLIENT:LOOP:LABEL,... (default: one per runtime)")
+    parser.add_argument("--seconds", type=float, default=20.0, help="per cell (default %(default)g)")
+    parser.add_argument("--window", type=float, default=0.2, help="sub-window, s (default %(default)g: the matrix's)")
+    parser.add_argument("--slices", default=f"{RUN_S * 1000:g}:{SLICE_ROUNDTRIPS}",
+                        help="RUN_MS:SENTINEL_ROUNDTRIPS[,...] to pace with, in turn (default %(default)s)")
+    args = parser.parse_args()
+    if not host_sentinel.SENTINEL.exists():
+        print(f"window_pace: {host_sentinel.SENTINEL.name} is not built (sh native/build.sh)", file=sys.stderr)
+        return 2
+    slices = parse_slices(args.slices)
+    found = implementations_by_role()
+    measurer = LocalMeasurer()
+    cells = []
+    began = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    try:
+        for spec in args.cells.split(","):
+            server_name, client_name, loop, label = spec.split(":")
+            server, client = found[("server", server_name)], found[("client", client_name)]
+            missing = [i.name for i in (server, client) if not check_availability(i, ROOT).available]
+            if missing:
+                cells.append({"runtime": label, "server": server_name, "client": client_name,
+                              "skipped": f"not available here: {', '.join(missing)}"})
+                continue
+            try:
+                windows = measure_cell(server, client, loop, args.seconds, args.window, slices, measurer)
+            except RuntimeError as exc:
+                cells.append({"runtime": label, "server": server_name, "client": client_name, "error": str(exc)})
+                continue
+            cell = {"runtime": label, "server": server_name, "client": client_name, "loop": loop,
+                    **figures(windows, slices), "raw_windows": windows}
+            cells.append(cell)
+            bias = cell["bias"]
+            shown = "; ".join(f"{name}: bias {s['bias']:.3f}, paced CV {100 * s['paced_cv']:.1f}%, "
+                              f"{s['sentinel_roundtrips_per_roundtrip']:.2f} "
+                              f"sentinel rt, paused {100 * s['paused_share']:.1f}%"
+                              for name, s in cell["slices"].items() if s["paced_cv"] is not None)
+            print(f"{label:15} {server_name} × {client_name}: bias {bias['median_ratio']:.4f} "
+                  f"[{bias['interval'][0]:.3f}–{bias['interval'][1]:.3f}] over {bias['pairs']}; raw CV "
+                  f"{100 * cell['raw_cv']:.1f}%; {shown}", file=sys.stderr, flush=True)
+    finally:
+        host_sentinel.close_all()
+    within = [c for c in cells if c.get("bias") and abs(c["bias"]["median_ratio"] - 1) <= BIAS_TARGET]
+    measured = [c for c in cells if c.get("bias")]
+    print(f"bias within ±{100 * BIAS_TARGET:g}%: {len(within)} of {len(measured)} runtimes", file=sys.stderr)
+    json.dump({"benchmark": "window_pace", "started_at": began, "seconds": args.seconds, "window_s": args.window,
+               "slices": [list(s) for s in slices], "reference_sentinel_ns": REFERENCE_SENTINEL_NS,
+               "bias_target": BIAS_TARGET, "cells": cells}, sys.stdout, indent=1)
+    print()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

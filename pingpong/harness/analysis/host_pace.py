@@ -1,0 +1,110 @@
+"""Rates at the reference pace: pure functions of a window's roundtrips and the host's pace measured in it.
+
+A window with the host's pace in it (measure/pacer.py) has the cell's roundtrips, its length, the time its pauses
+took, and the host sentinel's ns per roundtrip over its slices. From them:
+- the raw rate: roundtrips per second the cell ran, its pauses left out;
+- the unit-free figure: the cell's roundtrip measured in host-sentinel roundtrips timed in the same window. It
+  carries across hours and hosts as far as the host slows the cell and the sentinel alike;
+- the rate at the reference pace: the raw rate as it would be on a host whose sentinel roundtrip takes
+  REFERENCE_SENTINEL_NS, i.e. 1e9 / (unit-free figure x REFERENCE_SENTINEL_NS).
+
+The reference is a fixed constant, not the run's own fast level or median: a constant puts every run, at any hour
+and on any host, on one scale, so that two runs' rates compare as their unit-free figures do; the run's own levels
+move with the hour (and would move every rate with them). 10 us is a round figure near this project's hosts' fast
+level (11.8 us on the EPYC VM of 2026-11-27), so the rates read near what such a host does when it runs fast.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+from typing import Any
+
+from pingpong.harness.analysis.host_modes import FAST_QUANTILE, SLOW_FACTOR, observed_quantile
+
+REFERENCE_SENTINEL_NS = 10_000.0  # ns per host-sentinel roundtrip at the reference pace
+MIN_PAUSES = 5  # a window with fewer pauses is not paced: too few slices to say its pace
+
+
+@dataclass(frozen=True)
+class PacedWindow:
+    """A window's figures with the host's pace in it."""
+
+    running_s: float  # the window less its pauses
+    raw_roundtrips_per_s: float  # roundtrips / running_s
+    sentinel_ns_per_roundtrip: float  # the host's pace over the window's slices
+    sentinel_roundtrips_per_roundtrip: float  # the unit-free figure
+    roundtrips_per_s: float  # at the reference pace
+
+
+def paced_window(roundtrips: int, elapsed_s: float, host_pace: dict[str, Any] | None) -> PacedWindow | None:
+    """The window's figures at the reference pace; None when it had no usable pace (off, too few pauses, or
+    nothing left of its time once the pauses are out)."""
+    if not host_pace or host_pace.get("off") or not host_pace.get("sentinel_ns_per_roundtrip"):
+        return None
+    if host_pace.get("pauses", 0) < MIN_PAUSES or roundtrips <= 0:
+        return None
+    running_s = elapsed_s - host_pace["paused_s"]
+    if running_s <= 0:
+        return None
+    raw = roundtrips / running_s
+    sentinel_ns = float(host_pace["sentinel_ns_per_roundtrip"])
+    unit_free = 1e9 / raw / sentinel_ns
+    return PacedWindow(running_s=running_s, raw_roundtrips_per_s=raw, sentinel_ns_per_roundtrip=sentinel_ns,
+                       sentinel_roundtrips_per_roundtrip=unit_free,
+                       roundtrips_per_s=1e9 / (unit_free * REFERENCE_SENTINEL_NS))
+
+
+@dataclass(frozen=True)
+class RunPace:
+    """What the host's pace did over a run's paced windows: the sentinel's fast level and slow share over every
+    slice, the pauses' share of the windows, and the windows' paces."""
+
+    attempts: int  # paced attempts
+    slices: int
+    fast_level_ns: float  # FAST_QUANTILE of every slice's ns per roundtrip
+    slow_share: float  # of the slices above SLOW_FACTOR x the fast level
+    median_window_ns: float  # the median window's sentinel ns per roundtrip
+    paused_share: float  # of the paced windows' time spent paused
+    off: dict[str, int]  # unpaced attempts by reason
+
+    def sentence(self) -> str:
+        return (f"the host's pace in the windows: sentinel fast level {self.fast_level_ns / 1000:.1f} µs a "
+                f"roundtrip, {100 * self.slow_share:.0f}% of {self.slices:,} slices slower than "
+                f"{SLOW_FACTOR:g}× it, a window's median {self.median_window_ns / 1000:.1f} µs; "
+                f"pauses took {100 * self.paused_share:.1f}% of {self.attempts} windows; rates at the reference "
+                f"pace of {REFERENCE_SENTINEL_NS / 1000:g} µs a sentinel roundtrip")
+
+
+def is_paced(run) -> bool:
+    """Whether any of the run's (records.RunResult) rates is at the reference pace."""
+    return any(attempt.paced for cell in run.cells for attempt in cell.attempts)
+
+
+def run_pace(run) -> RunPace | None:
+    """The run's (records.RunResult) pace figures from its attempts; None when none was paced."""
+    attempts = [attempt for cell in run.cells for attempt in cell.attempts]
+    paced = [a for a in attempts if a.ok and a.paced and a.host_pace]
+    off: dict[str, int] = {}
+    for attempt in attempts:
+        reason = (attempt.host_pace or {}).get("off")
+        if attempt.ok and reason:
+            off[reason] = off.get(reason, 0) + 1
+    if not paced:
+        return None
+    slices = [value for a in paced for value in a.host_pace.get("slices_ns") or ()]
+    level = observed_quantile(slices, FAST_QUANTILE) if slices else float("nan")
+    paused = sum(a.host_pace["paused_s"] for a in paced)
+    elapsed = sum(a.elapsed_s for a in paced if a.elapsed_s)
+    return RunPace(attempts=len(paced), slices=len(slices), fast_level_ns=level,
+                   slow_share=(sum(value > SLOW_FACTOR * level for value in slices) / len(slices)) if slices else 0.0,
+                   median_window_ns=statistics.median(a.host_pace["sentinel_ns_per_roundtrip"] for a in paced),
+                   paused_share=paused / elapsed if elapsed else 0.0, off=off)
+
+
+def reference_pace_text(run) -> str:
+    """What a rate heading adds for a run (records.RunResult) with rates at the reference pace; "" otherwise."""
+    if not is_paced(run):
+        return ""
+    return (f" at the reference pace (a host-sentinel roundtrip of {REFERENCE_SENTINEL_NS / 1000:g} µs; raw rates "
+            "in the files)")

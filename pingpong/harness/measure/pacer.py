@@ -1,0 +1,144 @@
+"""The host's pace inside the measured window: the cell paused now and then while the host sentinel runs a slice on
+the cell's CPUs (docs/methodology.md, "The host's pace in the window").
+
+On this shared VM the host's own pace moves under every cell in stretches of milliseconds to seconds (its sentinel
+about 1.3-1.5x slower half the time), too fast for a probe before and after a window to follow. So the pace is
+measured in the window itself: every RUN_S of the cell's running time, the Pacer stops the cell's process groups
+(the server's and every client's), has the host sentinel (native/host_sentinel.c, system/host_sentinel.py's Sentinel)
+run SLICE_ROUNDTRIPS roundtrips on each of the cell's CPUs at once, and continues the groups. The first CPU's sentinel
+stops (SIGSTOP) and continues (SIGCONT) the groups itself, on that CPU, and times the pause: so the CPU never idles
+between the cell and the slice (on a VM an idle vCPU halts, and waking it cost about 0.3 ms a pause).
+The window's running time is its length less its pauses; the sentinel's ns per roundtrip over the window's slices
+is the pace the cell ran at (analysis/host_pace.py turns both into the rate at the reference pace). Each client
+counts the SIGCONTs and keeps a paused roundtrip out of its latency histogram (client_report.PAUSES).
+
+Pauses run from the window's start (as the orchestrator sees it) until GUARD_S before its planned end, so every
+pause lies inside the client's own window, which runs for its whole --duration of wall time. The groups are always
+continued, whatever ends the pacing; a kill -9 of the orchestrator mid-slice leaves them to the guardian, whose
+SIGKILL ends a stopped process as any other. Off with the measurement switch RAW_WINDOWS_ENV ("1").
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from typing import Any
+
+from pingpong.contract import RAW_WINDOWS_ENV
+from pingpong.harness.settings.cell import CellSettings
+from pingpong.harness.system import host_sentinel
+
+# Chosen by evidence (benchmarks/window_pace.py; docs/methodology.md, "The host's pace in the window"): each pause
+# costs the cell a little beyond its own time (caches the slice took over, a runtime's work on SIGCONT), 0.5-7% of
+# the running time at a pause every 4 ms, by runtime, and about a quarter of that every 16 ms; the sentinel's pace
+# is autocorrelated 0.9 at 10 ms here, so a slice every 16 ms still follows the host's stretches, and 80 of its
+# roundtrips (about 1 ms) a slice keep the pauses near 6% of the window.
+RUN_S = 0.016  # the cell runs this long between two pauses
+SLICE_ROUNDTRIPS = 80  # sentinel roundtrips per pause, on each of the cell's CPUs at once
+GUARD_S = 0.01  # no pause starts this close to the window's planned end, seen from the start event's arrival
+
+
+def raw_windows() -> bool:
+    """Whether the measurement switch RAW_WINDOWS_ENV turns the in-window slices off."""
+    return os.environ.get(RAW_WINDOWS_ENV) == "1"
+
+
+def unpaced_reason(settings: CellSettings, server_local: bool) -> str | None:
+    """Why an attempt with these settings is measured without slices, or None when it is paced."""
+    if raw_windows():
+        return f"{RAW_WINDOWS_ENV}=1"
+    if settings.workload != "pingpong" or settings.rate is not None:
+        return ("paced only in the closed-loop ping-pong: a paused open loop or broadcast would queue its sends, "
+                "and a handshake's pause would fall in the kernel's accept queue")
+    if not server_local:
+        return "the server runs on another host"
+    if settings.trace_syscalls or settings.profile_dir:
+        return "diagnose's tracer or profilers are attached to the processes (a stop would reach them too)"
+    if not host_sentinel.SENTINEL.exists():
+        return f"{host_sentinel.SENTINEL.name} is not built (sh native/build.sh)"
+    return None
+
+
+class Pacer:
+    """Pauses the cell's process groups for slices of the host sentinel on its CPUs, from start() until stop()."""
+
+    def __init__(self, cpus: list[int], groups: list[int], run_s: float = RUN_S,
+                 slice_roundtrips: int = SLICE_ROUNDTRIPS) -> None:
+        self.cpus = sorted(cpus)
+        self.groups = list(groups)
+        self.run_s = run_s
+        self.slice_roundtrips = slice_roundtrips
+        self.pauses = 0
+        self.paused_ns = 0
+        self.sentinel_ns = {cpu: 0 for cpu in self.cpus}  # each CPU's sentinel time over the slices
+        self.slices_ns: list[float] = []  # per pause: ns per sentinel roundtrip, the mean over the CPUs
+        self.error: str | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._paused = threading.Lock()  # held while the groups are stopped
+
+    def prepare(self) -> None:
+        """Start (and warm) the sentinels before the window, so no pause pays for a sentinel's start."""
+        try:
+            for cpu in self.cpus:
+                host_sentinel.sentinel_on(cpu)
+        except OSError as exc:
+            self.error = f"the host sentinel could not start: {exc}"
+
+    def start(self, until: float) -> None:
+        """Pause every run_s until stop() or the monotonic time `until`."""
+        if self.error is None:
+            self._thread = threading.Thread(target=self._run, args=(until,), daemon=True, name="pacer")
+            self._thread.start()
+
+    def stop(self) -> dict[str, Any]:
+        """Stop pausing (the groups are running when this returns) and say what the pauses found."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(host_sentinel.ANSWER_TIMEOUT_S + 5)
+        with self._paused:  # a pause still in progress has ended
+            pass
+        return self.record()
+
+    def record(self) -> dict[str, Any]:
+        """The window's host_pace record (docs/results-format.md)."""
+        done = self.pauses * self.slice_roundtrips
+        per_cpu = {f"cpu{cpu}": round(total / done, 1) for cpu, total in self.sentinel_ns.items()} if done else {}
+        return {"cpus": self.cpus, "run_ms": self.run_s * 1000, "slice_roundtrips": self.slice_roundtrips,
+                "pauses": self.pauses, "paused_s": self.paused_ns / 1e9,
+                "sentinel_ns_per_roundtrip": (round(sum(per_cpu.values()) / len(per_cpu), 1) if per_cpu else None),
+                "per_cpu_ns_per_roundtrip": per_cpu,
+                "slices_ns": [round(value) for value in self.slices_ns], "error": self.error}
+
+    def _signal(self, signal_number: int) -> None:
+        for group in self.groups:
+            try:
+                os.killpg(group, signal_number)
+            except (ProcessLookupError, PermissionError):
+                pass  # a group that has ended: the judge tells why
+
+    def _run(self, until: float) -> None:
+        sentinels = [host_sentinel.sentinel_on(cpu) for cpu in self.cpus]
+        groups = tuple(self.groups)
+        while not self._stop.wait(self.run_s):
+            if time.monotonic() >= until:
+                return
+            with self._paused:
+                try:  # the first CPU's sentinel stops the groups, and continues them once its slice is done
+                    for index, sentinel in enumerate(sentinels):
+                        sentinel.ask(self.slice_roundtrips, groups if index == 0 else ())
+                    answers = [sentinel.answer() for sentinel in sentinels]
+                except (OSError, ValueError) as exc:
+                    self._signal(signal.SIGCONT)  # a sentinel that failed mid-slice may have left them stopped
+                    self.error = f"the host sentinel failed: {exc}"
+                    for cpu in self.cpus:
+                        host_sentinel.discard(cpu)
+                    return
+            totals = [total for total, _ in answers]
+            self.pauses += 1
+            self.paused_ns += answers[0][1] or 0
+            for cpu, total in zip(self.cpus, totals):
+                self.sentinel_ns[cpu] += total
+            self.slices_ns.append(sum(totals) / len(totals) / self.slice_roundtrips)
