@@ -248,3 +248,12 @@ def test_kill_9_of_the_orchestrator_in_a_paused_slice_leaves_no_stopped_process(
                  and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
         time.sleep(0.05)
     assert not alive, [psutil.Process(pid).cmdline() for pid in alive if psutil.pid_exists(pid)]
+
+
+def test_a_window_that_was_to_be_paced_and_was_not_fails_rather_than_mixing_raw_rates_in():
+    """The sentinel failed, or too few pauses: the attempt fails with why, so a cell's rates stay on one scale."""
+    for record, why in ((pace_record(pauses=2), "2 pauses"),
+                        ({**pace_record(pauses=0), "error": "the host sentinel failed: it exited"}, "it exited")):
+        outcome = judge.judge_attempt([client_run()], None, WindowSamples(wall_s=0.2, host_pace=record), SETTINGS,
+                                      ServerFacts())
+        assert outcome.status == "error" and why in outcome.reason

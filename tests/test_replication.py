@@ -140,3 +140,14 @@ def test_gate_power_injects_a_slowdown_and_counts_what_the_gate_catches():
     assert caught_fraction([(a, b)], [("s", "c2")], 0.2, 10) == 1.0
     comparison = compare_runs(a, slowed(b, cells, 0.2))
     assert comparison.drift_cells == 1 and comparison.drift.value == pytest.approx(1.0)
+
+
+def test_agreement_counts_the_cells_whose_every_run_median_is_within_the_tolerance_of_their_median():
+    """Three runs: one cell steady (1.00, 1.02, 0.99), one whose third run is 10% slow: 1 of 2 within ±5%."""
+    from pingpong.harness.analysis.replication import agreement
+    runs = [{("a", "b"): 100.0, ("c", "d"): 200.0}, {("a", "b"): 102.0, ("c", "d"): 200.0},
+            {("a", "b"): 99.0, ("c", "d"): 180.0, ("e", "f"): 5.0}]
+    found = agreement(runs, 0.05)
+    assert (found.cells, found.within, found.runs) == (2, 1, 3)
+    assert found.per_cell["c × d"] == [1.0, 1.0, 0.9]
+    assert agreement(runs, 0.05, {("a", "b")}).within == 1

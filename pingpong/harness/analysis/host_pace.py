@@ -23,7 +23,7 @@ from typing import Any
 from pingpong.harness.analysis.host_modes import FAST_QUANTILE, SLOW_FACTOR, observed_quantile
 
 REFERENCE_SENTINEL_NS = 10_000.0  # ns per host-sentinel roundtrip at the reference pace
-MIN_PAUSES = 5  # a window with fewer pauses is not paced: too few slices to say its pace
+MIN_PAUSES = 3  # a window with fewer pauses is not paced: too few slices to say its pace
 
 
 @dataclass(frozen=True)

@@ -123,3 +123,49 @@ def to_json_dict(replication: Replication) -> dict[str, Any]:
 
 
 REPLICATION_FORMAT_VERSION = 1  # of report's JSON for several runs
+
+
+def raw_run_medians(run: RunResult) -> dict[tuple[str, str], float]:
+    """Each measured cell's median of its raw rates (Attempt.raw_rate: a paced window's pauses left out)."""
+    medians = {}
+    for cell in run.cells:
+        rates = [attempt.raw_rate for attempt in cell.attempts if attempt.ok and attempt.raw_rate]
+        if rates:
+            medians[(cell.server, cell.client)] = statistics.median(rates)
+    return medians
+
+
+@dataclass(frozen=True)
+class Agreement:
+    """How far apart runs made at different hours put the same cells: per cell, each run's median against the
+    median of the run medians (JSON "agreement")."""
+
+    runs: int
+    cells: int  # measured in every run
+    within: int  # cells whose every run median is within ±tolerance of their median
+    tolerance: float
+    median_spread: float  # over the cells, the standard deviation of the run medians over their mean
+    per_cell: dict[str, list[float]]  # "server × client": each run's median over the median of the run medians
+
+    def sentence(self, what: str) -> str:
+        return (f"{what}: {self.within} of {self.cells} cells ({self.within / self.cells:.0%}) have every one of "
+                f"{self.runs} runs within ±{self.tolerance:.0%} of their median; a cell's run medians "
+                f"{100 * self.median_spread:.1f}% apart (median SD)") if self.cells else f"{what}: no cell in every run"
+
+
+def agreement(medians_per_run: list[dict[tuple[str, str], float]], tolerance: float = 0.05,
+              cells: set[tuple[str, str]] | None = None) -> Agreement:
+    """The runs' agreement over the cells every run measured (or those of `cells` among them)."""
+    common = set.intersection(*(set(medians) for medians in medians_per_run)) if medians_per_run else set()
+    if cells is not None:
+        common &= cells
+    per_cell, spreads, within = {}, [], 0
+    for key in sorted(common):
+        values = [medians[key] for medians in medians_per_run]
+        middle = statistics.median(values)
+        per_cell[f"{key[0]} × {key[1]}"] = [round(value / middle, 4) for value in values]
+        within += all(abs(value / middle - 1) <= tolerance for value in values)
+        if len(values) > 1:
+            spreads.append(statistics.stdev(values) / statistics.fmean(values))
+    return Agreement(runs=len(medians_per_run), cells=len(common), within=within, tolerance=tolerance,
+                     median_spread=statistics.median(spreads) if spreads else 0.0, per_cell=per_cell)

@@ -82,18 +82,18 @@ def time_budget(good: list[Attempt], side: str, cpu_us_per_roundtrip: float | No
                 median_rate: float | None) -> TimeBudget | None:
     """One side's budget from the cell's good attempts; None when no attempt read its scheduling, or the CPU or the
     rate is missing."""
-    # each window's roundtrips in its own time (a paced window's raw figures per roundtrip, taken to the reference
-    # pace as the CPU and the rate are: divided by pace_scale)
-    measured = [(reading, roundtrips / attempt.pace_scale) for attempt in good
+    # each window's roundtrips, and its times per roundtrip taken to the reference pace as the CPU and the rate are
+    # (multiplied by pace_scale); counts per roundtrip (switches) stay as they are
+    measured = [(reading, roundtrips, attempt.pace_scale) for attempt in good
                 if (reading := attempt.scheduling(side)) is not None and (roundtrips := window_roundtrips(attempt))]
     if not measured or cpu_us_per_roundtrip is None or not median_rate:
         return None
-    share, ticks = user_share([reading for reading, _ in measured])
-    main_share = main_thread_share([reading for reading, _ in measured])
+    share, ticks = user_share([reading for reading, _, _ in measured])
+    main_share = main_thread_share([reading for reading, _, _ in measured])
     main_cpu_us = None if main_share is None else cpu_us_per_roundtrip * main_share
     run_delay_us = statistics.median(
-        (reading.run_delay_ns if main_share is None else reading.main_thread_run_delay_ns) / 1e3 / roundtrips
-        for reading, roundtrips in measured)
+        (reading.run_delay_ns if main_share is None else reading.main_thread_run_delay_ns) / 1e3 / roundtrips * scale
+        for reading, roundtrips, scale in measured)
     roundtrip_us = 1e6 / median_rate
     return TimeBudget(
         roundtrip_us=roundtrip_us, cpu_us=cpu_us_per_roundtrip,
@@ -104,7 +104,7 @@ def time_budget(good: list[Attempt], side: str, cpu_us_per_roundtrip: float | No
         main_thread_cpu_us=main_cpu_us,
         other_threads_cpu_us=None if main_cpu_us is None else cpu_us_per_roundtrip - main_cpu_us,
         voluntary_switches=statistics.median(reading.voluntary_switches / roundtrips
-                                             for reading, roundtrips in measured),
+                                             for reading, roundtrips, _ in measured),
         involuntary_switches=statistics.median(reading.involuntary_switches / roundtrips
-                                               for reading, roundtrips in measured),
+                                               for reading, roundtrips, _ in measured),
         ticks=ticks)

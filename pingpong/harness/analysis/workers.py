@@ -117,7 +117,7 @@ def room_publishes(per_worker: list[dict[str, Any]]) -> dict[str, int]:
 
 
 def pair_records(rooms_per_process: list[list[str]], report: dict[str, Any] | None,
-                 per_worker: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
+                 per_worker: list[dict[str, Any]], paused_s: float = 0.0) -> list[dict[str, Any]] | None:
     """Each pair of an attempt: its room, roundtrips and window (s) as the client counted them, its roundtrips'
     p50 and p99 latency (ns, from its own histogram; None without one), where its members sat: `workers`
     holding them, `members` that joined, `placement` (local, split or null), and `publishes`: the messages the
@@ -137,7 +137,8 @@ def pair_records(rooms_per_process: list[list[str]], report: dict[str, Any] | No
         encoded = encoded if len(encoded) == len(rooms) else [None] * len(rooms)
         for room, roundtrips, histogram in zip(rooms, counts, encoded):
             workers, members = placements.get(room, (0, 0))
-            records.append({"room": room, "roundtrips": roundtrips, "elapsed_s": elapsed_s,
+            # elapsed_s: the process's window less its pauses (the host's pace in the window), its running time
+            records.append({"room": room, "roundtrips": roundtrips, "elapsed_s": elapsed_s - paused_s,
                             **pair_latency_percentiles(histogram), "workers": workers, "members": members,
                             "placement": placement_of(workers, members), "publishes": publishes.get(room, 0)})
     return records
@@ -168,7 +169,8 @@ def attempt_workers_record(count: int, broker: dict[str, Any] | None, per_worker
         paused = (outcome.window.host_pace or {}).get("paused_s") or 0.0
         roundtrips = (measured.raw_roundtrips_per_s or measured.roundtrips_per_s) * (outcome.window.wall_s - paused)
         window["publishes_per_roundtrip"] = round(window["publishes"] / roundtrips, 3) if roundtrips else None
-    pairs = (pair_records(rooms_per_process, outcome.client.report, per_worker)
+    paused_s = ((outcome.window.host_pace or {}).get("paused_s") or 0.0) if outcome.window is not None else 0.0
+    pairs = (pair_records(rooms_per_process, outcome.client.report, per_worker, paused_s)
              if rooms_per_process is not None and outcome.ok else None)
     return {"count": count, "reported": len(per_worker), "room_placement": room_placement,
             "worker_ports": worker_ports or None,

@@ -18,10 +18,12 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from pingpong.harness.analysis.host_pace import is_paced
 from pingpong.harness.analysis.replication import (SETTING_KEYS, WITHIN_ONE_RUN, first_setting_difference,
                                                    run_medians, settings_of)
 from pingpong.harness.analysis.stats import (Ratio, divided_by_drift, median_with_interval, ratio_of_medians,
@@ -401,6 +403,11 @@ def run(options: argparse.Namespace) -> int:
         difference = first_setting_difference(runs, [str(path) for path in paths]) if len(runs) > 1 else None
         if difference:
             raise UsageError(difference)
+    paced = {is_paced(run) for run in a_runs + b_runs}
+    if len(paced) > 1:
+        print("note: some of these runs' rates are at the reference pace (the host's pace in the window), others raw "
+              "(measured before 2026-11-27 or with PINGPONG_RAW_WINDOWS=1): a factor between them is partly the "
+              "host's pace; the floors' drift correction takes up only what the floors share", file=sys.stderr)
     several = len(a_runs) > 1 or len(b_runs) > 1
     comparison = compare_run_sets(a_runs, b_runs) if several else compare_runs(a_runs[0], b_runs[0])
     verdict = gate(comparison, options.fail_above) if options.fail_above is not None else None

@@ -47,5 +47,5 @@ def measure_host_wakeup(implementations: list[Implementation], settings: CellSet
                 print(f"host figure: {FLOOR} {placement} failed ({attempt.status}: {attempt.reason}); not measured",
                       file=sys.stderr)
                 return None
-            rates[placement].append(attempt.roundtrips_per_s)
+            rates[placement].append(attempt.raw_rate)  # the host's own µs, not at the reference pace
     return wakeup_cost(f"{FLOOR} × {FLOOR}", rates["same-cpu"], rates["split"])

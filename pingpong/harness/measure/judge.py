@@ -14,7 +14,7 @@ from typing import Any
 from pingpong import client_report
 from pingpong.contract import GO_FD_ENV
 from pingpong.harness.analysis import workload_figures
-from pingpong.harness.analysis.host_pace import paced_window
+from pingpong.harness.analysis.host_pace import MIN_PAUSES, paced_window
 from pingpong.harness.measure.boundary import (ClientFacts, ClientRun, HeldSample, Measured, Outcome, ServerFacts,
                                                WindowSamples)
 from pingpong.harness.results import histograms
@@ -112,7 +112,19 @@ def judge_attempt(runs: list[ClientRun], server_exit_code: int | None, window: W
     measured = at_window_pace(Measured(roundtrips=report["roundtrips"], elapsed_s=report["elapsed_s"],
                                        roundtrips_per_s=report["roundtrips_per_s"], latency_histogram=histogram,
                                        workload_figures=figures), window)
-    return Outcome("ok", None, ClientFacts(first.pid, first.exit_code, None, report), server, measured, window)
+    client = ClientFacts(first.pid, first.exit_code, None, report)
+    return unpaced_failure(measured, window, client, server) or Outcome("ok", None, client, server, measured, window)
+
+
+def unpaced_failure(measured: Measured, window: WindowSamples | None, client: ClientFacts,
+                    server: ServerFacts) -> Outcome | None:
+    """A window that was to have the host's pace in it and has not (the sentinel failed, too few pauses): failed,
+    so that a cell's rates are all at the reference pace or all raw, never both."""
+    pace = window.host_pace if window else None
+    if not pace or pace.get("off") or measured.raw_roundtrips_per_s is not None:
+        return None
+    why = pace.get("error") or f"{pace.get('pauses', 0)} pauses (fewer than {MIN_PAUSES})"
+    return Outcome("error", f"the host's pace could not be measured in the window: {why}", client, server)
 
 
 def at_window_pace(measured: Measured, window: WindowSamples | None) -> Measured:
@@ -248,7 +260,7 @@ def judge_outside(window: WindowSamples, server_exit_code: int | None, client: C
     measured = at_window_pace(Measured(roundtrips=figures["roundtrips"], elapsed_s=counters["wall_s"],
                                        roundtrips_per_s=figures["roundtrips"] / counters["wall_s"],
                                        latency_histogram=None, workload_figures={"outside": figures}), window)
-    return Outcome("ok", None, client, server, measured, window)
+    return unpaced_failure(measured, window, client, server) or Outcome("ok", None, client, server, measured, window)
 
 
 def outside_not_started(problem: str, connected: int, limit_s: float, client: ClientFacts,

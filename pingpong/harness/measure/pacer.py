@@ -7,7 +7,8 @@ measured in the window itself: every RUN_S of the cell's running time, the Pacer
 (the server's and every client's), has the host sentinel (native/host_sentinel.c, system/host_sentinel.py's Sentinel)
 run SLICE_ROUNDTRIPS roundtrips on each of the cell's CPUs at once, and continues the groups. The first CPU's sentinel
 stops (SIGSTOP) and continues (SIGCONT) the groups itself, on that CPU, and times the pause: so the CPU never idles
-between the cell and the slice (on a VM an idle vCPU halts, and waking it cost about 0.3 ms a pause).
+between the cell and the slice (on a VM an idle vCPU halts, and waking it cost about 0.3 ms a pause). A cell on
+several CPUs is stopped and continued from here, around all of its CPUs' slices.
 The window's running time is its length less its pauses; the sentinel's ns per roundtrip over the window's slices
 is the pace the cell ran at (analysis/host_pace.py turns both into the rate at the reference pace). Each client
 counts the SIGCONTs and keeps a paused roundtrip out of its latency histogram (client_report.PAUSES).
@@ -37,6 +38,7 @@ from pingpong.harness.system import host_sentinel
 # roundtrips (about 1 ms) a slice keep the pauses near 6% of the window.
 RUN_S = 0.016  # the cell runs this long between two pauses
 SLICE_ROUNDTRIPS = 80  # sentinel roundtrips per pause, on each of the cell's CPUs at once
+MIN_WINDOW_S = 0.1  # a shorter window is measured raw: it would hold fewer than analysis/host_pace.MIN_PAUSES
 GUARD_S = 0.01  # no pause starts this close to the window's planned end, seen from the start event's arrival
 
 
@@ -49,6 +51,9 @@ def unpaced_reason(settings: CellSettings, server_local: bool) -> str | None:
     """Why an attempt with these settings is measured without slices, or None when it is paced."""
     if raw_windows():
         return f"{RAW_WINDOWS_ENV}=1"
+    if settings.duration_s < MIN_WINDOW_S:
+        return (f"a window shorter than {MIN_WINDOW_S:g} s holds too few slices of the host's pace (one every "
+                f"{RUN_S * 1000:g} ms)")
     if settings.workload != "pingpong" or settings.rate is not None:
         return ("paced only in the closed-loop ping-pong: a paused open loop or broadcast would queue its sends, "
                 "and a handshake's pause would fall in the kernel's accept queue")
@@ -122,13 +127,22 @@ class Pacer:
     def _run(self, until: float) -> None:
         sentinels = [host_sentinel.sentinel_on(cpu) for cpu in self.cpus]
         groups = tuple(self.groups)
+        # On one CPU its sentinel stops and continues the groups itself, so the CPU never idles between them. A cell
+        # on several CPUs (or with more groups than a slice line holds) is stopped from here, around every CPU's
+        # slice: one sentinel continuing it while another still runs would share that CPU with the cell.
+        by_sentinel = len(sentinels) == 1 and len(groups) <= host_sentinel.MAX_GROUPS
         while not self._stop.wait(self.run_s):
             if time.monotonic() >= until:
                 return
             with self._paused:
-                try:  # the first CPU's sentinel stops the groups, and continues them once its slice is done
-                    for index, sentinel in enumerate(sentinels):
-                        sentinel.ask(self.slice_roundtrips, groups if index == 0 else ())
+                if self._stop.is_set():
+                    return
+                began = time.monotonic_ns()
+                if not by_sentinel:
+                    self._signal(signal.SIGSTOP)
+                try:
+                    for sentinel in sentinels:
+                        sentinel.ask(self.slice_roundtrips, groups if by_sentinel else ())
                     answers = [sentinel.answer() for sentinel in sentinels]
                 except (OSError, ValueError) as exc:
                     self._signal(signal.SIGCONT)  # a sentinel that failed mid-slice may have left them stopped
@@ -136,9 +150,12 @@ class Pacer:
                     for cpu in self.cpus:
                         host_sentinel.discard(cpu)
                     return
-            totals = [total for total, _ in answers]
-            self.pauses += 1
-            self.paused_ns += answers[0][1] or 0
-            for cpu, total in zip(self.cpus, totals):
-                self.sentinel_ns[cpu] += total
-            self.slices_ns.append(sum(totals) / len(totals) / self.slice_roundtrips)
+                if not by_sentinel:
+                    self._signal(signal.SIGCONT)
+                paused_ns = answers[0][1] if by_sentinel else time.monotonic_ns() - began
+                totals = [total for total, _ in answers]
+                self.pauses += 1
+                self.paused_ns += paused_ns or 0
+                for cpu, total in zip(self.cpus, totals):
+                    self.sentinel_ns[cpu] += total
+                self.slices_ns.append(sum(totals) / len(totals) / self.slice_roundtrips)

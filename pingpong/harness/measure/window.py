@@ -248,8 +248,8 @@ class WindowWatcher:
                         traced_from = time.monotonic()  # both tracers attached (or gave up)
                     if self.settings.profile_dir and self.runtimes:
                         profiling = self._start_profilers()
-                    if self.pacer is not None:  # the window's last start event came at starts_at[-1]
-                        self.pacer.start(self.starts_at[-1] + self.settings.duration_s - GUARD_S)
+                    if self.pacer is not None:  # pauses from the last process's start to before the first's end
+                        self.pacer.start(min(self.starts_at) + self.settings.duration_s - GUARD_S)
                     checkpoints = [self.starts_at[-1] + share * self.settings.duration_s for share in INTERIOR_EDGES]
                 elif event == WINDOW_END_EVENT:
                     ends += 1
@@ -316,7 +316,7 @@ class WindowWatcher:
         their shares of the window's wall time (began: the window's first sample)."""
         if len(self._interior) != len(INTERIOR_EDGES):
             return
-        length = time.monotonic() - began
+        length = self.wall_s or time.monotonic() - began
         if length <= 0:
             return
         parts = list(zip(self._interior, self._interior[1:]))

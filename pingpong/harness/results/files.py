@@ -85,6 +85,9 @@ def resume(path: Path, fresh: RunResult, results_dir: Path) -> tuple[RunResult, 
     switches = [(run.environment or {}).get("measurement_switches") or {} for run in (saved, fresh)]
     if switches[0] != switches[1]:  # e.g. rounds with the in-window pace and rounds measured raw
         differences.append(f"measurement switches {switches[0]!r} (this command: {switches[1]!r})")
+    if any(attempt.ok and attempt.host_pace is None for cell in saved.cells for attempt in cell.attempts):
+        differences.append("its windows were measured before the host's pace was (their rates are raw, the new "
+                           "rounds' at the reference pace)")
     if differences:
         raise UsageError(f"--resume: {path.name} was measured with other settings: {'; '.join(differences)}; "
                          f"repeat its original options")

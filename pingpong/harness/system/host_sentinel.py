@@ -83,8 +83,13 @@ def sentinel_on(cpu: int) -> Sentinel:
     """This run's sentinel on cpu, started (and warmed) at its first use."""
     sentinel = _sentinels.get(cpu)
     if sentinel is None:
-        sentinel = _sentinels[cpu] = Sentinel(cpu)
-        sentinel.slice_ns(WARMING_ROUNDTRIPS)
+        sentinel = Sentinel(cpu)
+        try:
+            sentinel.slice_ns(WARMING_ROUNDTRIPS)
+        except (OSError, ValueError):
+            sentinel.close()  # not kept: an answer it still owes would be read as the next slice's
+            raise
+        _sentinels[cpu] = sentinel
     return sentinel
 
 

@@ -1,0 +1,59 @@
+"""How far apart default runs at different hours are: each cell's run medians against their median, at the reference
+pace and raw, for every cell, the Python × Python cells (the address-layout lottery on one CPU) and the rest.
+
+Reads saved runs (run_bench.py's JSON, paced or not); prints one JSON object on stdout and the sentences on stderr.
+Usage: python -m benchmarks.hours_agreement RUN.json RUN.json RUN.json [--tolerance 0.05]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import asdict
+from pathlib import Path
+
+from pingpong.harness.analysis.host_pace import run_pace
+from pingpong.harness.analysis.precision import median_cv, precision_reach
+from pingpong.harness.analysis.replication import agreement, raw_run_medians, run_medians
+from pingpong.harness.results.records import load
+
+
+def python_cells(run) -> set[tuple[str, str]]:
+    """The cells whose server and client both run on CPython."""
+    runtimes = {(role, name): entry.get("runtime") for role, entries in run.implementations.items()
+                for name, entry in entries.items()}
+    return {(cell.server, cell.client) for cell in run.cells
+            if runtimes.get(("server", cell.server)) == runtimes.get(("client", cell.client)) == "python"}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("runs", nargs="+")
+    parser.add_argument("--tolerance", type=float, default=0.05)
+    args = parser.parse_args()
+    runs = [load(Path(path)) for path in args.runs]
+    python = python_cells(runs[0])
+    everything = set.union(*({(c.server, c.client) for c in run.cells} for run in runs))
+    found = {"runs": [], "tolerance": args.tolerance}
+    for path, run in zip(args.runs, runs):
+        pace = run_pace(run)
+        paced, raw = precision_reach(run), precision_reach(run, raw=True)
+        found["runs"].append({
+            "file": path, "started_at": run.started_at, "cpu_model": run.environment.get("cpu_model"),
+            "pace": asdict(pace) if pace else None,
+            "within_paced": paced and paced.within, "within_raw": raw and raw.within, "cells": paced and paced.cells,
+            "rounds": paced and paced.rounds, "median_cv_paced": median_cv(run), "median_cv_raw": median_cv(run, True)})
+    for name, medians_of in (("paced", run_medians), ("raw", raw_run_medians)):
+        medians = [medians_of(run) for run in runs]
+        for group, cells in (("all", everything), ("python × python", python), ("the rest", everything - python)):
+            result = agreement(medians, args.tolerance, cells)
+            found[f"{name}, {group}"] = asdict(result)
+            print(result.sentence(f"{name}, {group}"), file=sys.stderr)
+    json.dump(found, sys.stdout, indent=1)
+    print()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
