@@ -257,3 +257,15 @@ def test_a_window_that_was_to_be_paced_and_was_not_fails_rather_than_mixing_raw_
         outcome = judge.judge_attempt([client_run()], None, WindowSamples(wall_s=0.2, host_pace=record), SETTINGS,
                                       ServerFacts())
         assert outcome.status == "error" and why in outcome.reason
+
+
+def test_a_cell_that_waits_on_timers_keeps_its_own_rate():
+    """On one CPU, a cell busy 10% of its running time waits on a timer a pause does not stop: its rate is the
+    client's own, with why; a busy cell's is taken to the reference pace."""
+    idle = WindowSamples(wall_s=0.2, host_pace=pace_record(), server_cpu_s=0.008, client_cpu_s=0.008)
+    attempt = attempt_from(Turn(1, "now"), judge.judge_attempt([client_run()], None, idle, SETTINGS, ServerFacts()))
+    assert attempt.ok and not attempt.paced and attempt.roundtrips_per_s == pytest.approx(5000)
+    assert "busy 10%" in attempt.pace_not_applied
+    busy = WindowSamples(wall_s=0.2, host_pace=pace_record(), server_cpu_s=0.08, client_cpu_s=0.08)
+    assert attempt_from(Turn(1, "now"), judge.judge_attempt([client_run()], None, busy, SETTINGS,
+                                                            ServerFacts())).paced

@@ -209,7 +209,7 @@ def rule_flags(summary, payload_size: int, workload: str = "pingpong",
         flags.append(f"TCP_NODELAY off on the {' and '.join(off)}'s sockets: Nagle's algorithm may hold small "
                      f"writes back")
     for side in ("server", "client") if workload != "open-loop" else ():
-        faults = summary.cpu(side).minor_faults_per_roundtrip
+        faults = summary.cpu(side).interior_faults_per_roundtrip  # what grows with the roundtrips, not once
         if faults is not None and faults > FAULTS_PER_ROUNDTRIP_LIMIT:
             flags.append(f"{faults:.1f} page faults per roundtrip on the {side} side: it maps fresh memory for "
                          f"messages ({fault_cause(runtimes.get(side), malloc)})")

@@ -26,6 +26,26 @@ REFERENCE_SENTINEL_NS = 10_000.0  # ns per host-sentinel roundtrip at the refere
 MIN_PAUSES = 3  # a window with fewer pauses is not paced: too few slices to say its pace
 
 
+MIN_BUSY = 0.5  # on one CPU, a cell busy less than this share of its running time waits on more than the CPU
+
+
+def wait_bound(host_pace: dict[str, Any] | None, cpu_s: float | None, wall_s: float | None) -> str | None:
+    """Why a paced window's rate is not taken to the reference pace, or None: on one CPU, a cell whose processes were
+    busy less than MIN_BUSY of the window's running time spends its roundtrips waiting on something a pause does not
+    stop (a kernel timer such as a delayed ACK, another host): its roundtrips go on in wall time through the pauses,
+    and the CPU's pace does not set its rate. Its rate stays the client's own, over the whole window."""
+    if not host_pace or host_pace.get("off") or len(host_pace.get("cpus") or ()) != 1:
+        return None
+    if cpu_s is None or not wall_s:
+        return None
+    running_s = wall_s - host_pace.get("paused_s", 0.0)
+    if running_s <= 0 or cpu_s / running_s >= MIN_BUSY:
+        return None
+    return (f"the cell's processes were busy {cpu_s / running_s:.0%} of the window's running time on its one CPU: "
+            "its roundtrips wait on more than the CPU (a timer, another host), which a pause does not stop, so its "
+            "rate is the client's own over the whole window, not taken to the reference pace")
+
+
 @dataclass(frozen=True)
 class PacedWindow:
     """A window's figures with the host's pace in it."""

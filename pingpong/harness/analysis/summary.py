@@ -59,6 +59,9 @@ class SideCpu:
     faults_checked: int = 0
     unsettled_attempts: int = 0
     max_faults_per_roundtrip: float | None = None
+    # "<side>_interior_faults_per_roundtrip": the median attempt's faults per roundtrip that grow with the roundtrips
+    # (interior_faults_per_roundtrip): what the flag of a side mapping fresh memory per message reads
+    interior_faults_per_roundtrip: float | None = None
 
 
 SETTLED_FAULTS_PER_ROUNDTRIP = anomalies.SETTLED_FAULTS_PER_ROUNDTRIP
@@ -146,6 +149,7 @@ class CellSummary:
             data[f"{side}_cpu_utilization"] = self.cpu(side).utilization
             if self.cpu(side).minor_faults_per_roundtrip is not None:
                 data[f"{side}_minor_faults_per_roundtrip"] = self.cpu(side).minor_faults_per_roundtrip
+                data[f"{side}_interior_faults_per_roundtrip"] = self.cpu(side).interior_faults_per_roundtrip
                 data[f"{side}_max_faults_per_roundtrip"] = self.cpu(side).max_faults_per_roundtrip
                 data[f"{side}_faults_checked"] = self.cpu(side).faults_checked
                 data[f"{side}_unsettled_attempts"] = self.cpu(side).unsettled_attempts
@@ -255,7 +259,8 @@ def side_cpu(good: list, side: str) -> SideCpu:
                    minor_faults_per_roundtrip=statistics.median(faults) if faults else None,
                    faults_checked=len(interior),
                    unsettled_attempts=sum(value > SETTLED_FAULTS_PER_ROUNDTRIP for value in interior),
-                   max_faults_per_roundtrip=max(interior) if interior else None)
+                   max_faults_per_roundtrip=max(interior) if interior else None,
+                   interior_faults_per_roundtrip=statistics.median(interior) if interior else None)
 
 
 MESSAGES_PER_ROUNDTRIP = 4  # A -> server, server -> B, B -> server, server -> A: each a send() with data

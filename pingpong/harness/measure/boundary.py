@@ -139,6 +139,7 @@ class Measured:
     raw_roundtrips_per_s: float | None = None
     running_s: float | None = None
     sentinel_roundtrips_per_roundtrip: float | None = None
+    pace_not_applied: str | None = None  # a paced window whose rate stays raw, and why (host_pace.wait_bound)
 
 
 @dataclass(frozen=True)
@@ -194,6 +195,7 @@ def attempt_from(turn: Turn, outcome: Outcome, server_exit_code: int | None = No
         raw_roundtrips_per_s=measured and measured.raw_roundtrips_per_s,
         running_s=measured and measured.running_s,
         sentinel_roundtrips_per_roundtrip=measured and measured.sentinel_roundtrips_per_roundtrip,
+        pace_not_applied=measured and measured.pace_not_applied,
         host_pace=window.host_pace, interior_minor_faults=window.interior_minor_faults,
         latency_histogram=measured and measured.latency_histogram,
         server_cpu_s=window.server_cpu_s, client_cpu_s=window.client_cpu_s,

@@ -14,7 +14,7 @@ from typing import Any
 from pingpong import client_report
 from pingpong.contract import GO_FD_ENV
 from pingpong.harness.analysis import workload_figures
-from pingpong.harness.analysis.host_pace import MIN_PAUSES, paced_window
+from pingpong.harness.analysis.host_pace import MIN_PAUSES, paced_window, wait_bound
 from pingpong.harness.measure.boundary import (ClientFacts, ClientRun, HeldSample, Measured, Outcome, ServerFacts,
                                                WindowSamples)
 from pingpong.harness.results import histograms
@@ -121,7 +121,7 @@ def unpaced_failure(measured: Measured, window: WindowSamples | None, client: Cl
     """A window that was to have the host's pace in it and has not (the sentinel failed, too few pauses): failed,
     so that a cell's rates are all at the reference pace or all raw, never both."""
     pace = window.host_pace if window else None
-    if not pace or pace.get("off") or measured.raw_roundtrips_per_s is not None:
+    if not pace or pace.get("off") or measured.raw_roundtrips_per_s is not None or measured.pace_not_applied:
         return None
     why = pace.get("error") or f"{pace.get('pauses', 0)} pauses (fewer than {MIN_PAUSES})"
     return Outcome("error", f"the host's pace could not be measured in the window: {why}", client, server)
@@ -130,7 +130,13 @@ def unpaced_failure(measured: Measured, window: WindowSamples | None, client: Cl
 def at_window_pace(measured: Measured, window: WindowSamples | None) -> Measured:
     """The figures with the host's pace measured in the window (analysis/host_pace.py): the rate at the reference
     pace as roundtrips_per_s, the raw rate and the running time beside it; unchanged for a window without one."""
-    paced = paced_window(measured.roundtrips, measured.elapsed_s, window.host_pace if window else None)
+    pace = window.host_pace if window else None
+    cpu_s = (window.server_cpu_s + window.client_cpu_s
+             if window and window.server_cpu_s is not None and window.client_cpu_s is not None else None)
+    waiting = wait_bound(pace, cpu_s, window.wall_s if window else None)
+    if waiting:
+        return replace(measured, pace_not_applied=waiting)
+    paced = paced_window(measured.roundtrips, measured.elapsed_s, pace)
     if paced is None:
         return measured
     return replace(measured, roundtrips_per_s=paced.roundtrips_per_s,

@@ -11,6 +11,7 @@ the guardian ends its process group if this process is killed.
 
 from __future__ import annotations
 
+import os
 import select
 import subprocess
 from pathlib import Path
@@ -29,9 +30,13 @@ class Sentinel:
     It exits at the end of its stdin, so it ends with this process however this one ends, its child with it."""
 
     def __init__(self, cpu: int):
-        self.process = subprocess.Popen(["taskset", "-c", str(cpu), str(SENTINEL)], stdin=subprocess.PIPE,
-                                        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                                        process_group=0)
+        previous = os.sched_getaffinity(0)
+        os.sched_setaffinity(0, {cpu})  # this thread only, while it starts the sentinel: both its processes inherit it
+        try:
+            self.process = subprocess.Popen([str(SENTINEL)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                            stderr=subprocess.DEVNULL, text=True, process_group=0)
+        finally:
+            os.sched_setaffinity(0, previous)
         guardian.started(self.process.pid)  # a group of its own, ended by the guardian if this process is killed
 
     def slice_total_ns(self, roundtrips: int) -> int:
