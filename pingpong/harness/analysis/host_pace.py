@@ -26,7 +26,8 @@ REFERENCE_SENTINEL_NS = 10_000.0  # ns per host-sentinel roundtrip at the refere
 MIN_PAUSES = 3  # a window with fewer pauses is not paced: too few slices to say its pace
 
 
-MIN_BUSY = 0.5  # on one CPU, a cell busy less than this share of its running time waits on more than the CPU
+MIN_BUSY = 0.25  # on one CPU, a cell busy less than this share of its running time waits on more than the CPU
+# (a CPU-bound cell is busy 0.83-1.0 of it; two C-floor windows of 2026-11-27 read 0.48-0.52, the host slow)
 
 
 def wait_bound(host_pace: dict[str, Any] | None, cpu_s: float | None, wall_s: float | None) -> str | None:

@@ -72,7 +72,8 @@ class Attempt:
     # the same window (1e9 / raw_roundtrips_per_s / the sentinel's ns per roundtrip)
     sentinel_roundtrips_per_roundtrip: float | None = None
     # a window with slices whose rate is not taken to the reference pace, and why: on one CPU, a cell busy less than
-    # half its running time waits on timers or another host, which a pause does not stop (analysis/host_pace.py)
+    # a quarter of its running time waits on timers or another host, which a pause does not stop
+    # (analysis/host_pace.py)
     pace_not_applied: str | None = None
     # the host's pace in the window (measure/pacer.py): the CPUs, the slices' length, the pauses and their time, the
     # sentinel's ns per roundtrip over them (per CPU and each slice's), or {"off": why the window had none}
