@@ -169,3 +169,15 @@ def test_every_flag_the_rules_write_has_a_cause_to_group_by():
     assert set(causes) <= {cause for _, cause in CAUSES}
     model_flag = "3.2× slower than its server and client predict (1 against 3)"
     assert flag_cause(model_flag) == "slow for this pair (the model)"
+
+
+def test_page_faults_a_window_pays_once_raise_no_flag():
+    """4 faults per roundtrip over the whole window, none in its interior (a client's report built at the window's
+    end, a heap that grew once): the side maps no memory per message, and is not flagged; its interior is."""
+    from dataclasses import replace
+    odd = signals(**{**HEALTHY, "client_minor_faults_per_roundtrip": 4.0})
+    once = replace(odd, client_cpu=replace(odd.client_cpu, interior_faults_per_roundtrip=0.0))
+    assert rule_flags(once, payload_size=4) == []
+    per_message = replace(odd, client_cpu=replace(odd.client_cpu, minor_faults_per_roundtrip=0.05,
+                                                  interior_faults_per_roundtrip=3.0))
+    assert "3.0 page faults per roundtrip on the client side" in rule_flags(per_message, payload_size=4)[0]

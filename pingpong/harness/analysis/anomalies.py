@@ -209,7 +209,9 @@ def rule_flags(summary, payload_size: int, workload: str = "pingpong",
         flags.append(f"TCP_NODELAY off on the {' and '.join(off)}'s sockets: Nagle's algorithm may hold small "
                      f"writes back")
     for side in ("server", "client") if workload != "open-loop" else ():
-        faults = summary.cpu(side).interior_faults_per_roundtrip  # what grows with the roundtrips, not once
+        cpu = summary.cpu(side)  # what grows with the roundtrips (the window's interior), not what it pays once
+        faults = (cpu.interior_faults_per_roundtrip if cpu.interior_faults_per_roundtrip is not None
+                  else cpu.minor_faults_per_roundtrip)
         if faults is not None and faults > FAULTS_PER_ROUNDTRIP_LIMIT:
             flags.append(f"{faults:.1f} page faults per roundtrip on the {side} side: it maps fresh memory for "
                          f"messages ({fault_cause(runtimes.get(side), malloc)})")
