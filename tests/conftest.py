@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import time
 import uuid
 from pathlib import Path
@@ -14,6 +15,7 @@ import psutil
 import pytest
 
 from pingpong.harness.measure.server import LocalServer, start_server
+from pingpong.harness.results import histograms
 from pingpong.harness.settings.cell import CellSettings, cpus_for
 from pingpong.harness.settings.manifest import load_manifest
 from pingpong.harness.system import guardian, host_sentinel, processes
@@ -238,3 +240,33 @@ def shared_servers(tmp_path_factory):
     leftovers = [(p.pid, p.cmdline()) for p in processes_carrying(servers.token) if p.pid != guardian.guardian_pid()]
     assert not problems, problems
     assert not leftovers, f"processes left running: {leftovers}"
+
+
+# A client paused by hand in its measured window (the drivers' tests): this many SIGSTOPs, each this long
+PAUSES = 5
+PAUSE_S = 0.02
+
+
+def pause_by_hand(pid: int) -> None:
+    """Stop the process PAUSES times: SIGSTOP, PAUSE_S, SIGCONT, then 50 ms of running."""
+    for _ in range(PAUSES):
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            time.sleep(PAUSE_S)
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        time.sleep(0.05)
+
+
+def check_pauses(report: dict, pairs: int) -> int:
+    """Every pause counted, each dropped at most two latencies in each pair (the roundtrip that saw the count change
+    and the one before it; none when it ended before the window's first count was read), those roundtrips still
+    count, and no latency as long as a pause is left; returns latency_dropped."""
+    assert report["error"] is None and report["pairs"] == pairs
+    dropped = report["pauses"]["latency_dropped"]
+    assert report["pauses"]["continued"] == PAUSES
+    assert PAUSES <= dropped <= 2 * PAUSES * pairs
+    histogram = histograms.merge([report["latency"]["hdr_histogram"]])
+    assert histogram.get_total_count() == report["roundtrips"] - dropped
+    assert histogram.get_max_value() < PAUSE_S * 1e9  # no roundtrip that spanned a pause is in it
+    return dropped

@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import resource
 import select
-import signal
 import socket
 import subprocess
 import threading
@@ -27,7 +26,8 @@ from pingpong.harness.results.histograms import merge
 from pingpong.harness.settings.cell import CellSettings
 from pingpong.harness.settings.manifest import resolve_command
 from pingpong.kit.payloads import PING, make_payload
-from tests.conftest import QUICK_RELAY_SILENCE_S, ROOT, by_name, client_report_of
+from tests.conftest import (PAUSE_S, PAUSES, QUICK_RELAY_SILENCE_S, ROOT, by_name, check_pauses,
+                            client_report_of, pause_by_hand)
 
 PYTHON_CLIENTS = ["websockets", "aiohttp", "picows"]
 SERVER_SETTINGS = CellSettings(duration_s=1, warmup_s=0, loop="auto", compression="default", payload_size=4,
@@ -347,8 +347,6 @@ def test_a_server_that_stops_accepting_stalls_the_idle_phase():
 
 # --- pauses: the orchestrator stops the measured cell with SIGSTOP and continues it with SIGCONT ---
 
-PAUSES = 5
-PAUSE_S = 0.02
 PAUSED_RUN = ["--duration", "1", "--warmup", "0.1", "--stall-timeout", "5"]  # the pauses take about 0.4 s of it
 
 
@@ -359,32 +357,12 @@ def run_paused(client: str, arguments: list[str]) -> tuple[int, dict, str]:
     try:
         events.started()
         events.wait_for(WINDOW_START_EVENT)
-        for _ in range(PAUSES):
-            os.kill(process.pid, signal.SIGSTOP)
-            try:
-                time.sleep(PAUSE_S)
-            finally:
-                os.kill(process.pid, signal.SIGCONT)
-            time.sleep(0.05)
+        pause_by_hand(process.pid)
         events.wait_for(WINDOW_END_EVENT)  # the client writes it: the pipe must still be open
     finally:
         events.close()
         outcome = finish(process)
     return outcome
-
-
-def check_pauses(report: dict, pairs: int) -> int:
-    """Every pause counted, each dropped at most two latencies in each pair (the roundtrip that saw the count change
-    and the one before it; none when it ended before the window's first count was read), those roundtrips still
-    count, and no latency as long as a pause is left; returns latency_dropped."""
-    assert report["error"] is None and report["pairs"] == pairs
-    dropped = report["pauses"]["latency_dropped"]
-    assert report["pauses"]["continued"] == PAUSES
-    assert PAUSES <= dropped <= 2 * PAUSES * pairs
-    histogram = merge([report["latency"]["hdr_histogram"]])
-    assert histogram.get_total_count() == report["roundtrips"] - dropped
-    assert histogram.get_max_value() < PAUSE_S * 1e9  # no roundtrip that spanned a pause is in it
-    return dropped
 
 
 @pytest.mark.parametrize("client,loop", [("websockets", "asyncio"), ("aiohttp", "uvloop")])

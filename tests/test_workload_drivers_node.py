@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import select
-import signal
 import subprocess
 import time
 import uuid
@@ -23,7 +22,8 @@ from pingpong.harness.results import histograms
 from pingpong.harness.settings.cell import CellSettings
 from pingpong.harness.settings.manifest import resolve_command
 from pingpong.harness.system import processes
-from tests.conftest import QUICK_RELAY_SILENCE_S, ROOT, by_name
+from tests.conftest import (PAUSE_S, PAUSES, QUICK_RELAY_SILENCE_S, ROOT, by_name, check_pauses,
+                            pause_by_hand)
 
 SETTINGS = CellSettings(duration_s=0.3, warmup_s=0.1, loop="auto", compression="default", payload_size=4,
                         payload_kind="text-ascii", ready_timeout_s=20, stall_timeout_s=5, pin=False,
@@ -335,8 +335,6 @@ def test_closed_loop_pairs_each_report_their_own_histogram(client, shared_server
     assert len(report["per_pair_roundtrips"]) == 2 and report["latency"]["hdr_histogram"] is None
 
 
-PAUSES = 5
-PAUSE_S = 0.02
 PAUSED_RUN = ["--duration", "1", "--warmup", "0.1", "--stall-timeout", "5"]  # the pauses take about 0.4 s of it
 
 
@@ -350,13 +348,7 @@ def run_paused(name: str, url: str, *extra: str) -> tuple[int, dict, str]:
                                    pass_fds=(events_write,), env={**os.environ, EVENTS_FD_ENV: str(events_write)})
         os.close(events_write)
         read_event(events_read, "window-start", 30, process)
-        for _ in range(PAUSES):
-            os.kill(process.pid, signal.SIGSTOP)
-            try:
-                time.sleep(PAUSE_S)
-            finally:
-                os.kill(process.pid, signal.SIGCONT)
-            time.sleep(0.05)
+        pause_by_hand(process.pid)
         out, err = process.communicate(timeout=RUN_TIMEOUT_S)  # the events pipe stays open until it ends
     finally:
         if process is not None:
@@ -365,20 +357,6 @@ def run_paused(name: str, url: str, *extra: str) -> tuple[int, dict, str]:
     lines = out.strip().splitlines()
     assert len(lines) == 1, (out, err)
     return process.returncode, json.loads(lines[0]), err
-
-
-def check_pauses(report: dict, pairs: int) -> int:
-    """Every pause counted, each dropped at most two latencies in each pair (the roundtrip that saw the count change
-    and the one before it; none when it ended before the window's first count was read), those roundtrips still
-    count, and no latency as long as a pause is left; returns latency_dropped."""
-    assert report["error"] is None and report["pairs"] == pairs
-    dropped = report["pauses"]["latency_dropped"]
-    assert report["pauses"]["continued"] == PAUSES
-    assert PAUSES <= dropped <= 2 * PAUSES * pairs
-    histogram = histograms.merge([report["latency"]["hdr_histogram"]])
-    assert histogram.get_total_count() == report["roundtrips"] - dropped
-    assert histogram.get_max_value() < PAUSE_S * 1e9  # no roundtrip that spanned a pause is in it
-    return dropped
 
 
 @pytest.mark.parametrize("client,server", [("node-ws", "node-ws"), ("bun", "node-ws"),
