@@ -13,6 +13,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Any
 
+from pingpong.harness.analysis.precision import cell_rates
 from pingpong.harness.analysis.stats import MedianInterval, interval_label, median_interval
 from pingpong.harness.results.records import RunResult, recorded_setting
 
@@ -127,12 +128,8 @@ REPLICATION_FORMAT_VERSION = 1  # of report's JSON for several runs
 
 def raw_run_medians(run: RunResult) -> dict[tuple[str, str], float]:
     """Each measured cell's median of its raw rates (Attempt.raw_rate: a paced window's pauses left out)."""
-    medians = {}
-    for cell in run.cells:
-        rates = [attempt.raw_rate for attempt in cell.attempts if attempt.ok and attempt.raw_rate]
-        if rates:
-            medians[(cell.server, cell.client)] = statistics.median(rates)
-    return medians
+    return {(cell.server, cell.client): statistics.median(rates) for cell in run.cells
+            if (rates := cell_rates(cell, raw=True))}
 
 
 @dataclass(frozen=True)

@@ -167,7 +167,8 @@ class Attempt:
         """The running time between the orchestrator's two samples of the window: its wall time less its pauses."""
         if self.window_wall_s is None:
             return None
-        paused = (self.host_pace or {}).get("paused_s") or 0.0
+        # only a paced window's pauses are left out: a cell waiting on timers (pace_not_applied) went on through them
+        paused = ((self.host_pace or {}).get("paused_s") or 0.0) if self.paced else 0.0
         return self.window_wall_s - paused
 
     @property
