@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parent.parent
 REFERENCE = ROOT / "results" / "reference"
 # The default matrix runs of 2026-11-22 with the same settings (0.2 s windows, malloc settled, 0.5 s JIT warmup);
 # -settled is left out: it ran with server_warmup_s instead of jit_warmup_s.
-DEFAULT_RUNS = tuple(REFERENCE / f"2026-11-22-default-matrix-{name}.json"
+DEFAULT_RUNS = tuple(REFERENCE / f"2026-11-22-default-matrix-{name}.json.xz"
                      for name in ("busy", "jit-warmup", "calm", "budget-330s", "ahead", "group", "waits", "waits-2"))
 THRESHOLDS = (3, 5, 10)  # --fail-above PCT
 SLOWDOWNS = (0.05, 0.10, 0.20)  # s: B's rates times (1 − s)

@@ -12,9 +12,9 @@ JSON: each newcomer's wall time per placement, their median and max, and how man
 
 Why: with the tests on two pytest-xdist workers, two abuse tests side by side had rogues that did not finish in
 15 s, and a rogue sampled 4 s after its start had run 0.04 s of CPU, preempted 197 times and never asleep (kernel
-6.18, 2 vCPUs). Here, in results/reference/2026-11-26-newcomer-wait-2.json, a newcomer took 0.11 s alone,
-0.42-0.47 s (median of 16) beside 2 pairs and 0.80-0.82 s beside 3, 4.8 s at most, its own session or not: slower
-by the load, but not the 15 s and more of those rogues, which this benchmark has not reproduced yet.
+6.18, 2 vCPUs). Here, in results/reference/2026-11-26-newcomer-wait-2.json.xz, a newcomer took 0.11 s
+alone, 0.42-0.47 s (median of 16) beside 2 pairs and 0.80-0.82 s beside 3, 4.8 s at most, its own session or not:
+slower by the load, but not the 15 s and more of those rogues, which this benchmark has not reproduced yet.
 """
 
 from __future__ import annotations

@@ -49,6 +49,7 @@ from pingpong.harness.measure.attempt_plan import (STDERR_TAIL_LINES, client_com
 from pingpong.harness.measure.judge import parse_client_report
 from pingpong.harness.measure.local import run_attempt_on
 from pingpong.harness.measure.server import LocalServer, room_probe, start_server
+from pingpong.harness.results.stored import read_json
 from pingpong.harness.settings.cell import CellSettings, cpus_for, placement_of
 from pingpong.harness.settings.environment import suite_commit
 from pingpong.harness.settings.manifest import Implementation
@@ -257,7 +258,7 @@ def previous_cells(paths: list[Path]) -> dict[tuple[str, str], list[dict]]:
     """The cells of earlier outputs of this benchmark, by (server, client)."""
     found: dict[tuple[str, str], list[dict]] = {}
     for path in paths:
-        earlier = json.loads(path.read_text())
+        earlier = read_json(path)  # plain or compressed (the reference outputs are .json.xz)
         if earlier.get("benchmark") != "noise_structure":
             raise SystemExit(f"noise_structure: {path} is not an output of this benchmark")
         for cell in earlier["cells"]:
@@ -334,7 +335,7 @@ def main() -> int:
     arguments = parse_arguments()
     earlier = previous_cells(arguments.previous)
     if arguments.analyse:
-        found = json.loads(arguments.analyse.read_text())
+        found = read_json(arguments.analyse)
         found["previous"] = [str(path) for path in arguments.previous]
         return report(found, earlier, arguments.output, interrupted=bool(found.get("interrupted")))
     implementations = implementations_by_role()

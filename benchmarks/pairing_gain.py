@@ -23,6 +23,8 @@ import statistics
 import sys
 from pathlib import Path
 
+from pingpong.harness.results.stored import read_json
+
 FAR = 5  # attempts apart: couples this far or farther in a round count as "not back to back"
 
 
@@ -98,7 +100,7 @@ def main() -> int:
     args = parser.parse_args()
     found = {}
     for path in args.results:
-        run = json.loads(path.read_text())
+        run = read_json(path)  # plain or compressed (the reference runs are .json.xz)
         cells = residuals(run)
         entry = {"cells": len(cells), **same_round(cells), **in_time(run, cells)}
         found[path.name] = entry

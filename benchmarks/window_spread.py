@@ -44,7 +44,7 @@ def setting_options(parser) -> None:
                         help="the matrix's --jit-warmup (default: the matrix's); --server-warmup below replaces it")
     parser.add_argument("--server-warmup", type=float, default=None,
                         help="instead of --jit-warmup: the first client of every server process, whatever its "
-                             "runtime, warms up this much longer (how 2026-11-22-window-spread-server-warmup.json "
+                             "runtime, warms up this much longer (how 2026-11-22-window-spread-server-warmup.json.xz "
                              "was measured)")
 
 

@@ -16,13 +16,14 @@ import pytest
 from pingpong import SUITE_VERSION
 from pingpong.contract import HOST_PROBE_ENV, RAW_WINDOWS_ENV
 from pingpong.harness.commands.parser import build_parser
+from pingpong.harness.results.stored import read_json, sibling
 from pingpong.harness.settings.configuration import (DEFAULT_MATRIX_DURATION_S, DEFAULT_MATRIX_WARMUP_S,
                                                      build_configuration, measurement_switch_problems,
                                                      resolve_options)
 from tests.conftest import ROOT
 from tests.test_run_bench import run_bench
 
-REFERENCE = "results/reference/2026-11-21-default-matrix.json"
+REFERENCE = "results/reference/2026-11-21-default-matrix.json.xz"
 
 
 def options_for(*args):
@@ -144,9 +145,9 @@ def test_version_names_the_suite_version_and_commit():
 def test_report_re_renders_the_reference_run_in_every_format():
     """The committed reference run shows again as Markdown (its committed .md), CSV, JSON, HTML and text."""
     markdown = run_bench("report", REFERENCE, "--format", "md")
-    assert markdown.returncode == 0 and markdown.stdout == (ROOT / REFERENCE).with_suffix(".md").read_text()
+    assert markdown.returncode == 0 and markdown.stdout == sibling(ROOT / REFERENCE, ".md").read_text()
     rows = list(csv.DictReader(io.StringIO(run_bench("report", REFERENCE, "--format", "csv").stdout)))
-    saved = json.loads((ROOT / REFERENCE).read_text())
+    saved = read_json(ROOT / REFERENCE)
     assert [(r["server"], r["client"]) for r in rows] == [(c["server"], c["client"]) for c in saved["cells"]]
     assert json.loads(run_bench("report", REFERENCE, "--format", "json").stdout)["cells"][0]["summary"]["status"]
     page = run_bench("report", REFERENCE, "--format", "html").stdout
@@ -158,7 +159,7 @@ def test_report_re_renders_the_reference_run_in_every_format():
 def test_report_of_something_else_is_one_line_exit_2(tmp_path):
     (tmp_path / "notes.json").write_text("{}")
     for path in (tmp_path / "missing.json", tmp_path, tmp_path / "notes.json",
-                 ROOT / "results/reference/2026-11-21-pairs-sweep.json"):
+                 ROOT / "results/reference/2026-11-21-pairs-sweep.json.xz"):
         assert_one_line_error(run_bench("report", str(path)))
 
 

@@ -293,14 +293,14 @@ def test_compare_command_reads_two_files_and_rejects_a_bad_one(tmp_path):
 
 def test_runs_of_two_workloads_are_not_compared(tmp_path):
     """Deliveries/s against roundtrips/s would be a ratio of two different things: one line, exit 2."""
-    completed = compare_command("results/reference/2026-11-22-default-matrix.json",
-                                "results/reference/2026-11-22-broadcast-receivers10.json")
+    completed = compare_command("results/reference/2026-11-22-default-matrix.json.xz",
+                                "results/reference/2026-11-22-broadcast-receivers10.json.xz")
     assert completed.returncode == 2 and completed.stderr.count("\n") == 1
     assert "deliveries/s (broadcast)" in completed.stderr and "compare runs of the same workload" in completed.stderr
 
 
 def test_two_broadcast_runs_compare_in_deliveries(tmp_path):
-    completed = compare_command("results/reference/2026-11-22-broadcast-receivers10.json",
-                                "results/reference/2026-11-22-broadcast-receivers100.json")
+    completed = compare_command("results/reference/2026-11-22-broadcast-receivers10.json.xz",
+                                "results/reference/2026-11-22-broadcast-receivers100.json.xz")
     assert completed.returncode == 0, completed.stderr
     assert "median deliveries/s of B over A's" in completed.stdout and "receivers 10 → 100" in completed.stdout

@@ -185,7 +185,7 @@ def test_the_documented_diagnosis_runs(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     (saved,) = tmp_path.glob("diagnose-aiohttp-node-ws-*.json")
     document = json.loads(saved.read_text())
-    assert document["reference"] == "results/reference/2026-11-21-default-matrix.json"
+    assert document["reference"] == "results/reference/2026-11-21-default-matrix.json.xz"
     assert document["report"]["context"]["expected_roundtrips_per_s"]  # the reference run's row and column
     assert set(document["cells"]) == {"baseline", "compression-off"}
 

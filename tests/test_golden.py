@@ -9,10 +9,11 @@ from pingpong.harness.analysis.summary import summarize_run
 from pingpong.harness.report.csv_rows import render_csv
 from pingpong.harness.report.markdown import render_markdown
 from pingpong.harness.results.records import load
+from pingpong.harness.results.stored import sibling
 from tests.conftest import ROOT
 from tests.test_render import sample_run
 
-REFERENCE = ROOT / "results" / "reference" / "2026-11-21-default-matrix.json"
+REFERENCE = ROOT / "results" / "reference" / "2026-11-21-default-matrix.json.xz"
 GOLDEN = ROOT / "tests" / "golden"
 
 
@@ -23,7 +24,7 @@ def rendered(run) -> dict[str, str]:
 
 def test_the_reference_run_re_renders_to_its_committed_markdown():
     """results/reference/'s JSON, written before the restructure, loads and renders to its .md byte for byte."""
-    assert rendered(load(REFERENCE))["md"] == REFERENCE.with_suffix(".md").read_text()
+    assert rendered(load(REFERENCE))["md"] == sibling(REFERENCE, ".md").read_text()
 
 
 def test_the_reference_run_renders_to_its_csv_snapshot():

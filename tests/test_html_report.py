@@ -19,7 +19,7 @@ from pingpong.harness.results.records import Attempt, Cell, RunResult, load
 from tests.conftest import ROOT
 from tests.test_render import CONFIG, ok, sample_run, workers_run
 
-REFERENCE = ROOT / "results" / "reference" / "2026-11-21-default-matrix.json"
+REFERENCE = ROOT / "results" / "reference" / "2026-11-21-default-matrix.json.xz"
 BROWSER = next((shutil.which(name) for name in ("chromium", "chromium-browser", "google-chrome")
                 if shutil.which(name)), None)
 needs_browser = pytest.mark.skipif(BROWSER is None, reason="no headless Chromium here (apt-get install chromium; "
@@ -172,7 +172,7 @@ def test_in_a_browser_the_page_is_not_blank(reference_page, tmp_path):
 def test_at_1280_pixels_the_default_matrix_and_the_page_fit_the_window(tmp_path):
     """A 1280-px window shows the whole default matrix's heat map, raw-TCP columns included, without scrolling
     sideways, and no table makes the page itself wider than the window (wide ones scroll inside their box)."""
-    run = load(ROOT / "results" / "reference" / "2026-11-22-default-matrix-waits.json")
+    run = load(ROOT / "results" / "reference" / "2026-11-22-default-matrix-waits.json.xz")
     measure = ("<script>var box = document.querySelector('#heatmap').parentNode;"
                "document.body.setAttribute('data-page-width', document.documentElement.scrollWidth);"
                "document.body.setAttribute('data-heatmap', box.clientWidth + '/' + box.scrollWidth);</script>")

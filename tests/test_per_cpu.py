@@ -12,10 +12,11 @@ from pingpong.harness.analysis.per_cpu import KEPT_AT_LEAST, keeping, render_kee
 from pingpong.harness.commands.run import summarize_run
 from pingpong.harness.commands.scaling import sweep_runs
 from pingpong.harness.report.sweep import render_sweep_markdown, sweep_index
+from pingpong.harness.results.stored import read_json_text
 from tests.conftest import ROOT
 
 REFERENCE = ROOT / "results" / "reference"
-BY_ROOM = REFERENCE / "2026-11-26-by-worker-sessions-restored-sweep.json"  # docs/workloads.md, "In one session"
+BY_ROOM = REFERENCE / "2026-11-26-by-worker-sessions-restored-sweep.json.xz"  # docs/workloads.md, "In one session"
 
 
 def by_cell(found):
@@ -92,7 +93,7 @@ def test_the_benchmark_reads_sweeps_prints_json_and_refuses_bad_input_in_one_lin
     assert cpp["kept"] is False and cpp["runs_kept"] == 0 and cpp["pooled"]["n"] == 5
     assert "| cpp-websocketpp × go-gorilla | 2 | 0.88× [0.85–0.91] |" in done.stderr
     point = tmp_path / "point.json"
-    point.write_text((REFERENCE / "2026-11-26-by-worker-sessions-restored-workers2.json").read_text())
+    point.write_text(read_json_text(REFERENCE / "2026-11-26-by-worker-sessions-restored-workers2.json.xz"))
     refused = subprocess.run([sys.executable, "-m", "benchmarks.per_cpu_keeping", "--from", str(point)], cwd=ROOT,
                              capture_output=True, text=True, timeout=120)
     assert refused.returncode == 2 and refused.stdout == ""
@@ -107,7 +108,7 @@ def test_the_docs_table_of_the_three_pooled_runs_is_what_the_committed_sweeps_gi
     computes from the three committed sweeps of that run, to the two decimals the table prints."""
     text = (ROOT / "docs" / "workloads.md").read_text()
     table = text[text.index("| server | node-ws: runs 1 / 2 / 3 | pooled |"):].split("\n\n")[0].splitlines()[2:]
-    found = by_cell(keeping([sweep_runs([REFERENCE / f"2026-11-27-per-cpu-keeping-run{number}-sweep.json"])[0]
+    found = by_cell(keeping([sweep_runs([REFERENCE / f"2026-11-27-per-cpu-keeping-run{number}-sweep.json.xz"])[0]
                              for number in (1, 2, 3)]))
     assert len(table) == 6
     for row in table:

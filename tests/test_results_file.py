@@ -7,11 +7,12 @@ import pytest
 
 from pingpong.harness.analysis.summary import summarize_run
 from pingpong.harness.results.records import FORMAT_VERSION, RoundsOutcome, RunResult, load
+from pingpong.harness.results.stored import read_json
 from tests.conftest import ROOT
 from tests.test_golden import REFERENCE
 
 # Format version 2: the rounds' outcome inside configuration["rounds"], a --cluster run's topology in its environment
-VERSION_2 = ROOT / "results" / "reference" / "2026-11-22-cluster-matrix.json"
+VERSION_2 = ROOT / "results" / "reference" / "2026-11-22-cluster-matrix.json.xz"
 
 
 INTERVAL_KEYS = {1: ("ci_low", "ci_high"),
@@ -34,7 +35,7 @@ def test_saved_summaries_are_the_records_json_mapping():
     """Each cell summary the reference file holds is what its attempts summarize to, key for key. The file has
     format version 1, whose rate interval was a bootstrap ci_low/ci_high: today's interval keys stand in their
     place, and every other figure is unchanged."""
-    saved = json.loads(REFERENCE.read_text())
+    saved = read_json(REFERENCE)
     assert saved["format_version"] == 1
     summaries = summarize_run(load(REFERENCE))
     for cell in saved["cells"]:
@@ -83,7 +84,7 @@ def test_saving_again_converts_only_what_changed_and_says_what_asdict_would():
 
 def test_a_file_from_a_newer_suite_is_refused_in_one_line():
     """An unknown future format version is an error naming both versions, not a misreading."""
-    data = json.loads(REFERENCE.read_text())
+    data = read_json(REFERENCE)
     data["format_version"] = FORMAT_VERSION + 1
     with pytest.raises(ValueError) as raised:
         RunResult.from_dict(data)
@@ -95,7 +96,7 @@ def test_a_version_2_file_reads_what_its_run_learned_into_the_records_own_fields
     """A file of the previous format kept stopped_by, measuring_s and server_start_s in configuration["rounds"] and
     the cluster's topology in its environment: loaded, they are the run's rounds_outcome and topology, its settings
     are only settings, and saved again it is of the current format with them at the top level."""
-    saved = json.loads(VERSION_2.read_text())
+    saved = read_json(VERSION_2)
     assert saved["format_version"] == 2 and saved["configuration"]["rounds"]["stopped_by"] == "rounds"
     run = load(VERSION_2)
     assert run.rounds_outcome == RoundsOutcome(stopped_by="rounds", measuring_s=saved["configuration"]["rounds"][
@@ -108,7 +109,7 @@ def test_a_version_2_file_reads_what_its_run_learned_into_the_records_own_fields
     assert again["rounds_outcome"]["stopped_by"] == "rounds" and again["topology"] == saved["environment"]["cluster"]
     assert "stopped_by" not in again["configuration"]["rounds"] and "cluster" not in again["environment"]
     assert RunResult.from_dict(again) == run
-    assert json.loads(VERSION_2.read_text()) == saved  # loading left the file's own data as it was
+    assert read_json(VERSION_2) == saved  # loading left the file's own data as it was
 
 
 def test_a_version_1_file_has_no_outcome_and_no_topology():

@@ -13,12 +13,13 @@ from pingpong.harness.analysis.scaling import (BROKER, CLIENTS, PAIRS, SERVER, F
                                                fit_usl, measured_point, predict)
 from pingpong.harness.analysis.stats import median_with_interval
 from pingpong.harness.results.records import Attempt
+from pingpong.harness.results.stored import read_json
 from tests.conftest import ROOT
 from tests.test_cli_input import assert_one_line_error
 from tests.test_docs import as_argv, documented_commands
 
-SWEEP = "results/reference/2026-11-25-workers-cluster-sweep.json"
-AFTER = "results/reference/2026-11-26-workers-after-sweep.json"  # --workers 1,2,4 × --room-placement kernel,room
+SWEEP = "results/reference/2026-11-25-workers-cluster-sweep.json.xz"
+AFTER = "results/reference/2026-11-26-workers-after-sweep.json.xz"  # --workers 1,2,4 × --room-placement kernel,room
 
 
 def usl(sigma: float, kappa: float, n: int) -> float:
@@ -89,7 +90,7 @@ def test_the_command_models_a_committed_workers_sweep_per_cell():
     assert completed.returncode == 0, completed.stderr
     report = json.loads(completed.stdout)
     models = {(model["server"], model["client"]): model for model in report["models"]}
-    sweep = json.loads((ROOT / SWEEP).read_text())
+    sweep = read_json(ROOT / SWEEP)
     cells = {tuple(name.split(" × ")) for name in sweep["cells"]}
     assert set(models) == cells and len(report["sources"]) == len(sweep["points"])
     for model in models.values():
@@ -107,7 +108,7 @@ def test_the_documented_command_predicts_each_cell_at_each_n():
     (command,) = documented_commands("docs/workloads.md", "run_bench.py scaling results/reference")
     completed = subprocess.run(as_argv(command), cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert completed.returncode == 0, completed.stderr
-    cells = json.loads((ROOT / SWEEP).read_text())["cells"]
+    cells = read_json(ROOT / SWEEP)["cells"]
     sections = completed.stdout.split("\n## ")[1:]
     assert [section.splitlines()[0] for section in sections] == list(cells)
     for section in sections:

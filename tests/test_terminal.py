@@ -19,8 +19,8 @@ from pingpong.harness.settings.round_policy import RoundPolicy
 from tests.conftest import ROOT
 from tests.test_render import CONFIG, sample_run
 
-REFERENCE = ROOT / "results" / "reference" / "2026-11-21-default-matrix.json"
-DEFAULT_RUN = ROOT / "results" / "reference" / "2026-11-25-default-run-2.json"  # the README's headline run
+REFERENCE = ROOT / "results" / "reference" / "2026-11-21-default-matrix.json.xz"
+DEFAULT_RUN = ROOT / "results" / "reference" / "2026-11-25-default-run-2.json.xz"  # the README's headline run
 
 
 def reference_text() -> str:

@@ -13,7 +13,7 @@ from pingpong.harness.results.histograms import encode_value_counts
 from pingpong.harness.results.records import Attempt, Cell, RunResult, load
 from tests.conftest import ROOT
 
-REFERENCE = ROOT / "results" / "reference" / "2026-11-21-default-matrix.json"
+REFERENCE = ROOT / "results" / "reference" / "2026-11-21-default-matrix.json.xz"
 CONFIG = {"duration_s": 0.5, "warmup_s": 0.2, "loop": "auto", "compression": "default", "payload_size": 4,
           "payload_kind": "text-ascii", "pinned": True, "workload": "pingpong", "repeat": 1}
 IMPLEMENTATIONS = {"server": {"s": {"protocol": "websocket", "runtime": "node"},

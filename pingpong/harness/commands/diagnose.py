@@ -28,6 +28,7 @@ from pingpong.harness.report import formatting, profile_report
 from pingpong.harness.results import histograms
 from pingpong.harness.results.files import DEFAULT_RESULTS_DIR, prepare_results_dir
 from pingpong.harness.results.records import Cell, load, write_atomically
+from pingpong.harness.results.stored import stored_path
 from pingpong.harness.settings.catalog import PROJECT_ROOT, find, load_manifests, skip_reason
 from pingpong.harness.settings.cell import CellSettings, placement_of
 from pingpong.harness.settings.configuration import (RunConfiguration, add_measuring_options, add_package_options,
@@ -271,7 +272,7 @@ def load_reference(path: Path | None, results_dir: Path, server: str, client: st
         if path:
             raise UsageError(f"--reference: {path} has neither server {server} nor client {client}")
         return None
-    return candidate, summaries
+    return stored_path(candidate), summaries  # the file read: X.json.xz when X.json was compressed
 
 
 def syscalls_per_roundtrip(attempt) -> dict[str, Any]:

@@ -1,5 +1,6 @@
 """`run_bench.py report RESULTS.json`: any saved run shown again, in any of the formats a run saves or prints;
-`report A.json B.json C.json`: runs of the same settings combined, with intervals across runs."""
+`report A.json B.json C.json`: runs of the same settings combined, with intervals across runs. A file may be
+compressed (the reference runs are RESULTS.json.xz): results/stored.py reads it."""
 
 from __future__ import annotations
 
@@ -17,9 +18,10 @@ from pingpong.harness.report.formatting import rate_unit
 from pingpong.harness.report.replication import render_replication
 from pingpong.harness.results.files import FORMATS
 from pingpong.harness.results.records import RunResult, load
+from pingpong.harness.results.stored import read_json, sibling
 from pingpong.harness.settings.usage import UsageError
 
-DESCRIPTION = ("Show a saved run again (a results/*.json file, the reference runs included): as the terminal "
+DESCRIPTION = ("Show a saved run again (a results/*.json file, or the reference runs' *.json.xz): as the terminal "
                "tables, Markdown, CSV (one row per cell), JSON, or the self-contained HTML page. Several files of "
                "the same settings combine: per cell the median of the runs' medians, with an interval across runs.")
 COMBINED_FORMATS = ("terminal", "md", "json")  # what several runs combined can be shown as
@@ -97,13 +99,13 @@ def read(path: Path) -> RunResult:
         raise UsageError(f"{path} is a folder; give a results .json file") from None
     except (OSError, ValueError, KeyError, TypeError) as exc:
         if _is_sweep_index(path):
-            raise UsageError(f"{path} is a sweep's index (its table is {path.with_suffix('.md').name}); report one "
+            raise UsageError(f"{path} is a sweep's index (its table is {sibling(path, '.md').name}); report one "
                              f"of its points' files instead") from None
         raise UsageError(f"{path} is not a results file of this suite ({type(exc).__name__}: {exc})") from None
 
 
 def _is_sweep_index(path: Path) -> bool:
     try:
-        return "swept" in json.loads(path.read_text())
+        return "swept" in read_json(path)
     except (OSError, ValueError, TypeError):
         return False

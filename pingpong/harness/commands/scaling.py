@@ -1,6 +1,7 @@
 """`run_bench.py scaling SWEEP.json --cpus 16 --pairs 32 --client-processes 8`: from a --workers sweep measured here,
 what each server would give with N CPUs on a host with more of them (analysis/scaling.py: the model, its laws and
-its assumptions). The sweep is its index (…-sweep.json) or its points' results files, one per N."""
+its assumptions). The sweep is its index (…-sweep.json) or its points' results files, one per N, plain or compressed
+(results/stored.py: an index's X.json is read from X.json.xz once it is compressed)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from pingpong.harness.analysis.scaling import Host, scaling_models
 from pingpong.harness.commands.report import read
 from pingpong.harness.report.scaling import render_scaling
 from pingpong.harness.results.records import RunResult
+from pingpong.harness.results.stored import read_json, stored_path
 from pingpong.harness.settings.configuration import integer_list
 from pingpong.harness.settings.usage import UsageError
 
@@ -54,7 +56,7 @@ def sweep_runs(paths: list[Path]) -> tuple[list[RunResult], list[str]]:
     runs, sources = [], []
     for path in paths:
         try:
-            index = json.loads(path.read_text())
+            index = read_json(path)
         except FileNotFoundError:
             raise UsageError(f"{path} does not exist") from None
         except (OSError, ValueError):
@@ -62,7 +64,7 @@ def sweep_runs(paths: list[Path]) -> tuple[list[RunResult], list[str]]:
         if isinstance(index, dict) and index.get("kind") == "sweep":
             for point in index.get("points") or ():
                 runs.append(read(path.parent / point["results"]))
-                sources.append(str(path.parent / point["results"]))
+                sources.append(str(stored_path(path.parent / point["results"])))
         else:
             runs.append(read(path))
             sources.append(str(path))

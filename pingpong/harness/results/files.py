@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pingpong.harness.results.records import RunResult, load, recorded_setting, write_atomically
+from pingpong.harness.results.stored import is_compressed, stored_path
 from pingpong.harness.settings.catalog import PROJECT_ROOT
 from pingpong.harness.settings.usage import UsageError
 
@@ -74,6 +75,10 @@ def save_record(result: RunResult, paths: ResultPaths) -> None:
 
 def resume(path: Path, fresh: RunResult, results_dir: Path) -> tuple[RunResult, ResultPaths]:
     """The saved run to continue, after checking this command asks for the same configuration."""
+    stored = stored_path(path)
+    if is_compressed(stored):  # the run's own file is rewritten after every round, as plain JSON
+        raise UsageError(f"--resume: {stored} is compressed; a run continues in a plain .json file (decompress it "
+                         f"first: xz -dk {stored})")
     try:
         saved = load(path)
     except FileNotFoundError:

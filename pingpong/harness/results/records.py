@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import copy
-import json
 import os
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from pingpong.contract import FORMER_SETTING_NAMES
+from pingpong.harness.results.stored import read_json
 from pingpong.harness.system.scheduling import Scheduling
 
 # Written into every results file; raise it when a field changes meaning or goes away. 2: a cell's summary gives
@@ -357,4 +357,5 @@ def write_atomically(path: Path, text: str) -> None:
 
 
 def load(path: Path) -> RunResult:
-    return RunResult.from_dict(json.loads(path.read_text()))
+    """A saved run, from its plain or compressed JSON file (stored.read_json)."""
+    return RunResult.from_dict(read_json(path))
