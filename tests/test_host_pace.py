@@ -56,11 +56,18 @@ def test_the_same_cell_on_a_host_half_as_fast_reads_the_same_at_the_reference_pa
     assert slow.sentinel_roundtrips_per_roundtrip == pytest.approx(fast.sentinel_roundtrips_per_roundtrip)
 
 
-@pytest.mark.parametrize("record", [None, {"off": "PINGPONG_RAW_WINDOWS=1"}, pace_record(pauses=2),
+@pytest.mark.parametrize("record", [None, {"off": "PINGPONG_RAW_WINDOWS=1"}, pace_record(pauses=0),
                                     pace_record(paused_s=0.3), pace_record(sentinel_ns=None)])
 def test_a_window_without_a_usable_pace_is_not_paced(record):
-    """Off, too few pauses to say the pace, or no running time left: the raw rate stands as it is."""
+    """Off, no pause to say the pace, or no running time left: the raw rate stands as it is."""
     assert host_pace.paced_window(1000, 0.2, record) is None
+
+
+def test_one_pause_says_a_windows_pace():
+    """A busy client of several threads can delay the sentinel's turns to one or two in a short window: the pace its
+    slice measured still takes the window to the reference pace."""
+    paced = host_pace.paced_window(1000, 0.2, pace_record(pauses=1, paused_s=0.001))
+    assert paced is not None and paced.running_s == pytest.approx(0.199)
 
 
 def client_run(roundtrips: int = 1000, elapsed_s: float = 0.2) -> ClientRun:
@@ -251,8 +258,8 @@ def test_kill_9_of_the_orchestrator_in_a_paused_slice_leaves_no_stopped_process(
 
 
 def test_a_window_that_was_to_be_paced_and_was_not_fails_rather_than_mixing_raw_rates_in():
-    """The sentinel failed, or too few pauses: the attempt fails with why, so a cell's rates stay on one scale."""
-    for record, why in ((pace_record(pauses=2), "2 pauses"),
+    """The sentinel failed, or no pause: the attempt fails with why, so a cell's rates stay on one scale."""
+    for record, why in ((pace_record(pauses=0), "0 pauses"),
                         ({**pace_record(pauses=0), "error": "the host sentinel failed: it exited"}, "it exited")):
         outcome = judge.judge_attempt([client_run()], None, WindowSamples(wall_s=0.2, host_pace=record), SETTINGS,
                                       ServerFacts())

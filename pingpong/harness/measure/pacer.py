@@ -38,7 +38,7 @@ from pingpong.harness.system import host_sentinel
 # roundtrips (about 1 ms) a slice keep the pauses near 6% of the window.
 RUN_S = 0.016  # the cell runs this long between two pauses
 SLICE_ROUNDTRIPS = 80  # sentinel roundtrips per pause, on each of the cell's CPUs at once
-MIN_WINDOW_S = 0.1  # a shorter window is measured raw: it would hold fewer than analysis/host_pace.MIN_PAUSES
+MIN_WINDOW_S = 0.1  # a shorter window is measured raw: it would hold a few pauses at most
 GUARD_S = 0.01  # no pause starts this close to the window's planned end, seen from the start event's arrival
 
 
