@@ -60,10 +60,12 @@ def worker_port_socket(args: argparse.Namespace, index: int | None = None) -> so
         listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             listener.bind((args.host, port))
+            # Two workers may both bind one port before either listens (SO_REUSEADDR allows it); the second to
+            # listen is refused (EADDRINUSE) and takes the next port, as a refused bind does.
+            listener.listen(socket.SOMAXCONN)
         except OSError:
             listener.close()
             continue
-        listener.listen(socket.SOMAXCONN)
         listener.setblocking(False)
         return listener
     raise OSError(f"--worker-ports: none of the ports {ports[0]}-{ports[-1]} is free for this worker")
