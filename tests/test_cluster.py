@@ -270,7 +270,7 @@ def test_a_two_by_two_matrix_runs_across_hosts_with_each_side_counted_on_its_own
     baseline = cluster.cluster_pids()
     host_folders = set(Path(tempfile.gettempdir()).glob("pingpong-host-*"))
     done = subprocess.run(cluster.bench("--servers", "sanic,node-ws", "--clients", "websockets,node-ws",
-                                        "--repeat", "2", "--duration", "0.5", "--warmup", "0.2", *COUNTING,
+                                        "--repeat", "2", "--duration", "0.3", "--warmup", "0.1", *COUNTING,
                                         "--results-dir", str(tmp_path), "--format", "json"),
                           cwd=ROOT, capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -317,8 +317,8 @@ def test_a_two_by_two_matrix_runs_across_hosts_with_each_side_counted_on_its_own
 @needs_namespaces
 def test_client_processes_and_pairs_are_shared_by_the_client_hosts(cluster, tmp_path):
     done = subprocess.run(cluster.bench("--servers", "node-ws", "--clients", "node-ws", "--repeat", "1",
-                                        "--pairs", "4", "--client-processes", "2", "--duration", "0.5",
-                                        "--warmup", "0.2", *COUNTING, "--results-dir", str(tmp_path),
+                                        "--pairs", "4", "--client-processes", "2", "--duration", "0.3",
+                                        "--warmup", "0.1", *COUNTING, "--results-dir", str(tmp_path),
                                         "--format", "md"),
                           cwd=ROOT, capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -372,8 +372,9 @@ def test_a_multi_process_server_runs_with_its_broker_on_the_server_host(cluster,
 def test_a_worker_lost_mid_run_fails_its_attempt_and_the_run_completes(cluster, tmp_path):
     baseline = cluster.cluster_pids()
     worker_before = cluster.worker_process("client").pid
+    # a client lives 0.7 s and more (warmup, window, its start and report); it is seen within 0.1 s of its start
     run = subprocess.Popen(cluster.bench("--servers", "node-ws", "--clients", "websockets,node-ws", "--repeat", "3",
-                                         "--duration", "1", "--warmup", "0.2", *COUNTING,
+                                         "--duration", "0.5", "--warmup", "0.2", *COUNTING,
                                          "--results-dir", str(tmp_path), "--format", "json"),
                            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:

@@ -14,12 +14,13 @@ from pingpong.harness.commands.compare_alternate import order, run_command, side
 from pingpong.harness.settings.catalog import PROJECT_ROOT
 from pingpong.harness.settings.usage import UsageError
 from pingpong.harness.system import guardian
-from tests.conftest import ROOT, TEST_TOKEN_ENV, processes_carrying
+from tests.conftest import QUICK_RELAY_CHECK, ROOT, TEST_TOKEN_ENV, processes_carrying
 from tests.interactive import sigint_at_default
 from tests.test_cli_input import assert_one_line_error
 
+# the checkouts are of HEAD, which has the floor; the comparison reads the JSON
 FLOOR_RUN = ["--servers", "raw-tcp-python", "--clients", "raw-tcp-python", "--duration", "0.2", "--warmup", "0.1",
-             "--no-figures"]  # the checkouts are of HEAD, which has it; the comparison reads the JSON
+             "--no-figures", *QUICK_RELAY_CHECK]
 
 
 @pytest.fixture(scope="module")

@@ -16,14 +16,17 @@ from pingpong.harness.measure import probe
 from pingpong.harness.measure.server import diagnose_port
 from pingpong.harness.settings.manifest import resolve_command
 from pingpong.harness.system import listeners, processes
-from tests.conftest import ROOT, WEBSOCKET_SERVERS, by_name
+from tests.conftest import QUICK_RELAY_CHECK, ROOT, WEBSOCKET_SERVERS, by_name
 from tests.test_run_bench import NO_FIGURES
 
 FAULTY_SERVERS = ["crash-at-start", "never-ready", "crash-mid-run", "hang-mid-run", "corrupt-mid-run",
                   "binds-elsewhere"]
 FAULTY_CLIENTS = ["crash", "hang", "no-json", "garbage-json", "zero-roundtrips", "future-version"]
-QUICK = ["--duration", "0.5", "--warmup", "0.2", "--repeat", "1", "--ready-timeout", "2", "--stall-timeout", "2",
-         "--client-grace", "3", *NO_FIGURES]
+# a fault is waited out (--stall-timeout, --client-grace) before it is reported: 1 s and 2 s are still hundreds of
+# times what a healthy pair leaves between roundtrips or takes to report and exit; no rate is read, so no extra
+# warmup for Node.js's compiler and a short relay check
+QUICK = ["--duration", "0.5", "--warmup", "0.2", "--repeat", "1", "--ready-timeout", "2", "--stall-timeout", "1",
+         "--client-grace", "2", "--jit-warmup", "0", *QUICK_RELAY_CHECK, *NO_FIGURES]
 BOTH_MANIFESTS = ["--manifest", "manifest.toml", "--manifest", "tests/manifest.toml"]
 
 
@@ -48,7 +51,7 @@ def test_faulty_servers_fail_their_cells_and_the_run_goes_on(tmp_path):
         "crash-at-start": ("not-ready", "server exited with code 3"),
         "never-ready": ("not-ready", "no WebSocket handshake within 2 s"),
         "crash-mid-run": ("server-crashed", "server exited with code 3 during the run"),
-        "hang-mid-run": ("client-failed", "stall: no roundtrip completed for 2 s"),  # after 9 or 10 roundtrips
+        "hang-mid-run": ("client-failed", "stall: no roundtrip completed for 1 s"),  # after 9 or 10 roundtrips
         "corrupt-mid-run": ("client-failed", "payload mismatch"),
         "binds-elsewhere": ("not-ready", "not on the requested 127.0.0.1:"),
     }
@@ -70,9 +73,9 @@ def test_faulty_clients_fail_their_cells_with_stderr_kept(tmp_path):
     cells = {c["client"].removeprefix("faulty-"): c for c in json.loads(completed.stdout)["cells"]}
     expected = {
         "crash": ("client-failed", "client printed no JSON on stdout (exit code 4)"),
-        # 3.7 s = warmup + duration + grace + connecting allowance; 0.5 s more when the shuffled order makes it the
-        # node-ws server's first client, which warms up --jit-warmup longer (attempt_plan.with_jit_warmup)
-        "hang": ("timeout", ("client did not finish within 3.7 s", "client did not finish within 4.2 s")),
+        # 2.7 s = warmup + duration + grace + connecting allowance (--jit-warmup 0: no longer for the node-ws
+        # server's first client, attempt_plan.with_jit_warmup)
+        "hang": ("timeout", "client did not finish within 2.7 s"),
         "no-json": ("client-failed", "client printed no JSON on stdout (exit code 0)"),
         "garbage-json": ("client-failed", "client stdout is not JSON"),
         "zero-roundtrips": ("client-failed", "client reported zero roundtrips"),
@@ -91,7 +94,8 @@ def test_server_that_never_gets_ready_loses_its_row_after_two_tries(tmp_path):
     """One server process per round serves the row: after two starts that never got ready, the server's later
     rounds are recorded as not attempted, not started again."""
     completed = run_bench(*BOTH_MANIFESTS, "--servers", "faulty-never-ready", "--clients", "websockets,aiohttp,node-ws",
-                          "--duration", "0.3", "--warmup", "0.1", "--repeat", "3", "--ready-timeout", "2",
+                          "--duration", "0.3", "--warmup", "0.1", "--repeat", "3",
+                          "--ready-timeout", "1",  # waited out in full by each start: no server of this run gets ready
                           *NO_FIGURES, "--results-dir", str(tmp_path), "--format", "json")
     cells = json.loads(completed.stdout)["cells"]
     by_round = {r: [a for c in cells for a in c["attempts"] if a["repeat"] == r] for r in (1, 2, 3)}
@@ -174,7 +178,7 @@ def test_invalid_manifest_entry_names_entry_and_field(tmp_path):
 def test_resume_measures_only_missing_attempts_and_refuses_other_settings(tmp_path):
     """--resume fills in the attempts an interrupted run lacks, and refuses a different configuration."""
     args = [*NO_FIGURES, "--servers", "websockets", "--clients", "websockets,node-ws", "--duration", "0.3",
-            "--warmup", "0.1", "--repeat", "2", "--results-dir", str(tmp_path)]
+            "--warmup", "0.1", "--jit-warmup", "0", *QUICK_RELAY_CHECK, "--repeat", "2", "--results-dir", str(tmp_path)]
     assert run_bench(*args).returncode == 0
     saved_path = next(p for p in tmp_path.glob("2*.json"))
     saved = json.loads(saved_path.read_text())

@@ -14,7 +14,7 @@ from pingpong.harness.results.histograms import latency_summary, merge
 from pingpong.harness.results.records import FORMAT_VERSION
 from tests.conftest import QUICK_RELAY_CHECK, QUICK_RELAY_SILENCE_S, ROOT
 
-FAST = ["--duration", "0.5", "--warmup", "0.2", "--jit-warmup", "0",
+FAST = ["--duration", "0.3", "--warmup", "0.1", "--jit-warmup", "0",
         *QUICK_RELAY_CHECK]  # what these runs record, not their rates
 # matplotlib's import and drawing cost about a second a run: a test that does not look at a figure asks for none
 NO_FIGURES = ["--no-figures"]
@@ -193,7 +193,7 @@ def test_one_server_process_per_round_serves_the_row_and_fresh_server_does_not(t
     """Two clients, two rounds: each round's server process serves both cells (in rooms of their own) and is
     stopped cleanly; --fresh-server starts one per attempt. The seed and the order are recorded."""
     args = ["--servers", "websockets", "--clients", "websockets,node-ws", "--duration", "0.3", "--warmup", "0.1",
-            "--repeat", "2", "--seed", "5", "--format", "json", "--jit-warmup", "0", *NO_FIGURES]
+            "--repeat", "2", "--seed", "5", "--format", "json", "--jit-warmup", "0", *QUICK_RELAY_CHECK, *NO_FIGURES]
     completed = run_bench(*args, "--results-dir", str(tmp_path / "long-lived"))
     assert completed.returncode == 0, completed.stderr
     result = json.loads(completed.stdout)
@@ -213,7 +213,7 @@ def test_a_list_setting_is_a_dimension_interleaved_within_every_round(tmp_path):
     """--compression default,off: both points are measured in round 1 before either in round 2; each point has its
     own results file, and the index pairs every cell's rate at the second point with the first's, by round."""
     completed = run_bench("--servers", "websockets", "--clients", "websockets", "--compression", "default,off",
-                          "--duration", "0.3", "--warmup", "0.1", "--repeat", "2", *NO_FIGURES,
+                          "--duration", "0.3", "--warmup", "0.1", "--repeat", "2", *QUICK_RELAY_CHECK, *NO_FIGURES,
                           "--results-dir", str(tmp_path))
     assert completed.returncode == 0, completed.stderr
     rounds = [int(line.split("round ")[1].split(":")[0]) for line in completed.stderr.splitlines()

@@ -24,7 +24,8 @@ from pingpong.harness.settings.catalog import check_availability, cpu_use, skip_
 from pingpong.harness.settings.configuration import build_configuration, resolve_options
 from pingpong.harness.settings.manifest import resolve_command
 from pingpong.harness.system import broker, listeners, processes
-from tests.conftest import IMPLEMENTATIONS, QUICK_RELAY_SILENCE_S, ROOT, CellSettings, by_name, stopped_cleanly
+from tests.conftest import (IMPLEMENTATIONS, QUICK_RELAY_CHECK, QUICK_RELAY_SILENCE_S, ROOT, CellSettings, by_name,
+                            stopped_cleanly)
 from tests.test_run_bench import run_bench
 
 SERVERS = [i for i in IMPLEMENTATIONS if i.role == "server"]
@@ -242,7 +243,7 @@ def test_a_sweep_of_a_threaded_server_records_where_each_side_ran(tmp_path):
     if len(cell.our_cpus()) != 2:
         pytest.skip("the placements asserted are those of a 2-CPU host")
     completed = run_bench("--servers", "go-gorilla", "--clients", "websockets", "--workers", "1,2", "--pairs", "4",
-                          "--repeat", "1", "--duration", "0.3", "--warmup", "0.1",
+                          "--repeat", "1", "--duration", "0.3", "--warmup", "0.1", "--no-figures", *QUICK_RELAY_CHECK,
                           "--results-dir", str(tmp_path))
     assert completed.returncode == 0, completed.stderr
     files = {path.name.split("Z-")[1]: path for path in tmp_path.glob("*Z-*.json")}

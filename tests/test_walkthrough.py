@@ -5,7 +5,7 @@ import os
 import subprocess
 import sys
 
-from tests.conftest import ROOT
+from tests.conftest import QUICK_RELAY_CHECK, ROOT
 
 SERVER = '''"""A throwaway relay server on websockets, written by the walkthrough test."""
 
@@ -103,7 +103,7 @@ def test_the_walkthrough_adds_a_server_and_a_client_that_run(tmp_path):
     assert [(row["role"], row["available"]) for row in ours] == [("server", True), ("client", True)]
     completed = run_bench("--manifest", "manifest.toml", "--manifest", str(manifest),
                           "--servers", "walkthrough,websockets", "--clients", "walkthrough",
-                          "--duration", "0.5", "--warmup", "0.2", "--repeat", "1",
+                          "--duration", "0.5", "--warmup", "0.2", "--repeat", "1", "--no-figures", *QUICK_RELAY_CHECK,
                           "--results-dir", str(tmp_path / "results"), "--format", "json")
     assert completed.returncode == 0, completed.stderr[-3000:]
     cells = {(c["server"], c["client"]): c for c in json.loads(completed.stdout)["cells"]}

@@ -264,7 +264,7 @@ def test_broadcast_sender_rejects_a_message_on_the_sender_connection(shared_serv
     url = room_url(shared_servers)
     events = Events()
     process = start_client("aiohttp", ["--url", url, "--workload", "broadcast", "--receivers", "2", "--duration",
-                                       "3", "--warmup", "0.1", "--stall-timeout", "5"], env=events.env,
+                                       "1", "--warmup", "0.1", "--stall-timeout", "5"], env=events.env,
                            pass_fds=(events.write_fd,))
     try:
         events.started()

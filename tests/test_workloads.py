@@ -15,7 +15,7 @@ from tests.test_run_bench import NO_FIGURES, run_bench
 TEST_MANIFESTS = ["--manifest", "manifest.toml", "--manifest", "tests/manifest.toml"]
 # These tests count (messages, sockets, bytes, handshakes), they do not compare rates: a short window, and no extra
 # warmup for Node.js's compiler (--jit-warmup; tests/test_orchestration_logic.py checks what it does)
-FAST_WITH_FIGURES = ["--duration", "0.3", "--warmup", "0.2", "--repeat", "1", "--jit-warmup", "0", *QUICK_RELAY_CHECK]
+FAST_WITH_FIGURES = ["--duration", "0.3", "--warmup", "0.1", "--repeat", "1", "--jit-warmup", "0", *QUICK_RELAY_CHECK]
 FAST = [*FAST_WITH_FIGURES, *NO_FIGURES]  # the tests that look at a figure use FAST_WITH_FIGURES
 # With the C floor on both axes a run first measures the host's figure (10 floor attempts, ~8 s); a test that does
 # not look at it leaves it out. tests/test_native_websocket.py runs it and checks it is recorded.
@@ -69,15 +69,34 @@ def test_one_changed_byte_in_a_large_message_fails_the_cell(tmp_path, kind):
         assert "payload mismatch" in attempt["reason"] and "1024 bytes" in attempt["reason"]
 
 
-@pytest.mark.parametrize("client", ["websockets", "aiohttp", "picows", "node-ws", "bun"])
-def test_many_pairs_each_in_its_own_room(tmp_path, client):
+MANY_PAIRS_CLIENTS = ["websockets", "aiohttp", "picows", "node-ws", "bun"]
+
+
+@pytest.fixture(scope="module")
+def many_pairs_run(tmp_path_factory):
+    """One --pairs 3 run of node-ws against every client of MANY_PAIRS_CLIENTS (a cell each, the round's server
+    serving them in turn), made when the first test calls for it (so within that test's turn, conftest.one_turn):
+    each client's test reads its own cell."""
+    made = []
+
+    def run() -> subprocess.CompletedProcess:
+        if not made:
+            made.append(run_bench("--servers", "node-ws", "--clients", ",".join(MANY_PAIRS_CLIENTS), *FAST,
+                                  "--pairs", "3", "--results-dir", str(tmp_path_factory.mktemp("many-pairs")),
+                                  "--format", "json", timeout=300))
+        return made[0]
+    return run
+
+
+@pytest.mark.parametrize("client", MANY_PAIRS_CLIENTS)
+def test_many_pairs_each_in_its_own_room(many_pairs_run, client):
     """--pairs 3: six connections, three rooms, every pair completes roundtrips; the kernel sees six sockets; each
     pair's own histogram counts its roundtrips, and the three together are the merged one."""
-    completed = run_bench("--servers", "node-ws", "--clients", client, *FAST, "--pairs", "3",
-                          "--results-dir", str(tmp_path), "--format", "json", timeout=300)
+    completed = many_pairs_run()
     assert completed.returncode == 0, completed.stderr
     result = json.loads(completed.stdout)
-    attempt = result["cells"][0]["attempts"][0]
+    (attempt,) = next(cell for cell in result["cells"] if cell["client"] == client)["attempts"]
+    assert attempt["status"] == "ok", attempt["reason"]
     report = attempt["client_report"]
     assert report["pairs"] == 3 and len(report["per_pair_roundtrips"]) == 3
     assert all(count > 0 for count in report["per_pair_roundtrips"])
@@ -135,14 +154,34 @@ def test_a_client_without_pairs_support_is_skipped_with_the_reason(tmp_path):
     assert cells["raw-tcp-python"]["attempts"][0]["client_report"]["pairs"] == 2
 
 
+@pytest.fixture(scope="module")
+def handshake_run(tmp_path_factory):
+    """The handshake workload's run of one server × client, made once (within the turn of the first test that calls
+    for it, conftest.one_turn) for the tests that read it: its completed process, its results folder, and the
+    TIME_WAIT sockets of its connections (time_wait_sockets), read at once after it (they expire 60 s later)."""
+    made = {}
+
+    def run(server: str, client: str):
+        if (server, client) not in made:
+            folder = tmp_path_factory.mktemp(f"handshake-{server}-{client}")
+            before = time_wait_entries()
+            completed = run_bench("--servers", server, "--clients", client, *FAST, "--workload", "handshake",
+                                  "--results-dir", str(folder), "--format", "json", timeout=300)
+            time_waits = None
+            if completed.returncode == 0:
+                time_waits = time_wait_sockets(json.loads(completed.stdout)["cells"][0]["attempts"][0]["port"], before)
+            made[server, client] = completed, folder, time_waits
+        return made[server, client]
+    return run
+
+
 @pytest.mark.parametrize("server, client", [("aiohttp", "websockets"), ("aiohttp", "node-ws"), ("picows", "bun")])
-def test_handshake_workload_counts_real_handshakes(tmp_path, server, client):
+def test_handshake_workload_counts_real_handshakes(handshake_run, server, client):
     """Each counted cycle is a real TCP connection: the kernel's ActiveOpens grow by one per handshake.
 
     picows × bun guards a fix: picows echoed a code-less close frame with code 0, which Bun and Node reject.
     """
-    completed = run_bench("--servers", server, "--clients", client, *FAST, "--workload", "handshake",
-                          "--results-dir", str(tmp_path), "--format", "json", timeout=300)
+    completed, folder, _ = handshake_run(server, client)
     assert completed.returncode == 0, completed.stderr
     result = json.loads(completed.stdout)
     attempt = result["cells"][0]["attempts"][0]
@@ -151,7 +190,7 @@ def test_handshake_workload_counts_real_handshakes(tmp_path, server, client):
     expected_opens = attempt["roundtrips_per_s"] * attempt["window_wall_s"]
     assert attempt["tcp_counters"]["Tcp.ActiveOpens"] == pytest.approx(expected_opens, rel=0.25, abs=3)
     assert attempt["tcp_counters"]["Tcp.PassiveOpens"] == pytest.approx(expected_opens, rel=0.25, abs=3)
-    assert (tmp_path / "latest.md").read_text().startswith("# WebSocket handshakes")
+    assert (folder / "latest.md").read_text().startswith("# WebSocket handshakes")
 
 
 @pytest.mark.parametrize("args, message", [
@@ -194,14 +233,12 @@ def time_wait_sockets(port: int, before: set[tuple[str, str]]) -> tuple[int, int
 
 
 @pytest.mark.parametrize("client", ["websockets", "picows"])
-def test_handshake_cycles_wait_for_the_server_to_close(tmp_path, client):
+def test_handshake_cycles_wait_for_the_server_to_close(handshake_run, client):
     """Each cycle's closing handshake runs to its end: the server closes every TCP connection first (RFC 6455 7.1.1)."""
-    before = time_wait_entries()
-    completed = run_bench("--servers", "aiohttp", "--clients", client, *FAST, "--workload", "handshake",
-                          "--results-dir", str(tmp_path), "--format", "json", timeout=300)
+    completed, _, time_waits = handshake_run("aiohttp", client)
     assert completed.returncode == 0, completed.stderr
+    server_first, client_first = time_waits
     attempt = json.loads(completed.stdout)["cells"][0]["attempts"][0]
-    server_first, client_first = time_wait_sockets(attempt["port"], before)
     assert client_first == 0
     assert server_first >= attempt["client_report"]["handshakes"] > 5
 
