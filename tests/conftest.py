@@ -3,6 +3,8 @@ outlives its test."""
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import re
@@ -71,6 +73,7 @@ SLOW_TESTS = {
     "test_profiling.py::test_a_function_burning_known_cpu_tops_its_sides_profile_at_that_cost",
     "test_profiling.py::test_ctrl_c_while_profiling_leaves_no_process_behind",
     "test_profiling.py::test_run_profile_profiles_the_named_cell_beside_its_rows_fastest_client",
+    "test_reference_files.py::test_every_json_file_reads_and_every_run_loads",
     "test_reliability.py::test_faulty_servers_fail_their_cells_and_the_run_goes_on",
     "test_reliability.py::test_resume_measures_only_missing_attempts_and_refuses_other_settings",
     "test_reliability.py::test_servers_under_abuse_keep_serving_other_rooms",
@@ -86,10 +89,68 @@ SLOW_TESTS = {
 }
 
 
+# The tests run two at a time (pytest.ini: -n 2 --dist loadfile, pytest-xdist; a module's tests stay in one worker, in
+# order, with its module-scoped servers): most of their time is spent waiting on windows, timeouts and processes
+# starting, so two at once take 10:31 where one at a time took 18:39 (2026-11-27, 2 CPUs). A test that compares a
+# measured cost or count with a known figure runs alone: the other worker's test ends first and none starts until it
+# is done. They are these, and every test of a module whose module-scoped fixture measures (ALONE_MODULES).
+ALONE_TESTS = {
+    # a profile's µs per roundtrip against a known busy wait; the rate with each switch against the baseline's
+    "test_diagnosis.py::test_diagnose_on_a_healthy_pair_finds_no_anomaly_and_counts_syscalls",
+    # enough roundtrips in a 0.3 s window for a count agreeing within 1%
+    "test_outside.py::test_outside_count_agrees_with_the_programs_own",
+}
+ALONE_MODULES = {"test_profiling.py"}
+
+
 def pytest_collection_modifyitems(items):
     for item in items:
-        if f"{item.path.name}::{getattr(item, 'originalname', item.name)}" in SLOW_TESTS:
+        name = f"{item.path.name}::{getattr(item, 'originalname', item.name)}"
+        if name in SLOW_TESTS:
             item.add_marker(pytest.mark.slow)
+        if name in ALONE_TESTS or item.path.name in ALONE_MODULES:
+            item.add_marker(pytest.mark.alone)
+
+
+@contextlib.contextmanager
+def turn(tmp_path_factory, alone: bool):
+    """A readers-writer lock over the workers of one pytest run (flock on files they share): a test holds it shared,
+    an `alone` one exclusive. The turnstile, held by a test waiting to be alone, keeps new tests from starting in the
+    meantime, so it is never starved. Without workers (pytest -p no:xdist) there is no one to wait for."""
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        yield
+        return
+    shared = tmp_path_factory.getbasetemp().parent  # the run's folder; each worker's basetemp is inside it
+    with open(shared / "tests-turnstile.lock", "a") as turnstile, open(shared / "tests-running.lock", "a") as running:
+        fcntl.flock(turnstile, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(running, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
+        finally:
+            fcntl.flock(turnstile, fcntl.LOCK_UN)
+        try:
+            yield
+        finally:
+            fcntl.flock(running, fcntl.LOCK_UN)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def alone_module(request, tmp_path_factory):
+    """A module of ALONE_MODULES holds the run alone from its first fixture to its last test."""
+    if request.module.__file__ and Path(request.module.__file__).name in ALONE_MODULES:
+        with turn(tmp_path_factory, alone=True):
+            yield
+    else:
+        yield
+
+
+@pytest.fixture(autouse=True)
+def one_turn(request, tmp_path_factory, alone_module):
+    """Every test takes its turn: shared, or alone when marked (its module's lock covers an ALONE_MODULES test)."""
+    if Path(request.node.path).name in ALONE_MODULES:
+        yield
+        return
+    with turn(tmp_path_factory, alone=request.node.get_closest_marker("alone") is not None):
+        yield
 
 
 def url_scheme(implementation) -> str:
