@@ -23,8 +23,8 @@ boost=$(sed -n 's/.*define BOOST_LIB_VERSION "\([0-9_]*\)".*/\1/p' /usr/include/
 compiler="$("$CXX" -dumpfullversion 2>/dev/null || "$CXX" -dumpversion)"
 
 started=$(now)
-if ! "$CXX" -O2 -std=c++17 -Wall -o build/cpp_cpprest_client.tmp native/cpp/cpprest_client.cpp \
-    -lcpprest -lssl -lcrypto -lboost_system -pthread; then
+if ! cached_cxx build/cpp_cpprest_client.tmp native/cpp/cpprest_client.cpp "-O2 -std=c++17 -Wall -pthread" \
+    "-lcpprest -lssl -lcrypto -lboost_system"; then
   rm -f build/cpp_cpprest_client.tmp
   unavailable "$CXX $compiler could not compile native/cpp/cpprest_client.cpp with cpprestsdk $cpprest (see its output)"
 fi
