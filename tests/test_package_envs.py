@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from pingpong.harness.settings.package_envs import (override_dependencies, override_requirements, parse_node_specs,
-                                                    parse_python_specs)
+                                                    parse_python_specs, process_requirements)
 from pingpong.harness.settings.usage import UsageError
 from tests.test_run_bench import run_bench
 
@@ -33,6 +33,14 @@ def test_requirements_overrides_replace_pins_by_normalized_name_and_append_new_o
     text = override_requirements(REQUIREMENTS, ["AIOHTTP==3.9.1", "uvicorn==0.24.0.post1", "trustme==1.2.0"])
     lines = [line.split("#")[0].strip() for line in text.splitlines() if line.split("#")[0].strip()]
     assert lines == ["AIOHTTP==3.9.1", "uvicorn==0.24.0.post1", "websockets==17.4", "trustme==1.2.0"]
+
+
+def test_an_environment_gets_what_its_processes_import_and_not_the_harness_or_the_tests():
+    """The frameworks and what they pull in stay; figures, the cluster mode, profilers and pytest go (the processes of
+    an environment are servers, clients and workers, which import none of them)."""
+    text = process_requirements("sanic==25.12.1\nmatplotlib==3.11.2  # figures\nPyYAML==6.0.3\npytest_xdist==3.8.0\n"
+                                "# dask==2026.8.0 named in a comment\nDask==2026.8.0\npy-spy==0.4.3\n")
+    assert text == "sanic==25.12.1\nPyYAML==6.0.3\n# dask==2026.8.0 named in a comment\n"
 
 
 def test_node_overrides_keep_other_dependencies_and_leave_runtimes_out():

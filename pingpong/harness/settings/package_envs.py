@@ -77,6 +77,28 @@ def parse_node_specs(text: str) -> list[str]:
     return parse_specs(text, "--node-packages", NODE_SPEC, "ws@8.14.2")
 
 
+# What only the orchestrator and the tests import (figures, the cluster mode, the terminal, profilers, pytest), with
+# what they alone pull in: an environment's processes are servers, clients and workers (pingpong/kit, servers/,
+# clients/), which import none of it, so it is left out of their environments (a build takes half the time).
+HARNESS_ONLY_PACKAGES = frozenset({
+    "pytest", "pytest-timeout", "pytest-xdist", "execnet", "iniconfig", "pluggy",
+    "matplotlib", "contourpy", "cycler", "fonttools", "kiwisolver", "numpy", "pillow", "pyparsing", "python-dateutil",
+    "dask", "distributed", "cloudpickle", "fsspec", "partd", "locket", "toolz", "zict", "tornado", "msgpack",
+    "sortedcontainers", "tblib", "importlib-metadata", "zipp", "lazy-importer",
+    "rich", "markdown-it-py", "mdurl", "pygments", "py-spy",
+})
+
+
+def process_requirements(requirements: str) -> str:
+    """requirements.txt's text less the lines of HARNESS_ONLY_PACKAGES: what an environment's processes need; pure."""
+    kept = []
+    for line in requirements.splitlines():
+        match = re.match(r"^([A-Za-z0-9][A-Za-z0-9._-]*)", line.split("#", 1)[0].strip())
+        if not match or normalize(match.group(1)) not in HARNESS_ONLY_PACKAGES:
+            kept.append(line)
+    return "\n".join(kept) + "\n"
+
+
 def override_requirements(requirements: str, specs: list[str]) -> str:
     """requirements.txt's text with the lines of the specs' packages replaced, and other specs appended; pure."""
     wanted = {normalize(PYTHON_SPEC.match(spec).group(1)): spec for spec in specs}
@@ -145,7 +167,7 @@ def _removed_on_failure(folder: Path):
 
 def python_environment(specs: list[str], project_root: Path) -> PackageEnvironment:
     """A venv with requirements.txt's pins, the specs overriding them; built once, then reused."""
-    requirements = override_requirements((project_root / "requirements.txt").read_text(), specs)
+    requirements = override_requirements(process_requirements((project_root / "requirements.txt").read_text()), specs)
     # Keyed by the Python installation (base_prefix), not by the venv this runs in: the environment is a venv of its
     # own made from that installation, so every venv and clone of the suite on one machine shares it.
     folder = cache_folder() / f"python-{_key(sys.version, sys.base_prefix, platform.machine(), requirements)}"
