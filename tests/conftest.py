@@ -99,6 +99,10 @@ ALONE_TESTS = {
     "test_diagnosis.py::test_diagnose_on_a_healthy_pair_finds_no_anomaly_and_counts_syscalls",
     # enough roundtrips in a 0.3 s window for a count agreeing within 1%
     "test_outside.py::test_outside_count_agrees_with_the_programs_own",
+    # no latency over 20 ms but the paused ones (another test's load gave 23 ms)
+    "test_workload_drivers.py::test_a_paused_window_leaves_the_paused_latencies_out",
+    # an offered rate below the slow server's saturation is answered within its latency line
+    "test_workloads.py::test_open_loop_latency_grows_past_the_saturation_of_a_slow_server",
 }
 ALONE_MODULES = {"test_profiling.py"}
 

@@ -9,7 +9,7 @@ import pytest
 
 from pingpong.contract import RAW_WINDOWS_ENV
 from pingpong.harness.analysis import host_modes
-from tests.conftest import ROOT
+from tests.conftest import ROOT, TEST_TOKEN_ENV, processes_carrying
 
 SENTINEL = ROOT / "build" / "host_sentinel"
 FAST, SLOW = 5000.0, 8000.0
@@ -73,14 +73,14 @@ def test_describe_reports_levels_stretches_and_windows():
 
 
 def sentinel_processes() -> list[int]:
+    """The host sentinels this test started (they carry its token): another test's, running beside it, are not."""
     found = []
-    for entry in os.scandir("/proc"):
-        if entry.name.isdigit():
-            try:
-                if os.readlink(f"/proc/{entry.name}/exe") == str(SENTINEL.resolve()):
-                    found.append(int(entry.name))
-            except OSError:
-                pass
+    for process in processes_carrying(os.environ[TEST_TOKEN_ENV]):
+        try:
+            if os.readlink(f"/proc/{process.pid}/exe") == str(SENTINEL.resolve()):
+                found.append(process.pid)
+        except OSError:
+            pass
     return found
 
 

@@ -29,6 +29,9 @@ from pingpong.harness.system import kernel_signals, listeners, processes
 
 CONNECTIONS = 2  # one pair: the program's two clients in one room
 CONNECTION_POLL_S = 0.01  # how often the kernel's list of its connections is read while it connects
+# A program's connections close as it exits, a moment before it is seen to have ended: one found with fewer than two
+# at its warmup's end is given this long to end, and then it ended (with its code and last words), not closed one
+EXIT_GRACE_S = 0.5
 
 
 def outside_command(client: Implementation, settings: CellSettings, url: str, project_root: Path) -> list[str]:
@@ -61,6 +64,8 @@ def measure_outside(started: LocalServer, client: Implementation, settings: Cell
     if _ended_within(process, settings.warmup_s):
         return judge.outside_ended("during its warmup", facts(), server_facts)
     connected, problem = count_connections(process, started.port)  # one more may have opened after the first two
+    if problem is None and connected < CONNECTIONS and _ended_within(process, EXIT_GRACE_S):
+        return judge.outside_ended("during its warmup", facts(), server_facts)
     if problem is not None or connected != CONNECTIONS:
         return judge.outside_not_started(problem or ("too-many" if connected > CONNECTIONS else "closed-one"),
                                          connected, settings.ready_timeout_s, facts(), server_facts)
