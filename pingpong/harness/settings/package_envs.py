@@ -89,13 +89,15 @@ HARNESS_ONLY_PACKAGES = frozenset({
 })
 
 
+def requirement_name(line: str) -> str | None:
+    """The normalized package name a requirements.txt line pins; None for a comment or a blank line; pure."""
+    match = re.match(r"^([A-Za-z0-9][A-Za-z0-9._-]*)", line.split("#", 1)[0].strip())
+    return normalize(match.group(1)) if match else None
+
+
 def process_requirements(requirements: str) -> str:
     """requirements.txt's text less the lines of HARNESS_ONLY_PACKAGES: what an environment's processes need; pure."""
-    kept = []
-    for line in requirements.splitlines():
-        match = re.match(r"^([A-Za-z0-9][A-Za-z0-9._-]*)", line.split("#", 1)[0].strip())
-        if not match or normalize(match.group(1)) not in HARNESS_ONLY_PACKAGES:
-            kept.append(line)
+    kept = [line for line in requirements.splitlines() if requirement_name(line) not in HARNESS_ONLY_PACKAGES]
     return "\n".join(kept) + "\n"
 
 
@@ -104,10 +106,9 @@ def override_requirements(requirements: str, specs: list[str]) -> str:
     wanted = {normalize(PYTHON_SPEC.match(spec).group(1)): spec for spec in specs}
     lines = []
     for line in requirements.splitlines():
-        requirement = line.split("#", 1)[0].strip()
-        match = re.match(r"^([A-Za-z0-9][A-Za-z0-9._-]*)", requirement)
-        if match and normalize(match.group(1)) in wanted:
-            lines.append(wanted.pop(normalize(match.group(1))) + "  # overridden by --python-packages")
+        name = requirement_name(line)
+        if name in wanted:
+            lines.append(wanted.pop(name) + "  # overridden by --python-packages")
         else:
             lines.append(line)
     lines += [f"{spec}  # added by --python-packages" for spec in wanted.values()]
@@ -166,7 +167,8 @@ def _removed_on_failure(folder: Path):
 
 
 def python_environment(specs: list[str], project_root: Path) -> PackageEnvironment:
-    """A venv with requirements.txt's pins, the specs overriding them; built once, then reused."""
+    """A venv with requirements.txt's pins for its processes (process_requirements), the specs overriding them; built
+    once, then reused."""
     requirements = override_requirements(process_requirements((project_root / "requirements.txt").read_text()), specs)
     # Keyed by the Python installation (base_prefix), not by the venv this runs in: the environment is a venv of its
     # own made from that installation, so every venv and clone of the suite on one machine shares it.
