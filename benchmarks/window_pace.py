@@ -13,13 +13,18 @@ compiled clients and a program measured from outside. From the same processes:
 --slices RUN_MS:ROUNDTRIPS[,...] paces with each setting in turn (the evidence for pacer.RUN_S and
 SLICE_ROUNDTRIPS): the paced CV and the share of the time paused for each.
 Prints one JSON object on stdout; a table on stderr.
-Usage: python -m benchmarks.window_pace [--seconds 20] [--window 0.2] [--cells S:C[:LOOP],...] [--slices 4:40]
+- elasticity: how far the cell's rate moves with the sentinel's pace across the paced windows (1: exactly as the
+  sentinel's, which the reference pace assumes), and what a fitted one would leave.
+--summarize FILE prints a stored run's figures again from its sub-windows.
+Usage: python -m benchmarks.window_pace [--seconds 20] [--window 0.2] [--cells S:C[:LOOP],...] [--slices 16:80:preempt]
+                                        [--summarize FILE]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import statistics
 import sys
 import tempfile
@@ -36,6 +41,7 @@ from pingpong.harness.measure.local import LocalMeasurer
 from pingpong.harness.measure.outside import await_connections, outside_command
 from pingpong.harness.measure.pacer import RUN_S, SLICE_ROUNDTRIPS, Pacer
 from pingpong.harness.measure.server import stop_server
+from pingpong.harness.results.stored import read_json
 from pingpong.harness.settings.cell import cpus_for, orchestrator_cpus
 from pingpong.harness.settings.manifest import check_availability
 from pingpong.harness.system import host_sentinel, kernel_signals, processes
@@ -49,12 +55,19 @@ CELLS = ("raw-tcp-c:raw-tcp-c:auto:c,aiohttp:websockets:asyncio:python-asyncio,"
 BIAS_TARGET = 0.02  # issue 50: every runtime's median ratio within ±2%
 
 
-def parse_slices(text: str) -> list[tuple[float, int]]:
+def parse_slices(text: str) -> list[tuple[float, int, bool]]:
+    """RUN_MS:ROUNDTRIPS[:preempt|:stop],... as (run_s, roundtrips, preempt); preempt by default, as the pacer."""
     settings = []
     for part in text.split(","):
-        run_ms, _, roundtrips = part.partition(":")
-        settings.append((float(run_ms) / 1000, int(roundtrips)))
+        run_ms, roundtrips, *mode = part.split(":")
+        if mode not in ([], ["preempt"], ["stop"]):
+            raise ValueError(f"a slice setting's mode is preempt or stop, not {mode[0]!r}")
+        settings.append((float(run_ms) / 1000, int(roundtrips), mode != ["stop"]))
     return settings
+
+
+def setting_name(setting: tuple[float, int, bool]) -> str:
+    return f"{setting[0] * 1000:g}:{setting[1]}:{'preempt' if setting[2] else 'stop'}"
 
 
 def cv(values: list[float]) -> float | None:
@@ -145,15 +158,76 @@ def figures(windows: list[dict], slices: list[tuple[float, int]]) -> dict:
             continue
         at_reference = [rate * w["pace"]["sentinel_ns_per_roundtrip"] / REFERENCE_SENTINEL_NS for rate, w in paced]
         unit_free = [1e9 / rate / w["pace"]["sentinel_ns_per_roundtrip"] for rate, w in paced]
-        per_setting[f"{setting[0] * 1000:g}:{setting[1]}"] = {
+        per_setting[setting_name(setting)] = {
             "windows": len(paced), "paced_raw_cv": cv([rate for rate, _ in paced]), "paced_cv": cv(at_reference),
             "bias": statistics.median(ratios_by_setting[setting]) if ratios_by_setting.get(setting) else None,
             "sentinel_roundtrips_per_roundtrip": statistics.median(unit_free),
             "paused_share": statistics.fmean(w["pace"]["paused_s"] / w["wall_s"] for _, w in paced),
             "pause_ms": statistics.fmean(w["pace"]["paused_s"] / w["pace"]["pauses"] * 1000 for _, w in paced
-                                         if w["pace"]["pauses"])}
+                                         if w["pace"]["pauses"]),
+            "elasticity": elasticity([rate for rate, _ in paced],
+                                     [w["pace"]["sentinel_ns_per_roundtrip"] for _, w in paced])}
     result["slices"] = per_setting
     return result
+
+
+def elasticity(rates: list[float], paces: list[float]) -> dict | None:
+    """How far the cell's rate moves with the sentinel's pace across windows (pure): the least-squares slope of
+    log(rate) on log(ns per sentinel roundtrip), negated (1: the cell slows exactly as the sentinel does, which the
+    rate at the reference pace assumes), their correlation, and the SD of log(rate) left once the slope is taken out
+    (about a CV), beside the one the reference pace leaves (slope 1). None with fewer than 3 windows or one pace."""
+    if len(rates) < 3:
+        return None
+    y = [math.log(rate) for rate in rates]
+    x = [math.log(pace) for pace in paces]
+    mean_x, mean_y = statistics.fmean(x), statistics.fmean(y)
+    sxx = sum((a - mean_x) ** 2 for a in x)
+    syy = sum((b - mean_y) ** 2 for b in y)
+    if sxx == 0 or syy == 0:
+        return None
+    sxy = sum((a - mean_x) * (b - mean_y) for a, b in zip(x, y))
+    slope = sxy / sxx
+    return {"elasticity": -slope, "correlation": sxy / math.sqrt(sxx * syy),
+            "left_at_fitted": statistics.stdev(b - slope * a for a, b in zip(x, y)),
+            "left_at_reference_pace": statistics.stdev(b + a for a, b in zip(x, y))}
+
+
+def show_cell(cell: dict) -> None:
+    """One cell's line on stderr."""
+    bias = cell["bias"]
+    def elastic(setting: dict) -> str:
+        fit = setting.get("elasticity")
+        return (f", elasticity {fit['elasticity']:.2f} (CV left {100 * fit['left_at_fitted']:.1f}% fitted)"
+                if fit else "")
+    shown = "; ".join(f"{name}: bias {s['bias']:.3f}, paced CV {100 * s['paced_cv']:.1f}%, "
+                      f"{s['sentinel_roundtrips_per_roundtrip']:.2f} sentinel rt, paused "
+                      f"{100 * s['paused_share']:.1f}%{elastic(s)}"
+                      for name, s in cell["slices"].items() if s["paced_cv"] is not None and s["bias"] is not None)
+    print(f"{cell['runtime']:15} {cell['server']} × {cell['client']}: bias {bias['median_ratio']:.4f} "
+          f"[{bias['interval'][0]:.3f}–{bias['interval'][1]:.3f}] over {bias['pairs']}; raw CV "
+          f"{100 * cell['raw_cv']:.1f}%; {shown}", file=sys.stderr, flush=True)
+
+
+def summarize(path: str) -> int:
+    """--summarize: the figures of a stored run (plain or .json.xz) from its sub-windows, again."""
+    try:
+        stored = read_json(Path(path))
+    except (OSError, ValueError) as exc:
+        print(f"window_pace: --summarize: {path}: {exc}", file=sys.stderr)
+        return 2
+    slices = [(s[0], s[1], s[2] if len(s) > 2 else False) for s in stored["slices"]]  # before preempt: stopped
+    cells = []
+    for cell in stored["cells"]:
+        if not cell.get("raw_windows"):
+            continue
+        windows = [{**w, "slices": (list(w["slices"]) + [False])[:3] if w["slices"] else None}
+                   for w in cell["raw_windows"]]
+        figured = {key: cell[key] for key in ("runtime", "server", "client", "loop")} | figures(windows, slices)
+        show_cell(figured)
+        cells.append(figured)
+    json.dump({"summarized": path, "cells": cells}, sys.stdout, indent=1)
+    print()
+    return 0
 
 
 def main() -> int:
@@ -162,12 +236,22 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=20.0, help="per cell (default %(default)g)")
     parser.add_argument("--window", type=float, default=0.2, help="sub-window, s (default %(default)g: the matrix's)")
     parser.add_argument("--slices", default=f"{RUN_S * 1000:g}:{SLICE_ROUNDTRIPS}",
-                        help="RUN_MS:SENTINEL_ROUNDTRIPS[,...] to pace with, in turn (default %(default)s)")
+                        help="RUN_MS:SENTINEL_ROUNDTRIPS[:preempt|:stop][,...] to pace with, in turn (default "
+                             "%(default)s; preempt: a sentinel in the real-time class takes the CPU, stop: it stops "
+                             "the cell with SIGSTOP)")
+    parser.add_argument("--summarize", metavar="FILE", help="print the figures of a stored run again, from its "
+                        "sub-windows (with each setting's elasticity), instead of measuring")
     args = parser.parse_args()
+    if args.summarize:
+        return summarize(args.summarize)
     if not host_sentinel.SENTINEL.exists():
         print(f"window_pace: {host_sentinel.SENTINEL.name} is not built (sh native/build.sh)", file=sys.stderr)
         return 2
-    slices = parse_slices(args.slices)
+    try:
+        slices = parse_slices(args.slices)
+    except ValueError as exc:
+        print(f"window_pace: --slices: {exc}", file=sys.stderr)
+        return 2
     found = implementations_by_role()
     measurer = LocalMeasurer()
     cells = []
@@ -189,14 +273,7 @@ def main() -> int:
             cell = {"runtime": label, "server": server_name, "client": client_name, "loop": loop,
                     **figures(windows, slices), "raw_windows": windows}
             cells.append(cell)
-            bias = cell["bias"]
-            shown = "; ".join(f"{name}: bias {s['bias']:.3f}, paced CV {100 * s['paced_cv']:.1f}%, "
-                              f"{s['sentinel_roundtrips_per_roundtrip']:.2f} "
-                              f"sentinel rt, paused {100 * s['paused_share']:.1f}%"
-                              for name, s in cell["slices"].items() if s["paced_cv"] is not None)
-            print(f"{label:15} {server_name} × {client_name}: bias {bias['median_ratio']:.4f} "
-                  f"[{bias['interval'][0]:.3f}–{bias['interval'][1]:.3f}] over {bias['pairs']}; raw CV "
-                  f"{100 * cell['raw_cv']:.1f}%; {shown}", file=sys.stderr, flush=True)
+            show_cell(cell)
     finally:
         host_sentinel.close_all()
     within = [c for c in cells if c.get("bias") and abs(c["bias"]["median_ratio"] - 1) <= BIAS_TARGET]

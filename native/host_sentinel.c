@@ -9,14 +9,21 @@
  * cell's CPU, the CPU never idles between the cell and the slice: on a VM an idle vCPU halts, and waking it again
  * cost about 0.3 ms a pause when the orchestrator stopped and continued the cell from the other CPU. Whatever ends a
  * slice, the groups it stopped are continued first.
+ * With --preempt both processes run in the real-time class (SCHED_FIFO, priority 1): woken for a slice, the sentinel
+ * takes the CPU from the cell at once, and while one of its two processes is runnable no ordinary process runs on
+ * that CPU. A slice with groups then stops no one (the cell on this CPU simply does not run meanwhile: no SIGSTOP,
+ * none of its threads woken to stop and woken again) and only sends SIGCONT after it, which a client counts as the
+ * end of a pause. If the real-time class is refused, it says so on stderr and exits 3.
  * The child dies with the parent (PR_SET_PDEATHSIG) and at the end of stdin; exit codes: 0, 1 on a system error.
  * Used by harness/measure/pacer.py, benchmarks/host_modes.py and benchmarks/per_cpu_keeping.py.
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -40,7 +47,19 @@ static int one_byte(int fd, char *byte, int sending) {
     }
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+    int preempt = argc == 2 && strcmp(argv[1], "--preempt") == 0;
+    if (argc > 2 || (argc == 2 && !preempt)) {
+        fprintf(stderr, "host_sentinel: the only option is --preempt\n");
+        return 1;
+    }
+    if (preempt) {  /* before the fork: the child inherits the class */
+        struct sched_param param = {.sched_priority = 1};
+        if (sched_setscheduler(0, SCHED_FIFO, &param) != 0) {
+            perror("host_sentinel: --preempt: the real-time class (SCHED_FIFO) was refused");
+            return 3;
+        }
+    }
     int pair[2];
     if (socketpair(AF_UNIX, SOCK_STREAM, 0, pair) != 0) { perror("host_sentinel: socketpair"); return 1; }
     pid_t parent = getpid(), child = fork();
@@ -75,7 +94,8 @@ int main(void) {
             break;
         }
         long long pause_began = now_ns();
-        for (int i = 0; i < count; i++) kill(-groups[i], SIGSTOP);  /* a group that has ended: nothing to stop */
+        if (!preempt)
+            for (int i = 0; i < count; i++) kill(-groups[i], SIGSTOP);  /* a group that has ended: nothing to stop */
         long long began = now_ns();
         for (long i = 0; i < roundtrips; i++) {
             if (one_byte(pair[0], &byte, 1) != 0 || one_byte(pair[0], &byte, 0) != 0) {

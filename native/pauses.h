@@ -1,6 +1,6 @@
 /* The pauses of a measured window, as the compiled clients count them (docs/contract.md, the report's "pauses"):
- * the orchestrator stops the measured cell with SIGSTOP to time the host sentinel on its CPU, then continues it with
- * SIGCONT. Each SIGCONT is counted, and a roundtrip that a pause may have touched still counts as a roundtrip but
+ * the measured cell is kept off its CPU while the host sentinel is timed there (the sentinel takes the CPU, or stops
+ * the cell with SIGSTOP), then sent a SIGCONT. Each SIGCONT is counted, and a roundtrip that a pause may have touched still counts as a roundtrip but
  * its latency is not recorded. Included by native/floor_client.h (the C floors) and native/cpp/client_support.hpp
  * (the C++ clients); the Go and Rust clients keep the same rule in their own words. Everything is static.
  */

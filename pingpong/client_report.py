@@ -424,9 +424,10 @@ MEASURED_FIELDS = (
              "the compiled clients' per_pair_hdr_histograms: each pair's latencies as latency.value_counts, in the "
              "order of per_pair_roundtrips; the orchestrator encodes them into per_pair_hdr_histograms when it reads "
              "the report", (), (PINGPONG,)),
-    Measured("pauses", PAUSES, "what the orchestrator's pauses did to the measured window (it stops the cell with "
-                               "SIGSTOP for each slice of the host sentinel, then continues it with SIGCONT: "
-                               "docs/methodology.md, \"The host's pace in the window\")", (PINGPONG,)),
+    Measured("pauses", PAUSES, "what the orchestrator's pauses did to the measured window (for each slice of the "
+                               "host sentinel the cell is kept off its CPU, by the sentinel in the real-time class "
+                               "or with SIGSTOP, and is sent a SIGCONT after it: docs/methodology.md, \"The host's "
+                               "pace in the window\")", (PINGPONG,)),
     Measured("ab_windows", ListOf(AB_WINDOW), "--ab-windows N: the 2N windows alternating recording on and off",
              (), (PINGPONG,)),
     Measured("idle_connections", IDLE_CONNECTIONS, "--idle-connections N: the connections held unused in ROOM-idle",

@@ -1,9 +1,12 @@
 """The host's pace in the window: the pure arithmetic (fake counts and clocks), the pacer on real processes, and real
-runs with a driver, a compiled client and a program measured from outside; a kill -9 mid-slice leaves nothing."""
+runs with a driver, a compiled client and a program measured from outside; a kill -9 mid-slice leaves nothing.
+On one CPU the sentinel takes the CPU in the real-time class and stops no one (measure/pacer.py, STOP_PREEMPT); where
+that is refused, and for a cell on two CPUs, the cell is stopped with SIGSTOP for each slice."""
 
 from __future__ import annotations
 
 import json
+import statistics
 import os
 import signal
 import subprocess
@@ -134,6 +137,50 @@ def test_precision_is_said_at_the_reference_pace_and_raw_side_by_side():
     assert "at the reference pace 1 of 1 cells within ±3%" in both.sentence()
     pace = host_pace.run_pace(run)
     assert pace.fast_level_ns == 10_000 and pace.attempts == 6
+    assert pace.classes == {host_pace.ORDINARY: 6}  # records without "stop": the stopping sentinel's
+    assert "the cell stopped with SIGSTOP" in pace.sentence()
+
+
+def paced_run(stops: list[str | None]) -> RunResult:
+    attempts = [Attempt(repeat=repeat, status="ok", reason=None, started_at="now", roundtrips=1000, elapsed_s=0.2,
+                        roundtrips_per_s=5000.0, raw_roundtrips_per_s=4000.0, running_s=0.19,
+                        host_pace={**pace_record(), **({"stop": stop} if stop else {})})
+                for repeat, stop in enumerate(stops, start=1)]
+    return RunResult(started_at="now", command_line=[], configuration={}, environment={}, implementations={},
+                     cells=[Cell("s", "c", attempts=attempts)])
+
+
+def test_a_runs_windows_say_which_class_of_sentinel_timed_them():
+    """preempt: the real-time sentinel took the CPU; sentinel, orchestrator or no record of it: the cell was stopped
+    and the sentinel was an ordinary process. The Pace: line says which, and how many of each when both."""
+    assert host_pace.sentinel_classes(paced_run(["preempt", "preempt"])) == {host_pace.REAL_TIME}
+    assert host_pace.sentinel_classes(paced_run(["sentinel", "orchestrator", None])) == {host_pace.ORDINARY}
+    assert "the sentinel in the real-time class, taking the CPU" in host_pace.run_pace(
+        paced_run(["preempt"])).sentence()
+    mixed = host_pace.run_pace(paced_run(["preempt", "preempt", "sentinel"]))
+    assert mixed.classes == {host_pace.REAL_TIME: 2, host_pace.ORDINARY: 1}
+    assert "2 with the sentinel in the real-time class" in mixed.sentence()
+    assert "1 with the cell stopped with SIGSTOP" in mixed.sentence()
+
+
+def test_resume_and_compare_keep_the_two_sentinel_classes_apart(tmp_path):
+    """A run paced by the stopping sentinel is not continued with real-time rounds (nor the reverse); compare says
+    when its runs were paced in both classes."""
+    from pingpong.harness.results.files import resume
+    from pingpong.harness.results.records import write_atomically
+    from pingpong.harness.settings.usage import UsageError
+    saved = tmp_path / "ordinary.json"
+    write_atomically(saved, json.dumps(paced_run(["sentinel"] * 3).to_dict(None)))
+    fresh = paced_run([])
+    with pytest.raises(UsageError, match="ordinary class, the new rounds' would be in the real-time one"):
+        resume(saved, fresh, tmp_path, host_pace.REAL_TIME)
+    resumed, _ = resume(saved, fresh, tmp_path, host_pace.ORDINARY)
+    assert len(resumed.cells[0].attempts) == 3
+    other = tmp_path / "real-time.json"
+    write_atomically(other, json.dumps(paced_run(["preempt"] * 3).to_dict(None)))
+    compared = subprocess.run([sys.executable, "run_bench.py", "compare", str(saved), str(other)], cwd=ROOT,
+                              capture_output=True, text=True, timeout=120)
+    assert "paced by the host sentinel in two classes" in compared.stderr, compared.stderr[-800:]
 
 
 def stopped(pid: int) -> bool:
@@ -144,14 +191,15 @@ def stopped(pid: int) -> bool:
 
 
 @SENTINEL_BUILT
-def test_the_pacer_pauses_the_groups_for_sentinel_slices_and_leaves_them_running():
-    """Two process groups on one CPU are stopped for each slice and continued after it, and running when the pacer
-    stops; the record counts the pauses, their time and the sentinel's pace."""
+def test_a_stopping_pacer_stops_the_groups_for_each_slice_and_leaves_them_running():
+    """Without the real-time class (preempt=False): two process groups on one CPU are stopped for each slice and
+    continued after it, and running when the pacer stops; the record counts the pauses, their time and the
+    sentinel's pace."""
     cpu = sorted(os.sched_getaffinity(0))[-1]
     groups = [subprocess.Popen(["taskset", "-c", str(cpu), sys.executable, "-c", "while True: pass"],
                                process_group=0) for _ in range(2)]
     try:
-        pacer = Pacer([cpu], [g.pid for g in groups])
+        pacer = Pacer([cpu], [g.pid for g in groups], preempt=False)
         pacer.prepare()
         began = time.monotonic()
         pacer.start(began + 10)
@@ -160,7 +208,7 @@ def test_the_pacer_pauses_the_groups_for_sentinel_slices_and_leaves_them_running
             seen_stopped = seen_stopped or any(stopped(g.pid) for g in groups)
         record = pacer.stop()
         assert not any(stopped(g.pid) for g in groups)
-        assert seen_stopped
+        assert seen_stopped and record["stop"] == "sentinel"
         assert record["pauses"] >= 10 and record["error"] is None
         assert 0 < record["paused_s"] < 0.5 and len(record["slices_ns"]) == record["pauses"]
         assert record["sentinel_ns_per_roundtrip"] > 0 and record["cpus"] == [cpu]
@@ -169,6 +217,96 @@ def test_the_pacer_pauses_the_groups_for_sentinel_slices_and_leaves_them_running
             os.killpg(group.pid, signal.SIGKILL)
             group.wait()
         host_sentinel.close_all()
+
+
+# A busy process on the measured CPU: it counts the SIGCONTs it gets and notes every gap of more than 0.1 ms between
+# two readings of the clock (the CPU taken from it), and prints both when its stdin closes.
+GAP_WATCHER = """
+import os, signal, sys, threading, time
+continued = 0
+def count(*_):
+    global continued
+    continued += 1
+signal.signal(signal.SIGCONT, count)
+done = threading.Event()
+threading.Thread(target=lambda: (sys.stdin.read(), done.set()), daemon=True).start()
+gaps, last = [], time.monotonic_ns()
+print("ready", flush=True)
+while not done.is_set():
+    now = time.monotonic_ns()
+    if now - last > 100_000:
+        gaps.append(now - last)
+    last = now
+print(continued, *gaps, flush=True)
+"""
+
+
+def gap_watcher(cpu: int) -> subprocess.Popen:
+    process = subprocess.Popen(["taskset", "-c", str(cpu), sys.executable, "-c", GAP_WATCHER], stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, text=True, process_group=0)
+    assert process.stdout.readline().strip() == "ready"
+    return process
+
+
+@SENTINEL_BUILT
+def test_a_preempting_pacer_takes_the_cpu_from_the_groups_for_each_slice_without_stopping_them():
+    """The default on one CPU: the sentinel in the real-time class takes the CPU for each slice; the groups are never
+    stopped, each of their processes sees each slice as a gap in its clock as long as the slice, and gets one
+    SIGCONT per pause to count (the drivers' latency filter)."""
+    cpu = sorted(os.sched_getaffinity(0))[-1]
+    busy = gap_watcher(cpu)
+    try:
+        pacer = Pacer([cpu], [busy.pid])
+        pacer.prepare()
+        began = time.monotonic()
+        pacer.start(began + 10)
+        seen_stopped = False
+        while time.monotonic() < began + 0.5:
+            seen_stopped = seen_stopped or stopped(busy.pid)
+        record = pacer.stop()
+        output, _ = busy.communicate("", timeout=10)
+    finally:
+        if busy.poll() is None:
+            os.killpg(busy.pid, signal.SIGKILL)
+            busy.wait()
+        host_sentinel.close_all()
+    if record.get("preempt_refused"):
+        pytest.skip(record["preempt_refused"])
+    continued, *gaps = (int(field) for field in output.split())
+    assert record["stop"] == "preempt" and record["error"] is None and not seen_stopped
+    assert record["pauses"] >= 10 and continued == record["pauses"]
+    slice_ns = record["sentinel_ns_per_roundtrip"] * record["slice_roundtrips"]
+    assert sum(gap >= 0.9 * slice_ns for gap in gaps) >= record["pauses"]
+
+
+@SENTINEL_BUILT
+def test_where_the_real_time_class_is_refused_the_pacer_stops_the_groups_and_says_why(monkeypatch):
+    """A system that refuses the sentinel SCHED_FIFO: the sentinel exits 3 saying so; the pacer falls back to the
+    sentinel that stops the groups, and its record says why."""
+    if os.geteuid() == 0 and subprocess.run(["which", "setpriv"], capture_output=True).returncode == 0:
+        refused = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                                  str(host_sentinel.SENTINEL), "--preempt"], input="10\n", capture_output=True,
+                                 text=True, timeout=10)
+        assert refused.returncode == host_sentinel.PREEMPT_REFUSED_EXIT and refused.stdout == ""
+        assert "SCHED_FIFO" in refused.stderr
+    cpu = sorted(os.sched_getaffinity(0))[-1]
+    monkeypatch.setattr(host_sentinel, "preempt_refused", "refused here for the test")
+    busy = subprocess.Popen(["taskset", "-c", str(cpu), sys.executable, "-c", "while True: pass"], process_group=0)
+    try:
+        pacer = Pacer([cpu], [busy.pid])
+        pacer.prepare()
+        began = time.monotonic()
+        pacer.start(began + 10)
+        seen_stopped = False
+        while time.monotonic() < began + 0.3:
+            seen_stopped = seen_stopped or stopped(busy.pid)
+        record = pacer.stop()
+    finally:
+        os.killpg(busy.pid, signal.SIGKILL)
+        busy.wait()
+        host_sentinel.close_all()
+    assert seen_stopped and record["stop"] == "sentinel" and record["pauses"] >= 5
+    assert record["preempt_refused"] == "refused here for the test"
 
 
 def run_bench(tmp_path: Path, *options: str) -> dict:
@@ -225,26 +363,44 @@ def test_the_raw_windows_switch_measures_without_slices(tmp_path):
     assert attempt["roundtrips_per_s"] == pytest.approx(attempt["roundtrips"] / attempt["elapsed_s"])
 
 
+def in_a_slice(children: list[psutil.Process], placement: str) -> bool:
+    """Whether the run's cell is in a slice now: split, a process of it stopped (the orchestrator stops a cell on
+    two CPUs); same-cpu, the real-time sentinel running (it takes the cell's CPU and stops no one)."""
+    for child in children:
+        try:
+            if placement == "split" and child.status() == psutil.STATUS_STOPPED:
+                return True
+            if (placement == "same-cpu" and child.name() == "host_sentinel"
+                    and os.sched_getscheduler(child.pid) == os.SCHED_FIFO
+                    and child.status() == psutil.STATUS_RUNNING):
+                return True
+        except (psutil.NoSuchProcess, ProcessLookupError):
+            continue
+    return False
+
+
 @SENTINEL_BUILT
-def test_kill_9_of_the_orchestrator_in_a_paused_slice_leaves_no_stopped_process(tmp_path):
-    """The orchestrator killed while the cell is stopped for a slice: the guardian's SIGKILL ends the stopped
-    server and client as any other, and the sentinels with them; nothing is left, stopped or running."""
+@pytest.mark.parametrize("placement", ["split", "same-cpu"])
+def test_kill_9_of_the_orchestrator_in_a_slice_leaves_no_process_stopped_or_running(tmp_path, placement):
+    """The orchestrator killed in the middle of a slice (split: the cell stopped from the orchestrator; same-cpu: the
+    real-time sentinel holding the cell's CPU): the guardian's SIGKILL ends the server and client (stopped or not)
+    and the sentinels with them; nothing is left, stopped or running."""
     with open(tmp_path / "run_bench.stderr", "w") as stderr:
         process = subprocess.Popen([sys.executable, str(ROOT / "run_bench.py"), "--servers", "sanic", "--clients",
                                     "websockets", "--repeat", "6", "--duration", "2", "--warmup", "0.2",
-                                    "--host-figure", "off", "--results-dir", str(tmp_path / "results")], cwd=ROOT,
+                                    "--placement", placement, "--host-figure", "off",
+                                    "--results-dir", str(tmp_path / "results")], cwd=ROOT,
                                    stdout=subprocess.DEVNULL, stderr=stderr)
     pids: list[int] = []
     try:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             children = psutil.Process(process.pid).children(recursive=True)
-            paused = [child for child in children if stopped(child.pid)]
-            if paused:
+            if in_a_slice(children, placement):
                 pids = [child.pid for child in children]
                 break
         else:
-            raise AssertionError("no paused slice within 120 s")
+            raise AssertionError("no slice seen within 120 s")
     finally:
         process.kill()
         process.wait(10)
@@ -276,3 +432,35 @@ def test_a_cell_that_waits_on_timers_keeps_its_own_rate():
     busy = WindowSamples(wall_s=0.2, host_pace=pace_record(), server_cpu_s=0.08, client_cpu_s=0.08)
     assert attempt_from(Turn(1, "now"), judge.judge_attempt([client_run()], None, busy, SETTINGS,
                                                             ServerFacts())).paced
+
+
+def test_the_elasticity_of_a_cells_rate_to_the_sentinels_pace():
+    """Rates that fall as the pace's 1.5th power: elasticity 1.5, nothing left at it, something at the reference
+    pace (which takes it as 1); the slice settings parse with their mode, a wrong mode is refused."""
+    from benchmarks.window_pace import elasticity, parse_slices
+    paces = [10_000.0, 12_000.0, 15_000.0, 11_000.0, 13_500.0]
+    fit = elasticity([1e6 * pace ** -1.5 for pace in paces], paces)
+    assert fit["elasticity"] == pytest.approx(1.5) and fit["correlation"] == pytest.approx(-1.0)
+    assert fit["left_at_fitted"] == pytest.approx(0, abs=1e-9) and fit["left_at_reference_pace"] > 0.05
+    assert elasticity([1.0, 2.0], [1.0, 2.0]) is None
+    assert parse_slices("16:80,4:20:stop") == [(0.016, 80, True), (0.004, 20, False)]
+    with pytest.raises(ValueError, match="preempt or stop"):
+        parse_slices("16:80:later")
+
+
+def test_the_committed_slice_densities_give_the_documented_figures():
+    """docs/methodology.md's table of slice densities and elasticities comes from the committed file, through
+    window_pace --summarize."""
+    completed = subprocess.run([sys.executable, "-m", "benchmarks.window_pace", "--summarize",
+                                "results/reference/2026-11-27-window-pace-cv-preempt.json.xz"], cwd=ROOT,
+                               capture_output=True, text=True, timeout=120)
+    assert completed.returncode == 0, completed.stderr[-800:]
+    cells = {cell["runtime"]: cell for cell in json.loads(completed.stdout)["cells"]}
+    assert len(cells) == 9
+    at_16 = {name: cell["slices"]["16:80:preempt"] for name, cell in cells.items()}
+    assert round(100 * at_16["c"]["paced_cv"], 1) == 5.8 and round(100 * cells["c"]["raw_cv"], 1) == 11.8
+    assert round(at_16["node"]["elasticity"]["elasticity"], 2) == 1.83
+    assert min(round(s["elasticity"]["elasticity"], 2) for s in at_16.values()) == 1.09
+    medians = [statistics.median(cell["slices"][name]["paced_cv"] for cell in cells.values())
+               for name in ("16:80:preempt", "8:40:preempt", "4:20:preempt")]
+    assert [round(100 * median, 1) for median in medians] == [5.8, 6.2, 5.9]

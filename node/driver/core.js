@@ -235,9 +235,9 @@ function readGoLine(fd) {
 }
 
 /**
- * The SIGCONTs this process has received since countContinues(): each is the end of a pause, the orchestrator
- * stopping the measured cell with SIGSTOP for a slice of its host sentinel and continuing it. A measured loop reads
- * count once per roundtrip, to leave the latencies a pause touched out of its histogram.
+ * The SIGCONTs this process has received since countContinues(): each is the end of a pause, the measured cell kept
+ * off its CPU for a slice of the host sentinel (which takes the CPU, or stops the cell with SIGSTOP). A measured loop
+ * reads count once per roundtrip, to leave the latencies a pause touched out of its histogram.
  */
 const continues = { count: 0 };
 

@@ -23,7 +23,7 @@ function measure(openConnection, args, onOpened) {
  * and sends the next ping; every A message advances the phases connecting -> warmup -> measure -> report.
  * Normally one measured window, recording as asked. --ab-windows N (a benchmark of the recording's own cost) runs
  * 2N windows on the same connections, recording on and off in ABBA order, and reports each window's rate.
- * A pause (SIGSTOP, then SIGCONT) must not enter the histogram as a slow roundtrip. Each pair reads the SIGCONT count
+ * A pause (a slice of the host sentinel, then a SIGCONT) must not enter the histogram as a slow roundtrip. Each pair reads the SIGCONT count
  * c[k] at each roundtrip's end, as its timestamp is taken (c[0] as the window starts): roundtrip k's latency is kept
  * iff c[k+1] === c[k-1] (the window's last: iff c[k] === c[k-1]). So a change seen at a roundtrip's end drops it and
  * the one before it, where a pause may have ended with the listener run late; both stay in the pair's latencies, as

@@ -267,8 +267,8 @@ func pairURLs(rawURL string, pairs int) []string {
 	return urls
 }
 
-// continued counts the SIGCONTs this process received: each ends a pause (the orchestrator stops the measured cell
-// with SIGSTOP to time the host sentinel, then continues it). A goroutine counts them, so a count can come a little
+// continued counts the SIGCONTs this process received: each ends a pause (the measured cell kept off its CPU while
+// the host sentinel is timed there, then sent a SIGCONT). A goroutine counts them, so a count can come a little
 // after the SIGCONT: pauseFilter waits a roundtrip more for it.
 var continued atomic.Uint64
 

@@ -8,6 +8,12 @@ took, and the host sentinel's ns per roundtrip over its slices. From them:
 - the rate at the reference pace: the raw rate as it would be on a host whose sentinel roundtrip takes
   REFERENCE_SENTINEL_NS, i.e. 1e9 / (unit-free figure x REFERENCE_SENTINEL_NS).
 
+The sentinel's class is part of the scale: on one CPU it now runs in the real-time class and takes the CPU from the
+cell (measure/pacer.py, STOP_PREEMPT; the record's "stop"), where the sentinel that stopped the cell ran as an ordinary
+process (files from before 2026-11-27 15:00 UTC, and where the real-time class is refused). The real-time one's slices
+time a roundtrip about 15% shorter (11-25% by runtime, docs/methodology.md), so windows timed by the two are on scales
+about that far apart (sentinel_classes says which a run has).
+
 The reference is a fixed constant, not the run's own fast level or median: a constant puts every run, at any hour
 and on any host, on one scale, so that two runs' rates compare as their unit-free figures do; the run's own levels
 move with the hour (and would move every rate with them). 10 us is a round figure near this project's hosts' fast
@@ -90,13 +96,40 @@ class RunPace:
     median_window_ns: float  # the median window's sentinel ns per roundtrip
     paused_share: float  # of the paced windows' time spent paused
     off: dict[str, int]  # unpaced attempts by reason
+    classes: dict[str, int]  # paced attempts by the sentinel's class (sentinel_class)
 
     def sentence(self) -> str:
         return (f"the host's pace in the windows: sentinel fast level {self.fast_level_ns / 1000:.1f} µs a "
                 f"roundtrip, {100 * self.slow_share:.0f}% of {self.slices:,} slices slower than "
                 f"{SLOW_FACTOR:g}× it, a window's median {self.median_window_ns / 1000:.1f} µs; "
-                f"pauses took {100 * self.paused_share:.1f}% of {self.attempts} windows; rates at the reference "
-                f"pace of {REFERENCE_SENTINEL_NS / 1000:g} µs a sentinel roundtrip")
+                f"pauses took {100 * self.paused_share:.1f}% of {self.attempts} windows "
+                f"({classes_text(self.classes)}); rates at the reference pace of {REFERENCE_SENTINEL_NS / 1000:g} µs "
+                "a sentinel roundtrip")
+
+
+REAL_TIME = "real-time"  # the sentinel took the CPU in the real-time class (the record's stop: preempt)
+ORDINARY = "ordinary"  # the sentinel ran as an ordinary process and stopped the cell (stop: sentinel, orchestrator,
+# or absent: files from before the real-time sentinel)
+
+
+def sentinel_class(host_pace: dict[str, Any]) -> str:
+    """The class the sentinel of a paced window ran in: REAL_TIME or ORDINARY (the two time a roundtrip on scales
+    about 15% apart)."""
+    return REAL_TIME if host_pace.get("stop") == "preempt" else ORDINARY
+
+
+def classes_text(classes: dict[str, int]) -> str:
+    """How a run's windows were paused, in words."""
+    words = {REAL_TIME: "the sentinel in the real-time class, taking the CPU from the cell",
+             ORDINARY: "the cell stopped with SIGSTOP, the sentinel an ordinary process"}
+    return "; ".join(f"{count} with {words[name]}" if len(classes) > 1 else words[name]
+                     for name, count in sorted(classes.items()))
+
+
+def sentinel_classes(run) -> set[str]:
+    """The sentinel classes of a run's (records.RunResult) paced windows."""
+    return {sentinel_class(a.host_pace) for cell in run.cells for a in cell.attempts
+            if a.ok and a.paced and a.host_pace}
 
 
 def is_paced(run) -> bool:
@@ -117,12 +150,16 @@ def run_pace(run) -> RunPace | None:
         return None
     slices = [value for a in paced for value in a.host_pace.get("slices_ns") or ()]
     level = observed_quantile(slices, FAST_QUANTILE) if slices else float("nan")
+    classes: dict[str, int] = {}
+    for attempt in paced:
+        name = sentinel_class(attempt.host_pace)
+        classes[name] = classes.get(name, 0) + 1
     paused = sum(a.host_pace["paused_s"] for a in paced)
     elapsed = sum(a.elapsed_s for a in paced if a.elapsed_s)
     return RunPace(attempts=len(paced), slices=len(slices), fast_level_ns=level,
                    slow_share=(sum(value > SLOW_FACTOR * level for value in slices) / len(slices)) if slices else 0.0,
                    median_window_ns=statistics.median(a.host_pace["sentinel_ns_per_roundtrip"] for a in paced),
-                   paused_share=paused / elapsed if elapsed else 0.0, off=off)
+                   paused_share=paused / elapsed if elapsed else 0.0, off=off, classes=classes)
 
 
 def reference_pace_text(run) -> str:

@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from pingpong.harness.analysis.host_pace import is_paced
+from pingpong.harness.analysis.host_pace import is_paced, sentinel_classes
 from pingpong.harness.analysis.replication import (SETTING_KEYS, WITHIN_ONE_RUN, first_setting_difference,
                                                    run_medians, settings_of)
 from pingpong.harness.analysis.stats import (Ratio, divided_by_drift, median_with_interval, ratio_of_medians,
@@ -408,6 +408,12 @@ def run(options: argparse.Namespace) -> int:
         print("note: some of these runs' rates are at the reference pace (the host's pace in the window), others raw "
               "(measured before 2026-11-27 or with PINGPONG_RAW_WINDOWS=1): a factor between them is partly the "
               "host's pace; the floors' drift correction takes up only what the floors share", file=sys.stderr)
+    classes = set().union(*(sentinel_classes(run) for run in a_runs + b_runs))
+    if len(classes) > 1:
+        print("note: these runs' windows were paced by the host sentinel in two classes (real-time, taking the CPU; "
+              "ordinary, stopping the cell: before 2026-11-27 15:00 UTC or where the real-time class is refused), "
+              "whose roundtrips differ by about 15%: rates at the reference pace between them differ by that much "
+              "for no other reason", file=sys.stderr)
     several = len(a_runs) > 1 or len(b_runs) > 1
     comparison = compare_run_sets(a_runs, b_runs) if several else compare_runs(a_runs[0], b_runs[0])
     verdict = gate(comparison, options.fail_above) if options.fail_above is not None else None

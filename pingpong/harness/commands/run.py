@@ -7,6 +7,7 @@ import sys
 from datetime import datetime, timezone
 from typing import Any, Callable
 
+from pingpong.harness.analysis import host_pace
 from pingpong.harness.analysis.summary import summarize_run
 from pingpong.harness.commands.report import show
 from pingpong.harness.measure.engine import measure_rounds
@@ -22,9 +23,16 @@ from pingpong.harness.settings.cell import CellSettings
 from pingpong.harness.settings.configuration import RunConfiguration
 from pingpong.harness.settings.environment import describe_environment
 from pingpong.harness.settings.usage import UsageError
+from pingpong.harness.system import host_sentinel
 from pingpong.harness.system.stop_signals import EXIT_INTERRUPTED
 
 EXIT_OK, EXIT_CELL_FAILED = 0, 1
+
+
+def paced_class() -> str | None:
+    """The sentinel class this host would pace a window on one CPU in (analysis/host_pace.py), for --resume."""
+    granted = host_sentinel.real_time_granted()
+    return None if granted is None else host_pace.REAL_TIME if granted else host_pace.ORDINARY
 
 
 def run_points(configuration: RunConfiguration, measurer: Measurer | None = None,
@@ -46,7 +54,8 @@ def run_points(configuration: RunConfiguration, measurer: Measurer | None = None
         paths.append(ResultPaths.for_run(configuration.results_dir, runs[0].started_at,
                                          sweep.point_suffix(point, swept) if len(points) > 1 else ""))
     if configuration.resume:
-        runs[0], paths[0] = resume(configuration.resume, runs[0], configuration.results_dir)
+        runs[0], paths[0] = resume(configuration.resume, runs[0], configuration.results_dir,
+                                   paced_class())
     if measurer is None and configuration.measures_host_figure():
         host = measure_host_wakeup(list(configuration.implementations), configuration.settings_at(points[0]),
                                    PROJECT_ROOT)

@@ -1,22 +1,29 @@
-"""The host's pace inside the measured window: the cell paused now and then while the host sentinel runs a slice on
-the cell's CPUs (docs/methodology.md, "The host's pace in the window").
+"""The host's pace inside the measured window: the cell kept off its CPUs now and then while the host sentinel runs
+a slice there (docs/methodology.md, "The host's pace in the window").
 
 On this shared VM the host's own pace moves under every cell in stretches of milliseconds to seconds (its sentinel
 about 1.3-1.5x slower half the time), too fast for a probe before and after a window to follow. So the pace is
-measured in the window itself: every RUN_S of the cell's running time, the Pacer stops the cell's process groups
-(the server's and every client's), has the host sentinel (native/host_sentinel.c, system/host_sentinel.py's Sentinel)
-run SLICE_ROUNDTRIPS roundtrips on each of the cell's CPUs at once, and continues the groups. The first CPU's sentinel
-stops (SIGSTOP) and continues (SIGCONT) the groups itself, on that CPU, and times the pause: so the CPU never idles
-between the cell and the slice (on a VM an idle vCPU halts, and waking it cost about 0.3 ms a pause). A cell on
-several CPUs is stopped and continued from here, around all of its CPUs' slices.
+measured in the window itself: every RUN_S of the cell's running time, the host sentinel (native/host_sentinel.c,
+system/host_sentinel.py's Sentinel) runs SLICE_ROUNDTRIPS roundtrips on each of the cell's CPUs while the cell does
+not run, and the cell's process groups (the server's and every client's) get a SIGCONT after it, which each client
+counts. How the cell is kept off (the record's "stop"):
+- STOP_PREEMPT, a cell on one CPU (every serial cell), the default: the sentinel runs in the real-time class
+  (SCHED_FIFO), so woken for a slice it takes the CPU at once and no ordinary process runs there until it sleeps
+  again. No one is stopped, so no thread of the cell is woken to stop and woken again (Go's runtime has several,
+  Node.js's about ten), and the pause the sentinel times is the time the cell stood still.
+- STOP_SENTINEL, a cell on one CPU where the real-time class is refused (no CAP_SYS_NICE, no RLIMIT_RTPRIO): the
+  sentinel stops the groups itself (SIGSTOP), on that CPU, and continues them: so the CPU never idles between the
+  cell and the slice (on a VM an idle vCPU halts, and waking it cost about 0.3 ms a pause).
+- STOP_ORCHESTRATOR, a cell on several CPUs: stopped and continued from here, around all of its CPUs' slices.
 The window's running time is its length less its pauses; the sentinel's ns per roundtrip over the window's slices
 is the pace the cell ran at (analysis/host_pace.py turns both into the rate at the reference pace). Each client
 counts the SIGCONTs and keeps a paused roundtrip out of its latency histogram (client_report.PAUSES).
 
 Pauses run from the window's start (as the orchestrator sees it) until GUARD_S before its planned end, so every
-pause lies inside the client's own window, which runs for its whole --duration of wall time. The groups are always
-continued, whatever ends the pacing; a kill -9 of the orchestrator mid-slice leaves them to the guardian, whose
-SIGKILL ends a stopped process as any other. Off with the measurement switch RAW_WINDOWS_ENV ("1").
+pause lies inside the client's own window, which runs for its whole --duration of wall time. Stopped groups are
+always continued, whatever ends the pacing; a kill -9 of the orchestrator mid-slice leaves them to the guardian,
+whose SIGKILL ends a stopped process as any other, and the sentinels end at the end of their stdin. Off with the
+measurement switch RAW_WINDOWS_ENV ("1").
 """
 
 from __future__ import annotations
@@ -32,14 +39,21 @@ from pingpong.harness.settings.cell import CellSettings
 from pingpong.harness.system import host_sentinel
 
 # Chosen by evidence (benchmarks/window_pace.py; docs/methodology.md, "The host's pace in the window"): each pause
-# costs the cell a little beyond its own time (caches the slice took over, a runtime's work on SIGCONT), 0.5-7% of
-# the running time at a pause every 4 ms, by runtime, and about a quarter of that every 16 ms; the sentinel's pace
-# is autocorrelated 0.9 at 10 ms here, so a slice every 16 ms still follows the host's stretches, and 80 of its
-# roundtrips (about 1 ms) a slice keep the pauses near 6% of the window.
+# costs the cell a little beyond its own time (caches the slice took over, a runtime's work on the SIGCONT); with the
+# sentinel taking the CPU, every runtime's rate per running second was within 2% of its unpaced windows' at a slice
+# every 16 ms. Slices every 8 or 4 ms (40 or 20 roundtrips) did not make a window's paced rate steadier (the median
+# CV of 0.2 s windows 6.2% and 5.9% against 5.8%), so the fewest pauses stay; 80 roundtrips a slice (about 1 ms)
+# keep the pauses near 4% of the window.
 RUN_S = 0.016  # the cell runs this long between two pauses
 SLICE_ROUNDTRIPS = 80  # sentinel roundtrips per pause, on each of the cell's CPUs at once
 MIN_WINDOW_S = 0.1  # a shorter window is measured raw: it would hold a few pauses at most
 GUARD_S = 0.01  # no pause starts this close to the window's planned end, seen from the start event's arrival
+
+# How a pause keeps the cell off its CPUs (the record's "stop"):
+STOP_PREEMPT = "preempt"  # one CPU: the sentinel runs in the real-time class and takes the CPU; no one is stopped,
+# the groups get a SIGCONT after the slice, which the clients count
+STOP_SENTINEL = "sentinel"  # one CPU: the sentinel stops the groups (SIGSTOP) and continues them (SIGCONT) itself
+STOP_ORCHESTRATOR = "orchestrator"  # several CPUs: stopped and continued from here, around every CPU's slice
 
 
 def raw_windows() -> bool:
@@ -70,7 +84,9 @@ class Pacer:
     """Pauses the cell's process groups for slices of the host sentinel on its CPUs, from start() until stop()."""
 
     def __init__(self, cpus: list[int], groups: list[int], run_s: float = RUN_S,
-                 slice_roundtrips: int = SLICE_ROUNDTRIPS) -> None:
+                 slice_roundtrips: int = SLICE_ROUNDTRIPS, preempt: bool = True) -> None:
+        """preempt: on one CPU, a preempting sentinel where the system allows it (STOP_PREEMPT), else one that stops
+        the groups itself (STOP_SENTINEL); False: the latter always (benchmarks/window_pace.py compares them)."""
         self.cpus = sorted(cpus)
         self.groups = list(groups)
         self.run_s = run_s
@@ -80,21 +96,34 @@ class Pacer:
         self.sentinel_ns = {cpu: 0 for cpu in self.cpus}  # each CPU's sentinel time over the slices
         self.slices_ns: list[float] = []  # per pause: ns per sentinel roundtrip, the mean over the CPUs
         self.error: str | None = None
+        # On one CPU its sentinel pauses the groups itself, so the CPU never idles between them. A cell on several
+        # CPUs (or with more groups than a slice line holds) is stopped from here, around every CPU's slice: one
+        # sentinel continuing it while another still runs would share that CPU with the cell.
+        one_cpu = len(self.cpus) == 1 and len(self.groups) <= host_sentinel.MAX_GROUPS
+        self.stop_mode = (STOP_PREEMPT if one_cpu and preempt else STOP_SENTINEL if one_cpu else STOP_ORCHESTRATOR)
+        self.preempt_refused: str | None = None
+        self._sentinels: list[host_sentinel.Sentinel] = []
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._paused = threading.Lock()  # held while the groups are stopped
 
     def prepare(self) -> None:
-        """Start (and warm) the sentinels before the window, so no pause pays for a sentinel's start."""
+        """Start (and warm) the sentinels before the window, so no pause pays for a sentinel's start. A preempting
+        sentinel the system refuses leaves the stop to a plain one (the record says why)."""
         try:
-            for cpu in self.cpus:
-                host_sentinel.sentinel_on(cpu)
+            if self.stop_mode == STOP_PREEMPT:
+                try:
+                    self._sentinels = [host_sentinel.sentinel_on(self.cpus[0], preempt=True)]
+                    return
+                except host_sentinel.PreemptRefused as exc:
+                    self.stop_mode, self.preempt_refused = STOP_SENTINEL, str(exc)
+            self._sentinels = [host_sentinel.sentinel_on(cpu) for cpu in self.cpus]
         except OSError as exc:
             self.error = f"the host sentinel could not start: {exc}"
 
     def start(self, until: float) -> None:
-        """Pause every run_s until stop() or the monotonic time `until`."""
-        if self.error is None:
+        """Pause every run_s until stop() or the monotonic time `until` (after prepare())."""
+        if self.error is None and self._sentinels:
             self._thread = threading.Thread(target=self._run, args=(until,), daemon=True, name="pacer")
             self._thread.start()
 
@@ -115,7 +144,8 @@ class Pacer:
                 "pauses": self.pauses, "paused_s": self.paused_ns / 1e9,
                 "sentinel_ns_per_roundtrip": (round(sum(per_cpu.values()) / len(per_cpu), 1) if per_cpu else None),
                 "per_cpu_ns_per_roundtrip": per_cpu,
-                "slices_ns": [round(value) for value in self.slices_ns], "error": self.error}
+                "slices_ns": [round(value) for value in self.slices_ns], "stop": self.stop_mode,
+                "preempt_refused": self.preempt_refused, "error": self.error}
 
     def _signal(self, signal_number: int) -> None:
         for group in self.groups:
@@ -125,12 +155,9 @@ class Pacer:
                 pass  # a group that has ended: the judge tells why
 
     def _run(self, until: float) -> None:
-        sentinels = [host_sentinel.sentinel_on(cpu) for cpu in self.cpus]
+        sentinels = self._sentinels
         groups = tuple(self.groups)
-        # On one CPU its sentinel stops and continues the groups itself, so the CPU never idles between them. A cell
-        # on several CPUs (or with more groups than a slice line holds) is stopped from here, around every CPU's
-        # slice: one sentinel continuing it while another still runs would share that CPU with the cell.
-        by_sentinel = len(sentinels) == 1 and len(groups) <= host_sentinel.MAX_GROUPS
+        by_sentinel = self.stop_mode != STOP_ORCHESTRATOR
         while not self._stop.wait(self.run_s):
             if time.monotonic() >= until:
                 return

@@ -8,6 +8,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from pingpong.harness.analysis.host_pace import sentinel_classes
 from pingpong.harness.results.records import RunResult, load, recorded_setting, write_atomically
 from pingpong.harness.results.stored import is_compressed, stored_path
 from pingpong.harness.settings.catalog import PROJECT_ROOT
@@ -73,8 +74,11 @@ def save_record(result: RunResult, paths: ResultPaths) -> None:
     write_atomically(paths.latest_dir / "latest.json", text)
 
 
-def resume(path: Path, fresh: RunResult, results_dir: Path) -> tuple[RunResult, ResultPaths]:
-    """The saved run to continue, after checking this command asks for the same configuration."""
+def resume(path: Path, fresh: RunResult, results_dir: Path,
+           sentinel_class: str | None = None) -> tuple[RunResult, ResultPaths]:
+    """The saved run to continue, after checking this command asks for the same configuration. sentinel_class: the
+    class this host's sentinel would pace the new rounds in (analysis/host_pace.py), checked against the saved
+    rounds'."""
     stored = stored_path(path)
     if is_compressed(stored):  # the run's own file is rewritten after every round, as plain JSON
         raise UsageError(f"--resume: {stored} is compressed; a run continues in a plain .json file (decompress it "
@@ -93,6 +97,11 @@ def resume(path: Path, fresh: RunResult, results_dir: Path) -> tuple[RunResult, 
     if any(attempt.ok and attempt.host_pace is None for cell in saved.cells for attempt in cell.attempts):
         differences.append("its windows were measured before the host's pace was (their rates are raw, the new "
                            "rounds' at the reference pace)")
+    saved_classes = sentinel_classes(saved)
+    if sentinel_class and saved_classes and saved_classes != {sentinel_class}:
+        differences.append(f"its windows were paced by the host sentinel in the {' and '.join(sorted(saved_classes))} "
+                           f"class, the new rounds' would be in the {sentinel_class} one, whose scales differ by "
+                           "about 15%")
     if differences:
         raise UsageError(f"--resume: {path.name} was measured with other settings: {'; '.join(differences)}; "
                          f"repeat its original options")

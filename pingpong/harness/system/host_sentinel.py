@@ -23,17 +23,29 @@ SLICE_ROUNDTRIPS = 1000  # about 5 ms here in the fast mode
 WARMING_ROUNDTRIPS = 200  # first, not kept: the CPU may have been idle, its caches cold
 MAX_GROUPS = 16  # process groups one slice may stop (native/host_sentinel.c)
 ANSWER_TIMEOUT_S = 10.0  # a sentinel that does not answer a slice within this is ended (its user says why)
+PREEMPT_REFUSED_EXIT = 3  # native/host_sentinel.c --preempt: the real-time class was refused
+
+
+class PreemptRefused(OSError):
+    """The system refused the sentinel the real-time class (no CAP_SYS_NICE, no RLIMIT_RTPRIO)."""
+
+
+preempt_refused: str | None = None  # why, once refused in this process: not asked again
 
 
 class Sentinel:
     """The sentinel's two processes on one CPU, asked for one slice at a time (benchmarks/host_modes.py uses it too).
     It exits at the end of its stdin, so it ends with this process however this one ends, its child with it."""
 
-    def __init__(self, cpu: int):
+    def __init__(self, cpu: int, preempt: bool = False):
+        """preempt: both processes in the real-time class (native/host_sentinel.c --preempt), so that a slice takes
+        the CPU from whatever else runs there at once, and a slice with groups stops no one."""
+        self.preempt = preempt
         previous = os.sched_getaffinity(0)
         os.sched_setaffinity(0, {cpu})  # this thread only, while it starts the sentinel: both its processes inherit it
         try:
-            self.process = subprocess.Popen([str(SENTINEL)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            self.process = subprocess.Popen([str(SENTINEL), *(["--preempt"] if preempt else [])],
+                                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                             stderr=subprocess.DEVNULL, text=True, process_group=0)
         finally:
             os.sched_setaffinity(0, previous)
@@ -46,8 +58,9 @@ class Sentinel:
 
     def ask(self, roundtrips: int, groups: tuple[int, ...] = ()) -> None:
         """Start a slice of this many roundtrips (answer() reads its time); with groups, the sentinel stops those
-        process groups first and continues them after (MAX_GROUPS at most). The in-window pace asks every CPU's
-        sentinel first, so that they run at once."""
+        process groups first and continues them after (MAX_GROUPS at most); a preempting sentinel does not stop
+        them (they cannot run on its CPU while it runs) and only continues them after, so that their clients count
+        the pause. The in-window pace asks every CPU's sentinel first, so that they run at once."""
         if len(groups) > MAX_GROUPS:
             raise ValueError(f"a slice stops at most {MAX_GROUPS} process groups, not {len(groups)}")
         self.process.stdin.write(" ".join(map(str, (roundtrips, *groups))) + "\n")
@@ -60,7 +73,11 @@ class Sentinel:
             raise OSError(f"the host sentinel did not answer within {ANSWER_TIMEOUT_S:g} s")
         line = self.process.stdout.readline()
         if not line:
-            raise OSError(f"the host sentinel exited (code {self.process.poll()})")
+            code = self.process.wait(timeout=5)
+            if self.preempt and code == PREEMPT_REFUSED_EXIT:
+                raise PreemptRefused("the system refused the host sentinel the real-time class (SCHED_FIFO: it needs "
+                                     "CAP_SYS_NICE or an RLIMIT_RTPRIO of 1)")
+            raise OSError(f"the host sentinel exited (code {code})")
         fields = [int(field) for field in line.split()]
         return fields[0], fields[1] if len(fields) > 1 else None
 
@@ -81,28 +98,47 @@ class Sentinel:
         guardian.reaped(self.process.pid)
 
 
-_sentinels: dict[int, Sentinel] = {}
+def real_time_granted() -> bool | None:
+    """Whether the system grants the sentinel the real-time class here (a preempting sentinel started once to see;
+    remembered when refused); None without a built sentinel."""
+    if not SENTINEL.exists():
+        return None
+    if preempt_refused is None:
+        probe = subprocess.run([str(SENTINEL), "--preempt"], input="1\n", capture_output=True, text=True,
+                               timeout=10)
+        return probe.returncode != PREEMPT_REFUSED_EXIT
+    return False
 
 
-def sentinel_on(cpu: int) -> Sentinel:
-    """This run's sentinel on cpu, started (and warmed) at its first use."""
-    sentinel = _sentinels.get(cpu)
+_sentinels: dict[tuple[int, bool], Sentinel] = {}
+
+
+def sentinel_on(cpu: int, preempt: bool = False) -> Sentinel:
+    """This run's sentinel on cpu (a preempting one with preempt), started (and warmed) at its first use. Raises
+    PreemptRefused for preempt where the system refuses it (then and at every later call in this process)."""
+    global preempt_refused
+    if preempt and preempt_refused:
+        raise PreemptRefused(preempt_refused)
+    sentinel = _sentinels.get((cpu, preempt))
     if sentinel is None:
-        sentinel = Sentinel(cpu)
+        sentinel = Sentinel(cpu, preempt)
         try:
             sentinel.slice_ns(WARMING_ROUNDTRIPS)
+        except PreemptRefused as exc:
+            sentinel.close()
+            preempt_refused = str(exc)
+            raise
         except (OSError, ValueError):
             sentinel.close()  # not kept: an answer it still owes would be read as the next slice's
             raise
-        _sentinels[cpu] = sentinel
+        _sentinels[(cpu, preempt)] = sentinel
     return sentinel
 
 
 def discard(cpu: int) -> None:
-    """End cpu's sentinel after a failure: the next use starts a new one."""
-    failed = _sentinels.pop(cpu, None)
-    if failed is not None:
-        failed.close()
+    """End cpu's sentinels after a failure: the next use starts a new one."""
+    for key in [key for key in _sentinels if key[0] == cpu]:
+        _sentinels.pop(key).close()
 
 
 def close_all() -> None:

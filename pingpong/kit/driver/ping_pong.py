@@ -165,7 +165,7 @@ async def _measured_window(send_a, recv_a, send_b, recv_b, ping: Any, pong: Any,
     """The measured loop: (roundtrips, start ns, end ns, latencies ns in chunks). Recording is one array append, and
     a new chunk every LATENCY_CHUNK roundtrips: its cost per roundtrip does not grow with the window.
 
-    A pause (SIGSTOP, then SIGCONT) must not enter the histogram as a slow roundtrip. The SIGCONT count c[k] is read
+    A pause (a slice of the host sentinel, then a SIGCONT) must not enter the histogram as a slow roundtrip. The SIGCONT count c[k] is read
     at each roundtrip's end, just before its timestamp (c[0] before the window's start): roundtrip k's latency is
     kept iff c[k+1] == c[k-1] (the window's last: iff c[k] == c[k-1]). So a change seen at a roundtrip's end drops it
     and the one before it, where a pause may have ended with the handler run late; both stay in their chunk, as

@@ -209,8 +209,8 @@ async fn expect(ws: &mut Ws, expected: &Message, who: &str) -> Result<(), String
     Ok(())
 }
 
-/// SIGCONTs this process received: each ends a pause (the orchestrator stops the measured cell with SIGSTOP to time
-/// the host sentinel, then continues it).
+/// SIGCONTs this process received: each ends a pause (the measured cell kept off its CPU while the host sentinel is
+/// timed there, then sent a SIGCONT).
 static CONTINUED: AtomicU64 = AtomicU64::new(0);
 
 extern "C" fn count_continue(_signal: libc::c_int) {
