@@ -117,6 +117,9 @@ def measure_cell(server, client, loop: str, seconds: float, window_s: float, sli
                         pacer.start(began + window_s)
                     time.sleep(window_s)
                     record = pacer.stop() if pacer else None
+                    if record and record["stop"] != ("preempt" if setting[2] else "sentinel"):
+                        raise RuntimeError(f"slices asked {setting_name(setting)} were paused as {record['stop']} "
+                                           f"({record.get('preempt_refused') or 'the cell is on several CPUs'})")
                     ended, segments_after = roundtrips_now(client_process.pid, started.port)
                     paused = record["paused_s"] if record else 0.0
                     windows.append({"paced": paced, "slices": list(setting) if setting else None,

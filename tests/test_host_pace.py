@@ -6,6 +6,7 @@ that is refused, and for a cell on two CPUs, the cell is stopped with SIGSTOP fo
 from __future__ import annotations
 
 import json
+import shutil
 import statistics
 import os
 import signal
@@ -154,7 +155,10 @@ def test_a_runs_windows_say_which_class_of_sentinel_timed_them():
     """preempt: the real-time sentinel took the CPU; sentinel, orchestrator or no record of it: the cell was stopped
     and the sentinel was an ordinary process. The Pace: line says which, and how many of each when both."""
     assert host_pace.sentinel_classes(paced_run(["preempt", "preempt"])) == {host_pace.REAL_TIME}
-    assert host_pace.sentinel_classes(paced_run(["sentinel", "orchestrator", None])) == {host_pace.ORDINARY}
+    assert host_pace.sentinel_classes(paced_run(["sentinel", None])) == {host_pace.ORDINARY}
+    two_cpus = paced_run(["orchestrator"])
+    two_cpus.cells[0].attempts[0].host_pace["cpus"] = [0, 1]
+    assert host_pace.sentinel_classes(two_cpus) == set()  # timed by ordinary sentinels on any host: no class to keep
     assert "the sentinel in the real-time class, taking the CPU" in host_pace.run_pace(
         paced_run(["preempt"])).sentence()
     mixed = host_pace.run_pace(paced_run(["preempt", "preempt", "sentinel"]))
@@ -258,6 +262,8 @@ def test_a_preempting_pacer_takes_the_cpu_from_the_groups_for_each_slice_without
     try:
         pacer = Pacer([cpu], [busy.pid])
         pacer.prepare()
+        real_time = pacer.stop_mode == "preempt" and all(
+            os.sched_getscheduler(sentinel.process.pid) == os.SCHED_FIFO for sentinel in pacer._sentinels)
         began = time.monotonic()
         pacer.start(began + 10)
         seen_stopped = False
@@ -273,26 +279,34 @@ def test_a_preempting_pacer_takes_the_cpu_from_the_groups_for_each_slice_without
     if record.get("preempt_refused"):
         pytest.skip(record["preempt_refused"])
     continued, *gaps = (int(field) for field in output.split())
-    assert record["stop"] == "preempt" and record["error"] is None and not seen_stopped
-    assert record["pauses"] >= 10 and continued == record["pauses"]
-    slice_ns = record["sentinel_ns_per_roundtrip"] * record["slice_roundtrips"]
-    assert sum(gap >= 0.9 * slice_ns for gap in gaps) >= record["pauses"]
+    assert real_time and record["stop"] == "preempt" and record["error"] is None and not seen_stopped
+    # two SIGCONTs that come while the watcher waits for the CPU are one signal (standard signals do not queue)
+    assert record["pauses"] >= 10 and record["pauses"] - 1 <= continued <= record["pauses"]
+    shortest_slice_ns = min(record["slices_ns"]) * record["slice_roundtrips"]
+    assert sum(gap >= 0.9 * shortest_slice_ns for gap in gaps) >= record["pauses"]
+
+
+CAN_DROP_SYS_NICE = os.geteuid() == 0 and shutil.which("setpriv") is not None
 
 
 @SENTINEL_BUILT
-def test_where_the_real_time_class_is_refused_the_pacer_stops_the_groups_and_says_why(monkeypatch):
-    """A system that refuses the sentinel SCHED_FIFO: the sentinel exits 3 saying so; the pacer falls back to the
-    sentinel that stops the groups, and its record says why."""
-    if os.geteuid() == 0 and subprocess.run(["which", "setpriv"], capture_output=True).returncode == 0:
-        refused = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
-                                  str(host_sentinel.SENTINEL), "--preempt"], input="10\n", capture_output=True,
-                                 text=True, timeout=10)
-        assert refused.returncode == host_sentinel.PREEMPT_REFUSED_EXIT and refused.stdout == ""
-        assert "SCHED_FIFO" in refused.stderr
+@pytest.mark.skipif(not CAN_DROP_SYS_NICE, reason="needs root and setpriv to run the sentinel without CAP_SYS_NICE")
+def test_where_the_real_time_class_is_refused_the_pacer_stops_the_groups_and_says_why(tmp_path, monkeypatch):
+    """The sentinel run without CAP_SYS_NICE (and with no RLIMIT_RTPRIO) is refused SCHED_FIFO: it exits 3 saying
+    so; the pacer, handed that sentinel, falls back to one that stops the groups, and its record says why."""
+    wrapper = tmp_path / "host_sentinel"
+    wrapper.write_text(f"#!/bin/sh\nexec prlimit --rtprio=0 setpriv --inh-caps=-sys_nice --bounding-set=-sys_nice "
+                       f"{host_sentinel.SENTINEL} \"$@\"\n")
+    wrapper.chmod(0o755)
+    refused = subprocess.run([str(wrapper), "--preempt"], input="10\n", capture_output=True, text=True, timeout=10)
+    assert refused.returncode == host_sentinel.PREEMPT_REFUSED_EXIT and refused.stdout == ""
+    assert "SCHED_FIFO" in refused.stderr
+    monkeypatch.setattr(host_sentinel, "SENTINEL", wrapper)
+    monkeypatch.setattr(host_sentinel, "preempt_refused", None)
     cpu = sorted(os.sched_getaffinity(0))[-1]
-    monkeypatch.setattr(host_sentinel, "preempt_refused", "refused here for the test")
     busy = subprocess.Popen(["taskset", "-c", str(cpu), sys.executable, "-c", "while True: pass"], process_group=0)
     try:
+        host_sentinel.close_all()  # none of the real sentinels: the wrapper's are started
         pacer = Pacer([cpu], [busy.pid])
         pacer.prepare()
         began = time.monotonic()
@@ -301,12 +315,13 @@ def test_where_the_real_time_class_is_refused_the_pacer_stops_the_groups_and_say
         while time.monotonic() < began + 0.3:
             seen_stopped = seen_stopped or stopped(busy.pid)
         record = pacer.stop()
+        assert host_sentinel.real_time_granted(cpu) is False
     finally:
         os.killpg(busy.pid, signal.SIGKILL)
         busy.wait()
         host_sentinel.close_all()
-    assert seen_stopped and record["stop"] == "sentinel" and record["pauses"] >= 5
-    assert record["preempt_refused"] == "refused here for the test"
+    assert seen_stopped and record["stop"] == "sentinel" and record["pauses"] >= 5, record
+    assert "refused the host sentinel the real-time class" in record["preempt_refused"]
 
 
 def run_bench(tmp_path: Path, *options: str) -> dict:

@@ -127,9 +127,11 @@ def classes_text(classes: dict[str, int]) -> str:
 
 
 def sentinel_classes(run) -> set[str]:
-    """The sentinel classes of a run's (records.RunResult) paced windows."""
+    """The sentinel classes of a run's (records.RunResult) paced windows on one CPU: the ones the class depends on
+    (a cell on several CPUs is stopped from the orchestrator and timed by ordinary sentinels wherever it runs)."""
     return {sentinel_class(a.host_pace) for cell in run.cells for a in cell.attempts
-            if a.ok and a.paced and a.host_pace}
+            if a.ok and a.paced and a.host_pace and len(a.host_pace.get("cpus") or ()) == 1
+            and a.host_pace.get("stop") != "orchestrator"}
 
 
 def is_paced(run) -> bool:

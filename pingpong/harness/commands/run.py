@@ -14,12 +14,13 @@ from pingpong.harness.measure.engine import measure_rounds
 from pingpong.harness.measure.host_wakeup import measure_host_wakeup
 from pingpong.harness.measure.local import LocalMeasurer
 from pingpong.harness.measure.measurer import Measurer
+from pingpong.harness.measure.pacer import raw_windows
 from pingpong.harness.report import sweep
 from pingpong.harness.report.exporters import draw_figures, save
 from pingpong.harness.results.files import SAVED_FORMATS, ResultPaths, resume, save_record
 from pingpong.harness.results.records import Cell, RunResult, write_atomically
 from pingpong.harness.settings.catalog import PROJECT_ROOT, availability_record, skip_reason
-from pingpong.harness.settings.cell import CellSettings
+from pingpong.harness.settings.cell import CellSettings, our_cpus
 from pingpong.harness.settings.configuration import RunConfiguration
 from pingpong.harness.settings.environment import describe_environment
 from pingpong.harness.settings.usage import UsageError
@@ -30,8 +31,11 @@ EXIT_OK, EXIT_CELL_FAILED = 0, 1
 
 
 def paced_class() -> str | None:
-    """The sentinel class this host would pace a window on one CPU in (analysis/host_pace.py), for --resume."""
-    granted = host_sentinel.real_time_granted()
+    """The sentinel class this host would pace a window on one CPU in (analysis/host_pace.py), for --resume; None
+    when no window would be paced (the raw-windows switch) or it cannot be told."""
+    if raw_windows():
+        return None
+    granted = host_sentinel.real_time_granted(sorted(our_cpus())[-1])
     return None if granted is None else host_pace.REAL_TIME if granted else host_pace.ORDINARY
 
 

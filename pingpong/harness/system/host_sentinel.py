@@ -63,8 +63,33 @@ class Sentinel:
         the pause. The in-window pace asks every CPU's sentinel first, so that they run at once."""
         if len(groups) > MAX_GROUPS:
             raise ValueError(f"a slice stops at most {MAX_GROUPS} process groups, not {len(groups)}")
-        self.process.stdin.write(" ".join(map(str, (roundtrips, *groups))) + "\n")
-        self.process.stdin.flush()
+        try:
+            self.process.stdin.write(" ".join(map(str, (roundtrips, *groups))) + "\n")
+            self.process.stdin.flush()
+        except BrokenPipeError:  # it has exited: say why as answer() would
+            self._ended()
+
+    def _ended(self):
+        """Raise what the sentinel's exit means: PreemptRefused for the real-time class refused, else OSError."""
+        try:
+            code = self.process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            code = None
+        if self.preempt and code == PREEMPT_REFUSED_EXIT:
+            raise PreemptRefused("the system refused the host sentinel the real-time class (SCHED_FIFO: it needs "
+                                 "CAP_SYS_NICE or an RLIMIT_RTPRIO of 1)")
+        raise OSError(f"the host sentinel exited (code {code})")
+
+    def check_real_time(self) -> None:
+        """Raise PreemptRefused unless a preempting sentinel runs in the real-time class (a build from before
+        --preempt ignores the option and would run as an ordinary process beside the cell)."""
+        try:
+            policy = os.sched_getscheduler(self.process.pid)
+        except OSError as exc:
+            raise OSError(f"the host sentinel's class could not be read: {exc}") from None
+        if policy != os.SCHED_FIFO:
+            raise PreemptRefused(f"{SENTINEL.name} ran as an ordinary process though asked for the real-time class: "
+                                 f"it was built before --preempt (sh native/build.sh builds it again)")
 
     def answer(self) -> tuple[int, int | None]:
         """(ns of the slice asked for, ns the groups it stopped were paused, or None without groups), timed by the
@@ -73,11 +98,7 @@ class Sentinel:
             raise OSError(f"the host sentinel did not answer within {ANSWER_TIMEOUT_S:g} s")
         line = self.process.stdout.readline()
         if not line:
-            code = self.process.wait(timeout=5)
-            if self.preempt and code == PREEMPT_REFUSED_EXIT:
-                raise PreemptRefused("the system refused the host sentinel the real-time class (SCHED_FIFO: it needs "
-                                     "CAP_SYS_NICE or an RLIMIT_RTPRIO of 1)")
-            raise OSError(f"the host sentinel exited (code {code})")
+            self._ended()
         fields = [int(field) for field in line.split()]
         return fields[0], fields[1] if len(fields) > 1 else None
 
@@ -98,16 +119,30 @@ class Sentinel:
         guardian.reaped(self.process.pid)
 
 
-def real_time_granted() -> bool | None:
-    """Whether the system grants the sentinel the real-time class here (a preempting sentinel started once to see;
-    remembered when refused); None without a built sentinel."""
+def real_time_granted(cpu: int) -> bool | None:
+    """Whether a preempting sentinel runs in the real-time class here (one started on cpu for a slice to see, unless
+    a refusal is remembered; a refusal seen here is remembered too); None without a built sentinel, or when the
+    probe itself failed."""
+    global preempt_refused
     if not SENTINEL.exists():
         return None
-    if preempt_refused is None:
-        probe = subprocess.run([str(SENTINEL), "--preempt"], input="1\n", capture_output=True, text=True,
-                               timeout=10)
-        return probe.returncode != PREEMPT_REFUSED_EXIT
-    return False
+    if preempt_refused is not None:
+        return False
+    try:
+        probe = Sentinel(cpu, preempt=True)
+    except OSError:
+        return None
+    try:
+        probe.slice_ns(1)
+        probe.check_real_time()
+        return True
+    except PreemptRefused as exc:
+        preempt_refused = str(exc)
+        return False
+    except (OSError, ValueError):
+        return None
+    finally:
+        probe.close()
 
 
 _sentinels: dict[tuple[int, bool], Sentinel] = {}
@@ -124,6 +159,8 @@ def sentinel_on(cpu: int, preempt: bool = False) -> Sentinel:
         sentinel = Sentinel(cpu, preempt)
         try:
             sentinel.slice_ns(WARMING_ROUNDTRIPS)
+            if preempt:
+                sentinel.check_real_time()
         except PreemptRefused as exc:
             sentinel.close()
             preempt_refused = str(exc)
