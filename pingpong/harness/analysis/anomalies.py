@@ -280,7 +280,8 @@ def unsettled_cause(runtime: str | None) -> str:
         return ("a Python side with glibc's thresholds fixed: faults not per message but a few hundred a second, "
                 "not from CPython's arenas either (a lead: docs/methodology.md, the allocator's state)")
     if runtime == "node":
-        return "V8's garbage collector releasing and taking back pages of its young generation"
+        return ("V8's young generation still growing: a Node.js client took 0.005-0.013 per roundtrip a second into "
+                "its process (docs/methodology.md, the Node.js built-in client's faults)")
     if runtime == "bun":
         return "Bun's own allocator and JavaScriptCore's heap: glibc's tunables do not reach them"
     if runtime == "native":
