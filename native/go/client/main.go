@@ -269,7 +269,7 @@ func pairURLs(rawURL string, pairs int) []string {
 
 // continued counts the SIGCONTs this process received: each ends a pause (the measured cell kept off its CPU while
 // the host sentinel is timed there, then sent a SIGCONT). A goroutine counts them, so a count can come a little
-// after the SIGCONT: pauseFilter waits a roundtrip more for it.
+// after the SIGCONT: pauseFilter waits lateRoundtrips more for it.
 var continued atomic.Uint64
 
 func countPauses() {
@@ -282,36 +282,53 @@ func countPauses() {
 	}()
 }
 
-// pauseFilter keeps one pair's latencies through its window by the rule every compiled client keeps
-// (native/pauses.h): with c_k the count read at roundtrip k's end, just before its end timestamp (c_0: before the
-// first roundtrip's start), roundtrip k's latency is recorded iff c_{k+1} == c_{k-1}, and the window's last
-// roundtrip K's iff c_K == c_{K-1}; otherwise it is dropped. Every roundtrip still counts.
+// lateRoundtrips is how many roundtrips after a pause its count may come: the goroutine that counts has to be
+// scheduled, and a paused roundtrip of 50 ms was once recorded with a wait of one (CI, 2026-11-27).
+const lateRoundtrips = 3
+
+// pauseFilter keeps one pair's latencies through its window by the rule of native/pauses.h, with the count allowed
+// to come lateRoundtrips roundtrips late instead of one: with c_k the count read at roundtrip k's end, just before
+// its end timestamp (c_0: before the first roundtrip's start), roundtrip k's latency is recorded iff
+// c_{k+lateRoundtrips} == c_{k-1} (iff the window's last count equals c_{k-1} for the roundtrips its end leaves
+// held); otherwise it is dropped. Every roundtrip still counts.
 type pauseFilter struct {
-	before, after uint64 // c_{k-1} and c_k, around the held roundtrip k
-	held          int64  // roundtrip k's latency, held until roundtrip k+1 ends
-	holding       bool
-	dropped       int // latencies not recorded
+	last    uint64     // the count read at the last roundtrip's end
+	held    []heldTrip // the roundtrips whose later counts are still to come, oldest first
+	dropped int        // latencies not recorded
+}
+
+// heldTrip is a roundtrip's latency with the count read at the end of the roundtrip before it.
+type heldTrip struct {
+	latency int64
+	before  uint64
 }
 
 // next takes the latency of the roundtrip that just ended and the count read at its end, and records the roundtrip
-// before it unless a pause touched it.
+// lateRoundtrips before it unless a pause touched it.
 func (f *pauseFilter) next(latency int64, seen uint64, latencies *[]int64) {
-	if f.holding && seen == f.before {
-		*latencies = append(*latencies, f.held)
-	} else if f.holding {
-		f.dropped++
+	f.held = append(f.held, heldTrip{latency, f.last})
+	f.last = seen
+	if len(f.held) > lateRoundtrips {
+		f.settle(f.held[0], latencies)
+		f.held = f.held[1:]
 	}
-	f.before, f.after, f.held, f.holding = f.after, seen, latency, true
 }
 
-// close ends the window: its last roundtrip is recorded unless a pause touched it.
-func (f *pauseFilter) close(latencies *[]int64) {
-	if f.holding && f.after == f.before {
-		*latencies = append(*latencies, f.held)
-	} else if f.holding {
+// settle records a held roundtrip whose count did not move since the roundtrip before it, or drops it.
+func (f *pauseFilter) settle(trip heldTrip, latencies *[]int64) {
+	if f.last == trip.before {
+		*latencies = append(*latencies, trip.latency)
+	} else {
 		f.dropped++
 	}
-	f.holding = false
+}
+
+// close ends the window: each roundtrip still held is recorded unless a pause touched it.
+func (f *pauseFilter) close(latencies *[]int64) {
+	for _, trip := range f.held {
+		f.settle(trip, latencies)
+	}
+	f.held = nil
 }
 
 // pair is one ping-pong pair, A and B in one room, with its own stall watchdog and its own counts.
@@ -364,7 +381,7 @@ func (p *pair) warmUp(deadline time.Time) error {
 
 // window runs roundtrips until the first one that completes at or after the deadline.
 func (p *pair) window(start, deadline time.Time, record bool) error {
-	p.pauses = pauseFilter{after: continued.Load()} // c_0, before the first roundtrip's start
+	p.pauses = pauseFilter{last: continued.Load()} // c_0, before the first roundtrip's start
 	for p.end = start; p.end.Before(deadline); {
 		sent := time.Now()
 		if err := p.roundtrip(); err != nil {
