@@ -479,3 +479,31 @@ def test_the_committed_slice_densities_give_the_documented_figures():
     medians = [statistics.median(cell["slices"][name]["paced_cv"] for cell in cells.values())
                for name in ("16:80:preempt", "8:40:preempt", "4:20:preempt")]
     assert [round(100 * median, 1) for median in medians] == [5.8, 6.2, 5.9]
+
+
+def test_a_windows_pace_leaves_out_its_fastest_and_slowest_fifth_of_slices():
+    """One slice the host took the vCPU from (9x slower) moves the plain mean by 80%, the window's pace not at all;
+    with fewer than five slices nothing is left out; no slice, no pace."""
+    slices = [10_000.0, 10_400.0, 9_800.0, 10_200.0, 90_000.0, 10_000.0, 9_900.0, 10_100.0, 10_300.0, 9_700.0]
+    assert statistics.fmean(slices) == pytest.approx(18_040)
+    assert host_pace.window_pace_ns(slices) == pytest.approx(statistics.fmean(sorted(slices)[2:8]))
+    assert 9_900 < host_pace.window_pace_ns(slices) < 10_200
+    assert host_pace.window_pace_ns([10_000.0, 30_000.0]) == 20_000
+    assert host_pace.window_pace_ns([]) is None
+
+
+def test_the_pace_estimators_are_compared_on_recorded_slices():
+    """benchmarks/pace_estimators: a cell whose raw rates follow the host, one window of it with a slice hit by the
+    host: the trimmed pace leaves its rounds steadier than the plain mean does."""
+    from benchmarks.pace_estimators import run_figures
+    attempts = []
+    for repeat, level in enumerate([10_000, 13_000, 10_000, 15_000], start=1):
+        slices = [float(level)] * 12
+        if repeat == 2:
+            slices[3] = 8 * level  # the host took the vCPU in this slice
+        attempts.append({"status": "ok", "raw_roundtrips_per_s": 5000 * 10_000 / level,
+                         "host_pace": {"slices_ns": slices}})
+    figures = run_figures({"cells": [{"attempts": attempts}]})
+    assert figures["cells"] == 1 and figures["median_cv"]["trimmed"] == pytest.approx(0, abs=1e-12)
+    assert figures["median_cv"]["mean"] > 0.1 and figures["median_cv"]["raw"] > 0.1
+    assert figures["trimmed_over_mean"] == pytest.approx(1.0)

@@ -34,6 +34,23 @@ MIN_PAUSES = 1  # a window without a pause is not paced. One slice says the pace
 # that had room for 11, 2026-11-27), and failing such a window would lose a measured attempt for a noisier figure
 
 
+TRIM_SHARE = 0.2  # of a window's slices, the fastest and the slowest this share each are left out of its pace
+
+
+def window_pace_ns(slices_ns: list[float], trim: float = TRIM_SHARE) -> float | None:
+    """A window's pace from its slices' ns per sentinel roundtrip: their mean with the fastest and the slowest `trim`
+    of them left out (none with fewer than 1 / trim slices); None without slices. A slice the host took the vCPU
+    from for milliseconds reads several times slower and says nothing of the cell's running time around it, which
+    a plain mean would carry whole into the window's pace: over five default runs the trimmed mean left a cell's
+    rounds 5-20% less spread (benchmarks/pace_estimators.py; docs/methodology.md, the sentinel takes the CPU)."""
+    if not slices_ns:
+        return None
+    ordered = sorted(slices_ns)
+    cut = int(len(ordered) * trim)
+    kept = ordered[cut:len(ordered) - cut] if cut else ordered
+    return sum(kept) / len(kept)
+
+
 MIN_BUSY = 0.25  # on one CPU, a cell busy less than this share of its running time waits on more than the CPU
 # (a CPU-bound cell is busy 0.83-1.0 of it; two C-floor windows of 2026-11-27 read 0.48-0.52, the host slow)
 

@@ -35,6 +35,7 @@ import time
 from typing import Any
 
 from pingpong.contract import RAW_WINDOWS_ENV
+from pingpong.harness.analysis.host_pace import window_pace_ns
 from pingpong.harness.settings.cell import CellSettings
 from pingpong.harness.system import host_sentinel
 
@@ -142,7 +143,10 @@ class Pacer:
         per_cpu = {f"cpu{cpu}": round(total / done, 1) for cpu, total in self.sentinel_ns.items()} if done else {}
         return {"cpus": self.cpus, "run_ms": self.run_s * 1000, "slice_roundtrips": self.slice_roundtrips,
                 "pauses": self.pauses, "paused_s": self.paused_ns / 1e9,
-                "sentinel_ns_per_roundtrip": (round(sum(per_cpu.values()) / len(per_cpu), 1) if per_cpu else None),
+                # the window's pace: its slices' trimmed mean (analysis/host_pace.window_pace_ns); the plain mean
+                # beside it (the pace of files before 2026-11-27 16:40 UTC)
+                "sentinel_ns_per_roundtrip": (round(window_pace_ns(self.slices_ns), 1) if per_cpu else None),
+                "sentinel_ns_mean": (round(sum(per_cpu.values()) / len(per_cpu), 1) if per_cpu else None),
                 "per_cpu_ns_per_roundtrip": per_cpu,
                 "slices_ns": [round(value) for value in self.slices_ns], "stop": self.stop_mode,
                 "preempt_refused": self.preempt_refused, "error": self.error}
