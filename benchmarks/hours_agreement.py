@@ -1,7 +1,10 @@
 """How far apart default runs at different hours are: each cell's run medians against their median, at the reference
 pace and raw, for every cell, the Python × Python cells (the address-layout lottery on one CPU) and the rest.
 
-Reads saved runs (run_bench.py's JSON, paced or not); prints one JSON object on stdout and the sentences on stderr.
+Reads saved runs (run_bench.py's JSON, paced or not); prints one JSON object on stdout and the sentences on stderr:
+the rates as recorded (at the reference pace, and raw), and at the reference pace taken again from each window's
+recorded slices by their plain mean and by their trimmed mean (host_pace.window_pace_ns), so that runs recorded
+with either pace compare alike.
 Usage: python -m benchmarks.hours_agreement RUN.json RUN.json RUN.json [--tolerance 0.05]
 """
 
@@ -9,11 +12,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 from dataclasses import asdict
 from pathlib import Path
 
-from pingpong.harness.analysis.host_pace import run_pace
+from pingpong.harness.analysis.host_pace import REFERENCE_SENTINEL_NS, run_pace, window_pace_ns
 from pingpong.harness.analysis.precision import median_cv, precision_reach
 from pingpong.harness.analysis.replication import agreement, raw_run_medians, run_medians
 from pingpong.harness.results.records import load
@@ -25,6 +29,19 @@ def python_cells(run) -> set[tuple[str, str]]:
                 for name, entry in entries.items()}
     return {(cell.server, cell.client) for cell in run.cells
             if runtimes.get(("server", cell.server)) == runtimes.get(("client", cell.client)) == "python"}
+
+
+def slice_run_medians(run, estimator) -> dict[tuple[str, str], float]:
+    """Each cell's median rate at the reference pace taken again from its windows' recorded slices with estimator
+    (the plain mean, or host_pace.window_pace_ns), so that runs recorded with either pace compare alike; cells
+    without slices are left out."""
+    medians = {}
+    for cell in run.cells:
+        rates = [a.raw_rate * estimator(a.host_pace["slices_ns"]) / REFERENCE_SENTINEL_NS for a in cell.attempts
+                 if a.ok and a.paced and a.host_pace and a.host_pace.get("slices_ns")]
+        if rates:
+            medians[(cell.server, cell.client)] = statistics.median(rates)
+    return medians
 
 
 def main() -> int:
@@ -44,7 +61,10 @@ def main() -> int:
             "pace": asdict(pace) if pace else None,
             "within_paced": paced and paced.within, "within_raw": raw and raw.within, "cells": paced and paced.cells,
             "rounds": paced and paced.rounds, "median_cv_paced": median_cv(run), "median_cv_raw": median_cv(run, True)})
-    for name, medians_of in (("paced", run_medians), ("raw", raw_run_medians)):
+    families = (("paced", run_medians), ("raw", raw_run_medians),
+                ("paced again from the slices, their mean", lambda run: slice_run_medians(run, statistics.fmean)),
+                ("paced again from the slices, trimmed", lambda run: slice_run_medians(run, window_pace_ns)))
+    for name, medians_of in families:
         medians = [medians_of(run) for run in runs]
         for group, cells in (("all", everything), ("python × python", python), ("the rest", everything - python)):
             result = agreement(medians, args.tolerance, cells)

@@ -507,3 +507,17 @@ def test_the_pace_estimators_are_compared_on_recorded_slices():
     assert figures["cells"] == 1 and figures["median_cv"]["trimmed"] == pytest.approx(0, abs=1e-12)
     assert figures["median_cv"]["mean"] > 0.1 and figures["median_cv"]["raw"] > 0.1
     assert figures["trimmed_over_mean"] == pytest.approx(1.0)
+
+
+def test_runs_at_different_hours_compare_alike_by_either_pace_read_again_from_their_slices():
+    """hours_agreement on the morning's three committed runs: the plain mean of each window's slices gives back the
+    recorded rates' agreement exactly; the trimmed pace puts more cells within ±5% across the runs (33 against 27)."""
+    completed = subprocess.run([sys.executable, "-m", "benchmarks.hours_agreement",
+                                *(f"results/reference/2026-11-27-default-paced-{n}.json.xz" for n in (1, 2, 3))],
+                               cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert completed.returncode == 0, completed.stderr[-800:]
+    found = json.loads(completed.stdout)
+    again, recorded = found["paced again from the slices, their mean, all"], found["paced, all"]
+    assert (again["cells"], again["within"]) == (recorded["cells"], recorded["within"])
+    assert again["median_spread"] == pytest.approx(recorded["median_spread"], rel=1e-4)
+    assert (found["paced, all"]["within"], found["paced again from the slices, trimmed, all"]["within"]) == (27, 33)
