@@ -194,6 +194,16 @@ def stopped(pid: int) -> bool:
         return False
 
 
+def paced_for(pacer: Pacer, pids: list[int], seconds: float) -> tuple[dict, bool]:
+    """Run a prepared pacer for this long, watching whether any of pids is ever seen stopped: (its record, seen)."""
+    began = time.monotonic()
+    pacer.start(began + 10)
+    seen_stopped = False
+    while time.monotonic() < began + seconds:
+        seen_stopped = seen_stopped or any(stopped(pid) for pid in pids)
+    return pacer.stop(), seen_stopped
+
+
 @SENTINEL_BUILT
 def test_a_stopping_pacer_stops_the_groups_for_each_slice_and_leaves_them_running():
     """Without the real-time class (preempt=False): two process groups on one CPU are stopped for each slice and
@@ -205,12 +215,7 @@ def test_a_stopping_pacer_stops_the_groups_for_each_slice_and_leaves_them_runnin
     try:
         pacer = Pacer([cpu], [g.pid for g in groups], preempt=False)
         pacer.prepare()
-        began = time.monotonic()
-        pacer.start(began + 10)
-        seen_stopped = False
-        while time.monotonic() < began + 0.5:
-            seen_stopped = seen_stopped or any(stopped(g.pid) for g in groups)
-        record = pacer.stop()
+        record, seen_stopped = paced_for(pacer, [g.pid for g in groups], 0.5)
         assert not any(stopped(g.pid) for g in groups)
         assert seen_stopped and record["stop"] == "sentinel"
         assert record["pauses"] >= 10 and record["error"] is None
@@ -264,12 +269,7 @@ def test_a_preempting_pacer_takes_the_cpu_from_the_groups_for_each_slice_without
         pacer.prepare()
         real_time = pacer.stop_mode == "preempt" and all(
             os.sched_getscheduler(sentinel.process.pid) == os.SCHED_FIFO for sentinel in pacer._sentinels)
-        began = time.monotonic()
-        pacer.start(began + 10)
-        seen_stopped = False
-        while time.monotonic() < began + 0.5:
-            seen_stopped = seen_stopped or stopped(busy.pid)
-        record = pacer.stop()
+        record, seen_stopped = paced_for(pacer, [busy.pid], 0.5)
         output, _ = busy.communicate("", timeout=10)
     finally:
         if busy.poll() is None:
@@ -309,12 +309,7 @@ def test_where_the_real_time_class_is_refused_the_pacer_stops_the_groups_and_say
         host_sentinel.close_all()  # none of the real sentinels: the wrapper's are started
         pacer = Pacer([cpu], [busy.pid])
         pacer.prepare()
-        began = time.monotonic()
-        pacer.start(began + 10)
-        seen_stopped = False
-        while time.monotonic() < began + 0.3:
-            seen_stopped = seen_stopped or stopped(busy.pid)
-        record = pacer.stop()
+        record, seen_stopped = paced_for(pacer, [busy.pid], 0.3)
         assert host_sentinel.real_time_granted(cpu) is False
     finally:
         os.killpg(busy.pid, signal.SIGKILL)
