@@ -34,7 +34,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from benchmarks.rounds_setup import ROOT, implementations_by_role, matrix_settings
-from pingpong.harness.analysis.host_pace import REFERENCE_SENTINEL_NS
+from pingpong.harness.analysis.host_pace import REFERENCE_SENTINEL_NS, STOP_PREEMPT, STOP_SENTINEL
 from pingpong.harness.analysis.stats import median_interval
 from pingpong.harness.measure.attempt_plan import client_command, process_environment, room_path
 from pingpong.harness.measure.local import LocalMeasurer
@@ -117,7 +117,7 @@ def measure_cell(server, client, loop: str, seconds: float, window_s: float, sli
                         pacer.start(began + window_s)
                     time.sleep(window_s)
                     record = pacer.stop() if pacer else None
-                    if record and record["stop"] != ("preempt" if setting[2] else "sentinel"):
+                    if record and record["stop"] != (STOP_PREEMPT if setting[2] else STOP_SENTINEL):
                         raise RuntimeError(f"slices asked {setting_name(setting)} were paused as {record['stop']} "
                                            f"({record.get('preempt_refused') or 'the cell is on several CPUs'})")
                     ended, segments_after = roundtrips_now(client_process.pid, started.port)

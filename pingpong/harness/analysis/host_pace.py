@@ -34,6 +34,12 @@ MIN_PAUSES = 1  # a window without a pause is not paced. One slice says the pace
 # that had room for 11, 2026-11-27), and failing such a window would lose a measured attempt for a noisier figure
 
 
+# How a paced window's pause kept the cell off its CPUs (the record's "stop", measure/pacer.py):
+STOP_PREEMPT = "preempt"  # one CPU: the sentinel runs in the real-time class and takes the CPU; no one is stopped,
+# the groups get a SIGCONT after the slice, which the clients count
+STOP_SENTINEL = "sentinel"  # one CPU: the sentinel stops the groups (SIGSTOP) and continues them (SIGCONT) itself
+STOP_ORCHESTRATOR = "orchestrator"  # several CPUs: stopped and continued from the orchestrator, around every slice
+
 TRIM_SHARE = 0.2  # of a window's slices, the fastest and the slowest this share each are left out of its pace
 
 
@@ -132,7 +138,7 @@ ORDINARY = "ordinary"  # the sentinel ran as an ordinary process and stopped the
 def sentinel_class(host_pace: dict[str, Any]) -> str:
     """The class the sentinel of a paced window ran in: REAL_TIME or ORDINARY (the two time a roundtrip on scales
     about 15% apart)."""
-    return REAL_TIME if host_pace.get("stop") == "preempt" else ORDINARY
+    return REAL_TIME if host_pace.get("stop") == STOP_PREEMPT else ORDINARY
 
 
 def classes_text(classes: dict[str, int]) -> str:
@@ -148,7 +154,7 @@ def sentinel_classes(run) -> set[str]:
     (a cell on several CPUs is stopped from the orchestrator and timed by ordinary sentinels wherever it runs)."""
     return {sentinel_class(a.host_pace) for cell in run.cells for a in cell.attempts
             if a.ok and a.paced and a.host_pace and len(a.host_pace.get("cpus") or ()) == 1
-            and a.host_pace.get("stop") != "orchestrator"}
+            and a.host_pace.get("stop") != STOP_ORCHESTRATOR}
 
 
 def is_paced(run) -> bool:

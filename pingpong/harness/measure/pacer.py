@@ -35,7 +35,7 @@ import time
 from typing import Any
 
 from pingpong.contract import RAW_WINDOWS_ENV
-from pingpong.harness.analysis.host_pace import window_pace_ns
+from pingpong.harness.analysis.host_pace import STOP_ORCHESTRATOR, STOP_PREEMPT, STOP_SENTINEL, window_pace_ns
 from pingpong.harness.settings.cell import CellSettings
 from pingpong.harness.system import host_sentinel
 
@@ -49,12 +49,6 @@ RUN_S = 0.016  # the cell runs this long between two pauses
 SLICE_ROUNDTRIPS = 80  # sentinel roundtrips per pause, on each of the cell's CPUs at once
 MIN_WINDOW_S = 0.1  # a shorter window is measured raw: it would hold a few pauses at most
 GUARD_S = 0.01  # no pause starts this close to the window's planned end, seen from the start event's arrival
-
-# How a pause keeps the cell off its CPUs (the record's "stop"):
-STOP_PREEMPT = "preempt"  # one CPU: the sentinel runs in the real-time class and takes the CPU; no one is stopped,
-# the groups get a SIGCONT after the slice, which the clients count
-STOP_SENTINEL = "sentinel"  # one CPU: the sentinel stops the groups (SIGSTOP) and continues them (SIGCONT) itself
-STOP_ORCHESTRATOR = "orchestrator"  # several CPUs: stopped and continued from here, around every CPU's slice
 
 
 def raw_windows() -> bool:
