@@ -334,14 +334,20 @@ def pause_by_hand(pid: int) -> None:
         time.sleep(0.05)
 
 
-def check_pauses(report: dict, pairs: int) -> int:
-    """Every pause counted, each dropped at most two latencies in each pair (the roundtrip that saw the count change
-    and the one before it; none when it ended before the window's first count was read), those roundtrips still
-    count, and no latency as long as a pause is left; returns latency_dropped."""
+# How many latencies one pause may drop in each pair: the roundtrip that saw the count change and those before it
+# that the count may have come late for (Python's handler runs between two bytecodes: one before; the Node.js and Bun
+# listener runs on a later turn of the loop: three before, node/driver/ping_pong.js LATE_ROUNDTRIPS).
+DROPPED_PER_PAUSE = {"python": 2, "node": 4}
+
+
+def check_pauses(report: dict, pairs: int, per_pause: int) -> int:
+    """Every pause counted, each dropped at most per_pause latencies in each pair (none when it ended before the
+    window's first count was read), those roundtrips still count, and no latency as long as a pause is left; returns
+    latency_dropped."""
     assert report["error"] is None and report["pairs"] == pairs
     dropped = report["pauses"]["latency_dropped"]
     assert report["pauses"]["continued"] == PAUSES
-    assert PAUSES <= dropped <= 2 * PAUSES * pairs
+    assert PAUSES <= dropped <= per_pause * PAUSES * pairs, report["pauses"]
     histogram = histograms.merge([report["latency"]["hdr_histogram"]])
     assert histogram.get_total_count() == report["roundtrips"] - dropped
     assert histogram.get_max_value() < PAUSE_S * 1e9  # no roundtrip that spanned a pause is in it

@@ -243,7 +243,8 @@ const continues = { count: 0 };
 
 /**
  * Counts every SIGCONT into `continues` from now on (once, before the measured window). Node and Bun run the listener
- * on a later turn of the event loop, not at once: the ping-pong window allows for a count that comes a roundtrip late.
+ * on a later turn of the event loop, not at once: the ping-pong window allows for a count that comes a few roundtrips
+ * late.
  */
 function countContinues() {
   process.on('SIGCONT', () => { continues.count += 1; });
