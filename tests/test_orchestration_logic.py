@@ -67,3 +67,20 @@ def test_node_sides_get_the_jit_warmup_and_others_keep_theirs():
     assert with_jit_warmup(settings, "node", "node", 1).warmup_s == 1.0
     assert with_jit_warmup(settings, "bun", "bun", 1).warmup_s == 0.2
     assert with_jit_warmup(replace(settings, jit_warmup_s=0.0), "node", "node", 1).warmup_s == 0.2
+
+
+def test_the_roundtrips_a_tracer_saw_are_the_windows_share_of_received_bytes_after_its_attach():
+    """A window whose first half of the bytes came before strace attached: the traced roundtrips are half the
+    window's, whatever the mean rate says; a missing reading or an empty window gives no share."""
+    from types import SimpleNamespace
+
+    from pingpong.harness.commands.diagnose_profiles import attached_roundtrips
+    from pingpong.harness.measure.window import window_share
+
+    assert window_share(1000, 5000, 9000) == 0.5
+    assert window_share(1000, 1000, 9000) == 1.0 and window_share(1000, 9000, 9000) == 0.0
+    assert window_share(None, 5000, 9000) is None and window_share(1000, 1000, 1000) is None
+    attempt = SimpleNamespace(roundtrips=800, roundtrips_per_s=1600.0)  # a 0.5 s window
+    # attached for the last 0.4 s, but those made only a quarter of the roundtrips (strace slowed them)
+    assert attached_roundtrips(attempt, {"window_share": 0.25, "traced_wall_s": 0.4}, "traced_wall_s") == 200
+    assert attached_roundtrips(attempt, {"window_share": None, "traced_wall_s": 0.4}, "traced_wall_s") == 640

@@ -287,8 +287,10 @@ def syscalls_per_roundtrip(attempt) -> dict[str, Any]:
         if "calls" not in side_counts or not side_counts.get("traced_wall_s"):
             found[side] = {"note": side_counts.get("error") or "strace detached before the window ended"}
             continue
-        # strace was attached for traced_wall_s of the window; the driver's rate over the window counts those
-        roundtrips = attempt.roundtrips_per_s * side_counts["traced_wall_s"]
+        roundtrips = diagnose_profiles.attached_roundtrips(attempt, side_counts, "traced_wall_s")
+        if roundtrips <= 0:
+            found[side] = {"note": "no roundtrip completed while strace was attached"}
+            continue
         calls = side_counts["calls"]
         per = {name: count / roundtrips for name, count in calls.items()}
         top = dict(sorted(per.items(), key=lambda item: -item[1])[:TOP_SYSCALLS])

@@ -83,6 +83,16 @@ def measure_profiled(pairs: dict[str, tuple[Implementation, Implementation]], ba
     return attempts
 
 
+def attached_roundtrips(attempt: Attempt, capture: dict[str, Any], attached_s_key: str) -> float:
+    """The roundtrips of the window made while a tracer or profiler was attached: the window's share the clients'
+    received bytes gave (window.window_share), else the window's mean rate over the attached time (which counts
+    wrong when attaching moved the pair's pace: strace slows it, py-spy's attach may stall it)."""
+    share = capture.get("window_share")
+    if share is not None and attempt.roundtrips:
+        return attempt.roundtrips * share
+    return attempt.roundtrips_per_s * capture[attached_s_key]
+
+
 def side_profile(attempt: Attempt, side: str) -> profiles.Profile | str:
     """One side's profile of a profiled attempt, or why there is none."""
     if not attempt.ok:
@@ -92,7 +102,7 @@ def side_profile(attempt: Attempt, side: str) -> profiles.Profile | str:
         return "no profile was taken"
     if capture.get("error"):
         return capture["error"]
-    roundtrips = round(attempt.roundtrips_per_s * capture["sampled_s"])
+    roundtrips = round(attached_roundtrips(attempt, capture, "sampled_s"))
     if roundtrips < 1:
         return "no roundtrip completed while the profiler sampled"
     window = capture.get("window_wall_us")

@@ -29,6 +29,21 @@ from pingpong.harness.system.syscall_trace import SyscallTracer
 INTERIOR_EDGES = (0.25, 0.5, 0.75)
 
 
+def window_share(received_at_start: int | None, received_when_attached: int | None,
+                 received_at_end: int | None) -> float | None:
+    """The share of a window's roundtrips made after a tracer or profiler was attached, from the bytes the clients
+    received by the window's start, by the attach and by the window's end (every roundtrip brings the same bytes);
+    None when a reading is missing or nothing was received. Attaching takes a while inside the window, and the
+    pair's pace differs before and after it (strace slows it several times over; py-spy's attach may stall it), so
+    the window's mean rate times the attached time does not count the roundtrips attached."""
+    if None in (received_at_start, received_when_attached, received_at_end):
+        return None
+    total = received_at_end - received_at_start
+    if total <= 0:
+        return None
+    return min(1.0, max(0.0, (received_at_end - received_when_attached) / total))
+
+
 @dataclass
 class HeldConnections:
     """The server with every idle connection open, sampled just before the go (outside any measured window):
@@ -206,6 +221,8 @@ class WindowWatcher:
         starts = ends = 0
         tracers: dict[str, SyscallTracer] = {}
         profiling: dict[str, Any] = {}
+        # the clients' bytes received at the window's start, once the tracers and once the profilers were attached
+        received_from = traced_received = profiled_received = None
         checkpoints: list[float] = []  # when the window's interior begins and ends (monotonic): faults read there
         try:
             while True:
@@ -241,13 +258,17 @@ class WindowWatcher:
                     else:
                         self._inspect_sockets(server_tree, client_trees, force=self.settings.force_nodelay)
                     self.sampling_s = time.thread_time() - sampling_began
+                    if self.settings.trace_syscalls or (self.settings.profile_dir and self.runtimes):
+                        received_from = self._client_bytes_received(client_pids)
                     if self.settings.trace_syscalls:
                         tracers = {side: SyscallTracer(pid, self.work_dir / f"strace-{side}.txt")
                                    for side, pid in (("server", self.server_pid),
                                                      ("client", self.client_pids[0]))}
                         traced_from = time.monotonic()  # both tracers attached (or gave up)
+                        traced_received = self._client_bytes_received(client_pids)
                     if self.settings.profile_dir and self.runtimes:
                         profiling = self._start_profilers()
+                        profiled_received = self._client_bytes_received(client_pids)
                     if self.pacer is not None:  # pauses from the last process's start to before the first's end
                         self.pacer.start(min(self.starts_at) + self.settings.duration_s - GUARD_S)
                     checkpoints = [self.starts_at[-1] + share * self.settings.duration_s for share in INTERIOR_EDGES]
@@ -286,11 +307,16 @@ class WindowWatcher:
                             self.server_scheduling = scheduling.delta(scheduled_from[0], scheduled_to[0])
                         self.client_scheduling = scheduling.delta(scheduled_from[1], scheduled_to[1])
                     self.tcp_counters = kernel_signals.counter_deltas(start[3], counters_end)
+                    if tracers or profiling:  # the client's traffic read once more before they are stopped
+                        received_to = self._client_bytes_received(client_pids)
                     if tracers:
-                        self._stop_tracers(tracers, time.monotonic() - traced_from)
+                        share = window_share(received_from, traced_received, received_to)
+                        self._stop_tracers(tracers, time.monotonic() - traced_from, share)
                     tracers = {}
                     if profiling:
-                        self.profiles = self._stop_profilers(profiling)
+                        share = window_share(received_from, profiled_received, received_to)
+                        self.profiles = {side: capture | ({"window_share": share} if not capture.get("error") else {})
+                                         for side, capture in self._stop_profilers(profiling).items()}
                     profiling = {}
                     if self.server_pid is not None:
                         self.server_peak_rss_bytes = cpu.peak_rss_bytes(self.server_pid)
@@ -391,10 +417,21 @@ class WindowWatcher:
             thread.join()
         return captures
 
-    def _stop_tracers(self, tracers: dict[str, SyscallTracer], traced_wall_s: float | None) -> None:
-        """Detach strace; traced_wall_s is how long both were attached, to turn counts into per-roundtrip figures."""
+    def _client_bytes_received(self, client_pids: list[int]) -> int | None:
+        """The bytes the clients' connections to the server have received so far (the kernel's count), or None
+        when their sockets cannot be read."""
+        try:
+            counters = kernel_signals.connection_counters(client_pids, self.port)
+        except (OSError, ValueError):
+            return None
+        return sum(connection["bytes_received"] for connection in counters.values()) if counters else None
+
+    def _stop_tracers(self, tracers: dict[str, SyscallTracer], traced_wall_s: float | None,
+                      window_share: float | None = None) -> None:
+        """Detach strace; traced_wall_s is how long both were attached, and window_share the share of the window's
+        roundtrips made meanwhile (None when unknown), to turn counts into per-roundtrip figures."""
         self.syscalls = {}
         for side, tracer in tracers.items():
             counts = tracer.stop()
-            self.syscalls[side] = ({"calls": counts, "traced_wall_s": traced_wall_s} if counts is not None
-                                   else {"error": tracer.error})
+            self.syscalls[side] = ({"calls": counts, "traced_wall_s": traced_wall_s, "window_share": window_share}
+                                   if counts is not None else {"error": tracer.error})
