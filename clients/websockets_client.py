@@ -1,6 +1,18 @@
-"""Ping-pong client driver on websockets' asyncio implementation (websockets.asyncio.client.connect)."""
+"""Ping-pong client driver on websockets' asyncio implementation (websockets.asyncio.client.connect).
 
-from websockets.asyncio.client import connect
+Releases before 13.0 (websockets 12.0 of November 2023, in the seed's own set-up: run_bench.py --setup lemire-2023)
+have only what is now the legacy implementation, websockets.connect, with the same arguments: that is what a
+program of that time used, and what runs here on them. The report's settings name which one ran.
+"""
+
+try:
+    from websockets.asyncio.client import connect
+
+    API = "asyncio"
+except ImportError:  # websockets < 13.0
+    from websockets import connect
+
+    API = "legacy"
 
 from pingpong.kit import driver
 
@@ -14,6 +26,7 @@ def settings(args):
         "ping_interval": PING_INTERVAL,
         "max_size": 2**20,
         "max_queue": 16,
+        "websockets_api": API,
     }
 
 
@@ -25,7 +38,8 @@ async def open_connection(url, args):
         recv=websocket.recv,
         close=websocket.close,
         details={
-            "extensions": websocket.response.headers.get("Sec-WebSocket-Extensions"),
+            "extensions": (websocket.response.headers if API == "asyncio" else websocket.response_headers).get(
+                "Sec-WebSocket-Extensions"),
             "subprotocol": websocket.subprotocol,
             **driver.socket_details(websocket.transport.get_extra_info("socket")),
         },

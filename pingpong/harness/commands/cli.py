@@ -8,6 +8,7 @@ import os
 import sys
 from pathlib import Path
 
+from pingpong.harness.analysis.published import SETUPS
 from pingpong.harness.commands.parser import COMMANDS, build_parser
 from pingpong.harness.results.files import prepare_results_dir
 from pingpong.harness.settings.catalog import DEFAULT_MANIFEST, load_manifests, nothing_runnable, render_listing, select
@@ -82,6 +83,10 @@ def run(argv: list[str] | None) -> int:
     if options.command == "list":
         print(render_listing(load_manifests(options.manifest or [DEFAULT_MANIFEST]), options.format))
         return EXIT_OK
+    if getattr(options, "setup", None):  # its servers, clients, interpreter and releases, where not given
+        for name, value in SETUPS[options.setup].options().items():
+            if getattr(options, name, None) is None:
+                setattr(options, name, value)
     resolved = resolve_options(options)  # run: its options checked before any manifest is read
     implementations = load_manifests(list(resolved.manifests))
     if options.command == "measure":  # the user's own program, measured from outside, as the only client
@@ -124,7 +129,10 @@ def measure_matrix(options: argparse.Namespace, resolved: ResolvedOptions, comma
             profiling = functools.partial(run_profiles.profile_cells, cells=profiled, implementations=implementations,
                                           settings=configuration.settings_at(configuration.points[0]),
                                           rounds=options.profile_rounds)
-        return matrix.run_points(configuration, profiling=profiling)
+        code = matrix.run_points(configuration, profiling=profiling)
+    if getattr(options, "setup", None) and len(configuration.points) == 1 and code != EXIT_INTERRUPTED:
+        matrix.write_beside_published(SETUPS[options.setup], configuration.results_dir)
+    return code
 
 
 def profiled_cells(options: argparse.Namespace, configuration, servers: list[Implementation],

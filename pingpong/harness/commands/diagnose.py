@@ -115,6 +115,8 @@ def diagnose_cell(options: argparse.Namespace, configuration: RunConfiguration, 
             raise UsageError(f"unknown or inapplicable switch {', '.join(unknown)}; for this cell: "
                              f"{', '.join(s.name for s in switches)}")
         switches = [s for s in switches if s.name in wanted]
+    if len(configuration.interpreters) > 1:
+        raise UsageError("diagnose measures one cell: give --python one interpreter (a run takes several)")
     prepare_results_dir(configuration.results_dir)
     configuration = with_package_environments(configuration)
     package_fields = {"python_executable": configuration.settings.python_executable,

@@ -11,6 +11,7 @@ import argparse
 from pathlib import Path
 
 from pingpong import SUITE_VERSION
+from pingpong.harness.analysis.published import SETUPS
 from pingpong.harness.results.files import DEFAULT_RESULTS_DIR, FORMATS
 from pingpong.harness.settings.catalog import PROJECT_ROOT
 from pingpong.harness.settings.configuration import (DEFAULT_MATRIX_DURATION_S, DEFAULT_MATRIX_WARMUP_S,
@@ -97,6 +98,10 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
                                                       "native, default,native, all)")
     selection.add_argument("--clients", help="comma-separated client names or sets (default: the default set; "
                                                       "native, default,native, all)")
+    selection.add_argument("--setup", choices=sorted(SETUPS),
+                           help="a published set-up: its servers, clients, --python and the releases of its time "
+                                "(each where not given), and its table beside the run's (lemire-2023: the seed's "
+                                "own, Python 3.9 and the releases of November 2023)")
     selection.add_argument("--exclude", metavar="NAME[,NAME...]",
                            help="leave these servers or clients out (a name that is both leaves both)")
     selection.add_argument("--list", action="store_true", help="list implementations and whether they run here")

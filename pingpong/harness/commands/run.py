@@ -5,9 +5,11 @@ from __future__ import annotations
 import json
 import sys
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any, Callable
 
-from pingpong.harness.analysis import host_pace
+from pingpong.harness.analysis import host_pace, published
+from pingpong.harness.analysis.published import Setup
 from pingpong.harness.analysis.summary import summarize_run
 from pingpong.harness.commands.report import show
 from pingpong.harness.measure.engine import measure_rounds
@@ -18,7 +20,7 @@ from pingpong.harness.measure.pacer import raw_windows
 from pingpong.harness.report import sweep
 from pingpong.harness.report.exporters import draw_figures, save
 from pingpong.harness.results.files import SAVED_FORMATS, ResultPaths, resume, save_record
-from pingpong.harness.results.records import Cell, RunResult, write_atomically
+from pingpong.harness.results.records import Cell, RunResult, load, write_atomically
 from pingpong.harness.settings.catalog import PROJECT_ROOT, availability_record, skip_reason
 from pingpong.harness.settings.cell import CellSettings, our_cpus
 from pingpong.harness.settings.configuration import RunConfiguration
@@ -94,6 +96,24 @@ def exit_code(results: list[RunResult]) -> int:
         return EXIT_INTERRUPTED
     failed = any(cell.status in ("failed", "partial") for result in results for cell in result.cells)
     return EXIT_CELL_FAILED if failed else EXIT_OK
+
+
+def write_beside_published(setup: Setup, results_dir: Path) -> None:
+    """After a --setup run: its published table beside the run's medians (latest.json: the run just saved), as
+    <run>-<setup>.json and .md; the Markdown is printed to stderr."""
+    latest = results_dir / "latest.json"
+    run = load(latest)
+    measured = {key: summary.roundtrips_per_s.median if summary.roundtrips_per_s else None
+                for key, summary in summarize_run(run).items()}
+    stamp = run.started_at.replace(":", "-").replace("+00-00", "Z")
+    stem = results_dir / f"{stamp}-{setup.name}"
+    table = published.beside(setup, measured)
+    table["results_file"] = f"{stamp}.json"  # the run's own file (latest.json is the next run's)
+    markdown = published.render_markdown(table, table["results_file"])
+    write_atomically(stem.with_suffix(".json"), json.dumps(table, indent=1))
+    write_atomically(stem.with_suffix(".md"), markdown)
+    print(markdown.rstrip("\n"), file=sys.stderr)
+    print(f"beside the published table: {stem}.json and {stem}.md", file=sys.stderr)
 
 
 def report_sweep(started: str, results, configuration: RunConfiguration) -> None:

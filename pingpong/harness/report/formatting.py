@@ -421,6 +421,7 @@ def point_label(entry: dict[str, Any], swept: list[str]) -> str:
                      f"malloc {value}" if dimension == "malloc" else
                      f"placement {value}" if dimension == "placement" else
                      f"room placement {value}" if dimension == "room_placement" else
+                     f"interpreter {value}" if dimension == "python" else
                      f"{value} worker{'s' if value != 1 else ''}" if dimension == "workers" else
                      f"{value} receiver{'s' if value != 1 else ''}" if dimension == "receivers" else
                      f"{value:,} idle" if dimension == "idle_connections" else

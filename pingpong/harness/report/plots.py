@@ -205,7 +205,7 @@ def figure_sweep(index: dict[str, Any]):
                "compression": "--compression", "tls": "TLS", "malloc": "--malloc (Python programs)",
                "workers": "--workers (the server's processes)", "placement": "--placement (where the sides run)",
                "room_placement": "--room-placement (which worker takes a room)",
-               "receivers": "receivers of each message",
+               "python": "--python (the Python implementations' interpreter)", "receivers": "receivers of each message",
                "idle_connections": "idle connections held", "rate": "offered messages/s per pair"}[x_dimension]
     for axis, y_label in ((rate_axis, f"median {unit}"), (latency_axis, "p99 latency (µs)")):
         axis.set_yscale("log")

@@ -18,8 +18,8 @@ from pingpong.harness.report.formatting import (format_duration_ns, format_rate,
                                                 unit_for_kind, usual_label)
 
 SWEEP_FORMAT_VERSION = 2  # 2: a cell's interval_low/high/coverage/kind (1: a bootstrap ci_low/ci_high)
-DIMENSIONS = ("placement", "room_placement", "loop", "compression", "tls", "malloc", "workers", "payload_size",
-              "payload_kind", "pairs", "receivers", "idle_connections", "rate")
+DIMENSIONS = ("python", "placement", "room_placement", "loop", "compression", "tls", "malloc", "workers",
+              "payload_size", "payload_kind", "pairs", "receivers", "idle_connections", "rate")
 
 
 def point_suffix(point: dict[str, Any], swept: list[str]) -> str:
@@ -30,7 +30,7 @@ def point_suffix(point: dict[str, Any], swept: list[str]) -> str:
              "payload_kind": str, "pairs": lambda v: f"pairs{v}", "receivers": lambda v: f"receivers{v}",
              "idle_connections": lambda v: f"idle{v}", "rate": lambda v: f"rate{v:g}",
              "workers": lambda v: f"workers{v}", "placement": lambda v: f"placement-{v}",
-             "room_placement": lambda v: f"rooms-{v}"}
+             "room_placement": lambda v: f"rooms-{v}", "python": lambda v: f"python-{v}"}
     return "".join(f"-{parts[dimension](point[dimension])}" for dimension in swept) or "-point"
 
 

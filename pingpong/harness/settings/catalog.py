@@ -11,10 +11,11 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from pingpong.harness.settings import interpreters
 from pingpong.harness.settings.cell import CellSettings, pairs_per_process
 from pingpong.harness.settings.environment import runtime_version
 from pingpong.harness.settings.manifest import (ALL_SET, DEFAULT_SET, Implementation, ManifestError, check_availability,
-                                                load_manifest)
+                                                importable, load_manifest)
 from pingpong.harness.settings.usage import UsageError
 from pingpong.harness.system import broker
 
@@ -99,9 +100,13 @@ def find(implementations: list[Implementation], role: str, name: str) -> Impleme
 def skip_reason(server: Implementation, client: Implementation, settings: CellSettings) -> str | None:
     """Why a pair cannot be measured here and now, or None."""
     for implementation in (server, client):
-        availability = check_availability(implementation, PROJECT_ROOT)
+        availability = check_availability(implementation, PROJECT_ROOT, settings.python_executable,
+                                          python_name(settings))
         if not availability.available:
             return f"{implementation.role} {implementation.name} unavailable: {availability.reason}"
+        if (settings.loop == "uvloop" and implementation.runtime == "python" and settings.python_executable
+                and not importable(settings.python_executable, "uvloop")):
+            return f"{implementation.role} {implementation.name}: uvloop does not install on {python_name(settings)}"
     if server.protocol != client.protocol:
         return f"server speaks {server.protocol}, client speaks {client.protocol}"
     for implementation in (server, client):
@@ -130,6 +135,11 @@ def skip_reason(server: Implementation, client: Implementation, settings: CellSe
         if missing:
             return f"--workers {settings.workers} needs a Redis broker: {missing}"
     return None
+
+
+def python_name(settings: CellSettings) -> str:
+    """The interpreter a cell's Python implementations run on, as a reason names it."""
+    return f"--python {settings.python}" if settings.python else "the --python-packages environment"
 
 
 def takes_rooms_by_port(server: Implementation) -> bool:
@@ -280,4 +290,7 @@ def render_listing(implementations: list[Implementation], output_format: str) ->
                 lines.append(f"{'':<8}{text}")
     lines.append("Servers and clients pair only when they speak the same protocol: a websocket server with websocket\n"
                  "clients, a raw-tcp floor with raw-tcp clients; other pairs show as '—'.")
+    lines.append("Python interpreters found here (--python NAME[,NAME...]; the first is the running one):")
+    lines += [f"{'':<8}{interpreter.asked:<8} {interpreter.label:<32} {interpreter.executable}"
+              for interpreter in interpreters.found_here()]
     return "\n".join(lines)

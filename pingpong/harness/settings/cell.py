@@ -76,6 +76,7 @@ class CellSettings:
     # diagnose --profile: profile both sides for the window (system/profilers.py) into this folder (slows the cell)
     profile_dir: str | None = None
     # Old releases on demand (--python-packages, --node-packages): where the other versions are installed.
+    python: str | None = None  # --python: the interpreter as asked ("3.9", "pypy3"); None: the running one
     python_executable: str | None = None  # replaces "{python}" in every command
     node_modules: str | None = None  # JavaScript implementations load their packages from here
     # --workers: the server's worker processes (a server with the manifest's "workers" feature); above 1 the run

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import random
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -13,11 +13,12 @@ from pingpong.contract import (COMPRESSION_MODES, DEFAULT_COMPRESSION, DEFAULT_D
                                DEFAULT_PAIRS, DEFAULT_PAYLOAD_KIND, DEFAULT_PAYLOAD_SIZE, DEFAULT_STALL_TIMEOUT_S,
                                DEFAULT_WARMUP_S, DEFAULT_WORKLOAD, LOOPS, MALLOC_MODES, MEASUREMENT_SWITCHES,
                                PAYLOAD_KINDS, RETIRED_SWITCHES, WORKLOADS)
-from pingpong.harness.settings import package_envs
+from pingpong.harness.settings import interpreters, package_envs
 from pingpong.harness.settings.catalog import DEFAULT_MANIFEST, PROJECT_ROOT
 from pingpong.harness.settings.cell import (DEFAULT_PLACEMENT, DEFAULT_RELAY_SILENCE_S, DEFAULT_ROOM_PLACEMENT,
                                            DEFAULT_SATURATION_P99_MS, PLACEMENTS, ROOM_PLACEMENTS, CellSettings,
                                            plan_cpus, with_planned_cpus)
+from pingpong.harness.settings.interpreters import Interpreter
 from pingpong.harness.settings.manifest import Implementation
 from pingpong.harness.settings.round_policy import RoundPolicy, parse_duration, parse_precision
 from pingpong.harness.settings.usage import UsageError
@@ -165,6 +166,10 @@ def add_package_options(parser: argparse.ArgumentParser) -> None:
     versions.add_argument("--python-packages", metavar="SPECS",
                           help='e.g. "aiohttp==3.9.1 uvicorn==0.24.0.post1": every Python implementation runs in a '
                                'cached virtual environment with these instead of the pinned versions')
+    versions.add_argument("--python", metavar="PYTHON[,PYTHON...]", dest="pythons",
+                          help="the interpreter(s) every Python implementation runs on, each in a cached environment: "
+                               "a version (3.9: pyenv's, or pythonX.Y on PATH), a name on PATH (pypy3) or a path; "
+                               "a list is a dimension, e.g. 3.9,3.13,pypy3 (`list` shows those found)")
     versions.add_argument("--node-packages", metavar="SPECS",
                           help='e.g. "ws@8.14.2": every JavaScript implementation loads these versions from a cached '
                                'node_modules instead of the project\'s')
@@ -193,6 +198,8 @@ class RunConfiguration:
     command_line: tuple[str, ...]  # as recorded in the results: interpreter, run_bench.py, the arguments
 
     tls_files: tuple[str, str, str] | None = None  # the run's throwaway CA, certificate chain and key (with_tls_files)
+    interpreters: tuple[Interpreter, ...] = ()  # --python: the interpreters the Python implementations run on
+    python_executables: dict[str, str] = field(default_factory=dict)  # their environments' pythons, by name asked
     host_figure: str = "off"  # whether the run measures the host's wakeup cost first: auto, on or off
     figures: bool = True  # PNG figures beside the results (--no-figures: none)
 
@@ -216,6 +223,8 @@ class RunConfiguration:
         """The settings of one point: the run's, with the point's loop, compression, TLS, payload and pairs; at a
         point of --workers N, the CPUs planned for N (the server N of them, the clients the others)."""
         dimensions = {name: value for name, value in point.items() if name != "tls"}
+        if "python" in point:  # --python with several: the point's interpreter's environment
+            dimensions["python_executable"] = self.python_executables.get(point["python"])
         if point["tls"]:
             ca, cert, key = self.tls_files or ("(made when the run starts)", None, None)
             settings = replace(self.settings, **dimensions, tls_ca=ca, tls_cert=cert, tls_key=key)
@@ -284,6 +293,7 @@ class ResolvedOptions:
     resume: Path | None  # run --resume: the interrupted run to continue (diagnose: None)
     host_figure: str = "off"  # run --host-figure: auto, on or off (measure/host_wakeup.py)
     figures: bool = True  # run --no-figures: False
+    interpreters: tuple[Interpreter, ...] = ()  # --python, found and probed; (): the running interpreter
 
 
 def resolve_options(options: argparse.Namespace) -> ResolvedOptions:
@@ -350,7 +360,9 @@ def resolve_options(options: argparse.Namespace) -> ResolvedOptions:
         # each client process's URL names a worker's own port, read back once the server's workers serve
         rounds = replace(rounds, fresh_server=True,
                          fresh_server_reason="--room-placement room: a server per attempt, its workers' ports")
+    interpreters_asked = getattr(options, "pythons", None)
     return ResolvedOptions(
+        interpreters=interpreters.parse(interpreters_asked) if interpreters_asked is not None else (),
         duration_s=duration_s, warmup_s=warmup_s, jit_warmup_s=options.jit_warmup, rounds=rounds, loops=tuple(loops),
         compressions=tuple(compressions), mallocs=tuple(mallocs), tls_modes=tuple(tls_modes),
         payload_sizes=tuple(payload_sizes), payload_kinds=tuple(payload_kinds), pairs=tuple(pairs),
@@ -491,6 +503,8 @@ def sweep_points(resolved: ResolvedOptions) -> list[dict[str, Any]]:
         points = [dict(point, placement=placement) for placement in resolved.placements for point in points]
     if len(resolved.room_placements) > 1:
         points = [dict(point, room_placement=place) for place in resolved.room_placements for point in points]
+    if len(resolved.interpreters) > 1:  # one interpreter is a setting (CellSettings.python), several a dimension
+        points = [dict(point, python=interpreter.asked) for interpreter in resolved.interpreters for point in points]
     return points
 
 
@@ -516,20 +530,29 @@ def build_configuration(resolved: ResolvedOptions, command_line: list[str], impl
                             client_processes=resolved.client_processes,
                             load_per_worker=resolved.load_per_worker,
                             server_cpus=tuple(sorted(server_cpus)) if server_cpus else None,
-                            client_cpus=tuple(sorted(client_cpus)) if client_cpus else None)
+                            client_cpus=tuple(sorted(client_cpus)) if client_cpus else None,
+                            python=resolved.interpreters[0].asked if len(resolved.interpreters) == 1 else None)
     return RunConfiguration(settings=settings, points=tuple(sweep_points(resolved)), rounds=resolved.rounds,
                             servers=tuple(servers), clients=tuple(clients), implementations=tuple(implementations),
                             manifests=resolved.manifests, python_packages=resolved.python_packages,
                             node_packages=resolved.node_packages, package_environments={},
                             results_dir=resolved.results_dir, output_format=resolved.output_format,
                             resume=resolved.resume, command_line=tuple(command_line),
-                            host_figure=resolved.host_figure, figures=resolved.figures)
+                            host_figure=resolved.host_figure, figures=resolved.figures,
+                            interpreters=resolved.interpreters)
 
 
 def with_package_environments(configuration: RunConfiguration) -> RunConfiguration:
-    """The configuration running in the environments --python-packages / --node-packages ask for (built or reused)."""
-    fields, record = package_environments(configuration.python_packages, configuration.node_packages)
-    return replace(configuration, settings=replace(configuration.settings, **fields), package_environments=record)
+    """The configuration running in the environments --python-packages / --node-packages / --python ask for (built
+    or reused): one interpreter sets the settings' python_executable, several give each point its own."""
+    fields, record = package_environments(configuration.python_packages, configuration.node_packages,
+                                          configuration.interpreters)
+    executables = {asked: environment["executable_or_modules"]
+                   for asked, environment in record.get("python_by_interpreter", {}).items()}
+    if len(executables) == 1:
+        fields["python_executable"] = next(iter(executables.values()))
+    return replace(configuration, settings=replace(configuration.settings, **fields), package_environments=record,
+                   python_executables=executables)
 
 
 def with_tls_files(configuration: RunConfiguration, folder: Path) -> RunConfiguration:
@@ -540,16 +563,24 @@ def with_tls_files(configuration: RunConfiguration, folder: Path) -> RunConfigur
     return replace(configuration, tls_files=(files.ca, files.cert, files.key))
 
 
-def package_environments(python_packages: str | None,
-                         node_packages: str | None) -> tuple[dict[str, str | None], dict[str, Any]]:
-    """Build (or reuse) the environments --python-packages / --node-packages ask for.
+def package_environments(python_packages: str | None, node_packages: str | None,
+                         interpreters_asked: tuple[Interpreter, ...] = ()) -> tuple[dict[str, str | None],
+                                                                                  dict[str, Any]]:
+    """Build (or reuse) the environments --python-packages / --node-packages / --python ask for.
 
-    Returns the CellSettings fields that point at them and a record of what they hold, for the results.
+    Returns the CellSettings fields that point at them and a record of what they hold, for the results ("python":
+    the running interpreter's with --python-packages; "python_by_interpreter": one per --python interpreter, with
+    --python-packages applied to each).
     """
     fields: dict[str, str | None] = {"python_executable": None, "node_modules": None}
     record: dict[str, Any] = {}
     try:
-        if python_packages is not None:
+        if interpreters_asked:
+            specs = package_envs.parse_python_specs(python_packages) if python_packages is not None else []
+            record["python_by_interpreter"] = {
+                interpreter.asked: asdict(package_envs.python_environment(specs, PROJECT_ROOT, interpreter))
+                for interpreter in interpreters_asked}
+        elif python_packages is not None:
             environment = package_envs.python_environment(package_envs.parse_python_specs(python_packages),
                                                          PROJECT_ROOT)
             fields["python_executable"] = environment.executable_or_modules

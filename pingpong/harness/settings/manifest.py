@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import shutil
+import subprocess
 import sys
 import tomllib
 from dataclasses import dataclass
@@ -179,11 +181,18 @@ def runtime_executable(runtime: str, project_root: Path) -> str | None:
     return None
 
 
-def check_availability(implementation: Implementation, project_root: Path) -> Availability:
+def check_availability(implementation: Implementation, project_root: Path, python: str | None = None,
+                       python_name: str = "that environment") -> Availability:
+    """Whether the implementation runs here; python: the interpreter its "{python}" runs on, when not the running
+    one (--python, --python-packages), whose environment is asked for its modules; python_name names it."""
     if runtime_executable(implementation.runtime, project_root) is None:
         return Availability(False, f"runtime '{implementation.runtime}' not found")
     for requirement in implementation.requires:
         kind, _, name = requirement.partition(":")
+        if kind == "python-module" and python is not None and implementation.runtime == "python":
+            if not importable(python, name):
+                return Availability(False, f"Python module '{name}' is not in the environment of {python_name}")
+            continue
         if kind == "python-module" and importlib.util.find_spec(name) is None:
             return Availability(False, f"Python module '{name}' is not installed (pip install -r requirements.txt)")
         if kind == "node-package" and not (project_root / "node_modules" / name / "package.json").exists():
@@ -193,6 +202,18 @@ def check_availability(implementation: Implementation, project_root: Path) -> Av
         if kind == "file" and not (project_root / name).exists():
             return Availability(False, unbuilt_reason(project_root / name, name))
     return Availability(True)
+
+
+@functools.lru_cache(maxsize=None)
+def importable(python: str, module: str) -> bool:
+    """Whether that interpreter finds the module (asked once per pair: a run asks the same few many times)."""
+    try:
+        completed = subprocess.run([python, "-c", "import importlib.util, sys; "
+                                    "sys.exit(importlib.util.find_spec(sys.argv[1]) is None)", module],
+                                   capture_output=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return completed.returncode == 0
 
 
 def unbuilt_reason(path: Path, name: str) -> str:

@@ -19,7 +19,7 @@ import re
 import shutil
 import subprocess
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from pingpong.harness.settings.usage import UsageError
@@ -52,6 +52,9 @@ class PackageEnvironment:
     path: str  # the venv folder, or the folder holding node_modules
     executable_or_modules: str  # the venv's python, or the node_modules folder
     versions: dict[str, str]  # what is installed in it, by package name
+    policy: str = "pinned"  # how requirements.txt's pins were taken: "pinned", or "pins as ceilings" (Python only)
+    failed: dict[str, str] = field(default_factory=dict)  # packages that did not install: why, on one line
+    interpreter: dict[str, str] | None = None  # --python: the interpreter it was made from (Interpreter.recorded)
 
 
 def normalize(name: str) -> str:
@@ -86,6 +89,8 @@ HARNESS_ONLY_PACKAGES = frozenset({
     "dask", "distributed", "cloudpickle", "fsspec", "partd", "locket", "toolz", "zict", "tornado", "msgpack",
     "sortedcontainers", "tblib", "importlib-metadata", "zipp", "lazy-importer",
     "rich", "markdown-it-py", "mdurl", "pygments", "py-spy",
+    # --tls: the orchestrator makes the certificates (kit/tls.py imports trustme only there); processes read files
+    "trustme", "cryptography", "cffi", "pycparser",
 })
 
 
@@ -166,29 +171,85 @@ def _removed_on_failure(folder: Path):
         raise
 
 
-def python_environment(specs: list[str], project_root: Path) -> PackageEnvironment:
+def pins_as_ceilings(requirements: str) -> str:
+    """requirements.txt's text with each exact pin (==) made a ceiling (<=): for an interpreter the pins were not
+    made on, pip takes each package's newest release up to the pin that supports it (websockets 15.0.1 on Python
+    3.9, where 17.4 needs 3.11). What --python-packages asked for stays exact; pure."""
+    return "\n".join(line if "by --python-packages" in line else
+                     re.sub(r"^([A-Za-z0-9][A-Za-z0-9._-]*(?:\[[^\]]*\])?)\s*==", r"\1<=", line)
+                     for line in requirements.split("\n"))
+
+
+def _install(python: Path, requirements_file: Path) -> str | None:
+    """pip install -r; None when it succeeded, else the installer's first error, on one line."""
+    try:
+        _run([str(python), "-m", "pip", "install", "--disable-pip-version-check", "--no-input", "-q",
+              "-r", str(requirements_file)])
+    except EnvironmentBuildError as exc:
+        return str(exc)
+    return None
+
+
+def _install_each(python: Path, folder: Path, requirements: str) -> dict[str, str]:
+    """Each requirement on its own (after the whole list failed): {package: why it did not install} for those that
+    did not, so one package without a build for this interpreter (uvloop on PyPy) leaves the others usable."""
+    failed: dict[str, str] = {}
+    for line in requirements.splitlines():
+        name = requirement_name(line)
+        if name is None:
+            continue
+        single = folder / "requirement-one.txt"
+        single.write_text(line.split("#", 1)[0].strip() + "\n")
+        problem = _install(python, single)
+        if problem:
+            failed[name] = problem
+    (folder / "requirement-one.txt").unlink(missing_ok=True)
+    return failed
+
+
+def python_environment(specs: list[str], project_root: Path, interpreter=None) -> PackageEnvironment:
     """A venv with requirements.txt's pins for its processes (process_requirements), the specs overriding them; built
-    once, then reused."""
+    once, then reused. interpreter (interpreters.Interpreter): another Python than the running one. Where the pins
+    do not all install on it, they become ceilings (pins_as_ceilings), and where even that fails, each package is
+    installed on its own and those that fail are recorded ("failed": a cell needing one is skipped, saying why)."""
     requirements = override_requirements(process_requirements((project_root / "requirements.txt").read_text()), specs)
     # Keyed by the Python installation (base_prefix), not by the venv this runs in: the environment is a venv of its
     # own made from that installation, so every venv and clone of the suite on one machine shares it.
-    folder = cache_folder() / f"python-{_key(sys.version, sys.base_prefix, platform.machine(), requirements)}"
+    if interpreter is None:
+        identity, executable = (sys.version, sys.base_prefix), sys.executable
+    else:
+        identity = (interpreter.implementation, interpreter.implementation_version, interpreter.python_version,
+                    interpreter.base_prefix)
+        executable = interpreter.executable
+    folder = cache_folder() / f"python-{_key(*identity, platform.machine(), requirements)}"
     python = folder / "bin" / "python"
     marker = folder / "installed.json"
     with _Lock(folder.with_suffix(".lock")), _removed_on_failure(folder):
         if not marker.exists():
-            print(f"building a Python environment for {' '.join(specs)} in {folder} (once)", file=sys.stderr,
-                  flush=True)
-            _run([sys.executable, "-m", "venv", "--clear", str(folder)])
+            what = " ".join(specs) or "the pinned packages"
+            on = f" on {interpreter.label}" if interpreter is not None else ""
+            print(f"building a Python environment for {what}{on} in {folder} (once)", file=sys.stderr, flush=True)
+            _run([executable, "-m", "venv", "--clear", str(folder)])
             (folder / "requirements.txt").write_text(requirements)
-            _run([str(python), "-m", "pip", "install", "--disable-pip-version-check", "--no-input", "-q",
-                  "-r", str(folder / "requirements.txt")])
+            policy, failed = "pinned", {}
+            problem = _install(python, folder / "requirements.txt")
+            if problem and interpreter is not None:
+                policy = "pins as ceilings"
+                ceilings = pins_as_ceilings(requirements)
+                (folder / "requirements-ceilings.txt").write_text(ceilings)
+                if _install(python, folder / "requirements-ceilings.txt"):
+                    failed = _install_each(python, folder, ceilings)
+            elif problem:
+                raise EnvironmentBuildError(problem)
             frozen = subprocess.run([str(python), "-m", "pip", "freeze", "--disable-pip-version-check"],
                                     capture_output=True, text=True, timeout=120).stdout
             versions = dict(line.split("==", 1) for line in frozen.splitlines() if "==" in line)
-            marker.write_text(json.dumps({"specs": specs, "versions": versions}, indent=1))
-    versions = json.loads(marker.read_text())["versions"]
-    return PackageEnvironment("python", tuple(specs), str(folder), str(python), versions)
+            marker.write_text(json.dumps({"specs": specs, "versions": versions, "policy": policy, "failed": failed,
+                                          "interpreter": interpreter.recorded() if interpreter else None}, indent=1))
+    installed = json.loads(marker.read_text())
+    return PackageEnvironment("python", tuple(specs), str(folder), str(python), installed["versions"],
+                              installed.get("policy", "pinned"), installed.get("failed", {}),
+                              installed.get("interpreter"))
 
 
 def node_environment(specs: list[str], project_root: Path) -> PackageEnvironment:
