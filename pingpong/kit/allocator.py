@@ -67,5 +67,14 @@ def settle(environ=os.environ) -> str:
         sys.stdout.flush()
         sys.stderr.flush()
         os.environ[GLIBC_TUNABLES_ENV] = with_settled_tunables(os.environ.get(GLIBC_TUNABLES_ENV))
-        os.execv(sys.executable, [sys.executable, *sys.orig_argv[1:]])
+        os.execv(sys.executable, [sys.executable, *own_arguments()])
     return mode
+
+
+def own_arguments() -> list[str]:
+    """The interpreter's arguments this process was started with: sys.orig_argv's (Python >= 3.10), else, on 3.9
+    and PyPy 3.9, as -m MODULE or the script, then sys.argv's."""
+    if hasattr(sys, "orig_argv"):
+        return sys.orig_argv[1:]
+    spec = getattr(sys.modules["__main__"], "__spec__", None)
+    return (["-m", spec.name] if spec is not None else [sys.argv[0]]) + sys.argv[1:]

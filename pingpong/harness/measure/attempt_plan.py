@@ -114,17 +114,21 @@ def barrier_limit_s(settings: CellSettings) -> float:
 
 
 # -- what each process is started with
+def jit_warmup_of(runtime: str | None, settings: CellSettings) -> float:
+    """The warm-up a side of this runtime needs for its compiler: Node.js's --jit-warmup; a Python side's when its
+    interpreter compiles (PyPy: settings.python_jit_warmup_s); none for the others."""
+    if runtime in JIT_RUNTIMES:
+        return settings.jit_warmup_s
+    return settings.python_jit_warmup_s if runtime == "python" else 0.0
+
+
 def with_jit_warmup(settings: CellSettings, client_runtime: str | None, server_runtime: str | None,
                     client_number: int) -> CellSettings:
-    """The warmup of one client process: a Node.js client warms up at least jit_warmup_s, and the first client of
-    a Node.js server process jit_warmup_s longer (the new server's V8 is still compiling, its heap growing)."""
-    if not settings.jit_warmup_s:
-        return settings
-    warmup = settings.warmup_s
-    if client_runtime in JIT_RUNTIMES:
-        warmup = max(warmup, settings.jit_warmup_s)
-    if client_number == 1 and server_runtime in JIT_RUNTIMES:
-        warmup += settings.jit_warmup_s
+    """The warmup of one client process: a JIT client (Node.js, a Python client on PyPy) warms up at least its JIT
+    warm-up, and the first client of a JIT server process that much longer (the new server is still compiling)."""
+    warmup = max(settings.warmup_s, jit_warmup_of(client_runtime, settings))
+    if client_number == 1:
+        warmup += jit_warmup_of(server_runtime, settings)
     return settings if warmup == settings.warmup_s else replace(settings, warmup_s=warmup)
 
 

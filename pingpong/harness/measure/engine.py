@@ -12,7 +12,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
-from pingpong.harness.measure.attempt_plan import JIT_RUNTIMES
+from pingpong.harness.measure.attempt_plan import jit_warmup_of
 from pingpong.harness.measure.measurer import Measurer, ServerHandle
 from pingpong.harness.measure.progress import Progress, plan_line
 from pingpong.harness.measure.rounds import SERVER_DIMENSIONS, Unit, estimated_round_s, round_plan
@@ -206,7 +206,7 @@ class EngineState:
                 started = self.measurer.start(server, server_settings, Path(work), upcoming)
                 start_s = self.clock() - began
                 # the first client of a JIT server's process warms up this much longer (attempt_plan.with_jit_warmup)
-                first_extra_s = server_settings.jit_warmup_s if server.runtime in JIT_RUNTIMES else 0.0
+                first_extra_s = jit_warmup_of(server.runtime, server_settings)
                 self.timings.server_start_s.append(start_s)
                 self.timings.group_start_s.setdefault(group.server, []).append(start_s + first_extra_s)
                 measured: list[Unit] = []

@@ -430,6 +430,24 @@ def point_label(entry: dict[str, Any], swept: list[str]) -> str:
     return ", ".join(parts) or "—"
 
 
+def interpreter_text(config: dict[str, Any], env: dict[str, Any]) -> str | None:
+    """With --python: what the Python implementations ran on, how its environment took the pins, what did not
+    install, and a JIT's warm-up; None otherwise (they ran on the orchestrator's own, named on the Machine line)."""
+    asked = config.get("python")
+    if not asked:
+        return None
+    environment = ((env.get("package_environments") or {}).get("python_by_interpreter") or {}).get(asked) or {}
+    interpreter = environment.get("interpreter") or {}
+    parts = [f"the Python implementations ran on {interpreter.get('label', asked)} (--python {asked})"]
+    if environment.get("policy") == "pins as ceilings":
+        parts.append("requirements.txt's pins as ceilings (the newest release up to each that installs on it)")
+    if environment.get("failed"):
+        parts.append(f"not installed on it: {', '.join(sorted(environment['failed']))}")
+    if config.get("python_jit_warmup_s"):
+        parts.append(f"its sides warm up at least {config['python_jit_warmup_s']:g} s for its JIT")
+    return "; ".join(parts)
+
+
 def per_worker_text(config: dict[str, Any]) -> str:
     """" (P per worker, --load-per-worker)" when the run's load was given per worker, else ""."""
     workers = int(config.get("workers") or 1)

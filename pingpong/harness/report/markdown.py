@@ -19,7 +19,8 @@ from pingpong.harness.report.formatting import (COST_PARTS, CV_MEANING, HALF_WID
                                                 faults_text, floors, format_difference, format_duration_ns,
                                                 format_optional, format_rate, format_ratio, format_ratio_to_reference,
                                                 half_width_text, interval_legend, latency_name, matrix_cell_text,
-                                                per_worker_text, percentiles, placement_text, rate_unit,
+                                                interpreter_text, per_worker_text, percentiles, placement_text,
+                                                rate_unit,
                                                 relative_to_fastest,
                                                 rounds_text, short_extensions, switches_text, time_budgets,
                                                 topology_line, usual_label, with_loop, workload_title)
@@ -121,6 +122,7 @@ def matrix_section(run: RunResult, summaries: Summaries, servers: list[str], cli
                                           if pairs != 1 else "")
         + ("TLS (wss://); " if config.get("tls") else "")
         + placement_text(config) + ".",
+        *([f"Interpreter: {interpreter}."] if (interpreter := interpreter_text(config, env)) else []),
         *([f"Precision: {reach.sentence()}."] if (reach := precision_reach(run)) else []),
         *([f"Precision, paced and raw: {both.sentence()}."] if (both := paced_precision(run)) else []),
         *([f"Pace: {pace.sentence()}."] if (pace := run_pace(run)) else []),

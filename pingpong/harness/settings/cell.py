@@ -77,6 +77,9 @@ class CellSettings:
     profile_dir: str | None = None
     # Old releases on demand (--python-packages, --node-packages): where the other versions are installed.
     python: str | None = None  # --python: the interpreter as asked ("3.9", "pypy3"); None: the running one
+    # A Python side on a JIT interpreter (PyPy) warms up at least this long, like a Node.js side's --jit-warmup
+    # (interpreters.JIT_WARMUP_S: PyPy reached its plateau after about 3 s, benchmarks/jit_warmup.py)
+    python_jit_warmup_s: float = 0.0
     python_executable: str | None = None  # replaces "{python}" in every command
     node_modules: str | None = None  # JavaScript implementations load their packages from here
     # --workers: the server's worker processes (a server with the manifest's "workers" feature); above 1 the run

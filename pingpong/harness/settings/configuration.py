@@ -223,8 +223,10 @@ class RunConfiguration:
         """The settings of one point: the run's, with the point's loop, compression, TLS, payload and pairs; at a
         point of --workers N, the CPUs planned for N (the server N of them, the clients the others)."""
         dimensions = {name: value for name, value in point.items() if name != "tls"}
-        if "python" in point:  # --python with several: the point's interpreter's environment
+        if "python" in point:  # --python with several: the point's interpreter's environment, and its JIT warm-up
             dimensions["python_executable"] = self.python_executables.get(point["python"])
+            dimensions["python_jit_warmup_s"] = next(interpreter.jit_warmup_s for interpreter in self.interpreters
+                                                     if interpreter.asked == point["python"])
         if point["tls"]:
             ca, cert, key = self.tls_files or ("(made when the run starts)", None, None)
             settings = replace(self.settings, **dimensions, tls_ca=ca, tls_cert=cert, tls_key=key)
@@ -531,7 +533,9 @@ def build_configuration(resolved: ResolvedOptions, command_line: list[str], impl
                             load_per_worker=resolved.load_per_worker,
                             server_cpus=tuple(sorted(server_cpus)) if server_cpus else None,
                             client_cpus=tuple(sorted(client_cpus)) if client_cpus else None,
-                            python=resolved.interpreters[0].asked if len(resolved.interpreters) == 1 else None)
+                            python=resolved.interpreters[0].asked if len(resolved.interpreters) == 1 else None,
+                            python_jit_warmup_s=(resolved.interpreters[0].jit_warmup_s
+                                                 if len(resolved.interpreters) == 1 else 0.0))
     return RunConfiguration(settings=settings, points=tuple(sweep_points(resolved)), rounds=resolved.rounds,
                             servers=tuple(servers), clients=tuple(clients), implementations=tuple(implementations),
                             manifests=resolved.manifests, python_packages=resolved.python_packages,

@@ -20,6 +20,11 @@ from pathlib import Path
 
 from pingpong.harness.settings.usage import UsageError
 
+# The warm-up of a Python side on a JIT interpreter. benchmarks/jit_warmup on 2026-11-27 (18:20 UTC, AMD EPYC, 2
+# vCPUs), cold PyPy 7.3.11 pairs (websockets and aiohttp servers × the websockets client, two starts each): 0.19-0.30x
+# of their plateau in their first second, 0.34-0.55x in the second, 0.80-1.12x in the third, within the host's noise
+# after (CPython 3.11's first seconds: within it from the start). Results file 2026-11-27-jit-warmup-pypy.json.xz
+JIT_WARMUP_S = {"PyPy": 3.0}
 VERSION_NAME = re.compile(r"^(\d+)\.(\d+)(?:\.(\d+))?$")
 PROBE_TIMEOUT_S = 30
 # What the probe prints: the implementation, its Python version, its own version (PyPy's 7.3.x) and base prefix
@@ -43,6 +48,10 @@ class Interpreter:
         if self.implementation == "CPython":
             return f"CPython {self.python_version}"
         return f"{self.implementation} {self.implementation_version} (Python {self.python_version})"
+
+    @property
+    def jit_warmup_s(self) -> float:
+        return JIT_WARMUP_S.get(self.implementation, 0.0)
 
     def recorded(self) -> dict[str, str]:
         return asdict(self) | {"label": self.label}
