@@ -50,3 +50,23 @@ def test_address_layout_refuses_an_unknown_cell_in_one_line():
                                cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert completed.returncode == 2
     assert completed.stderr.strip() == "address_layout: unknown implementations: nosuch"
+
+
+def test_a_jit_warmup_ends_where_the_running_median_stays_near_the_plateau():
+    from benchmarks.jit_warmup import settled_after
+    rates = [200, 300, 500, 800, 950, 1000, 1010, 990, 1000, 1005, 995, 1000]  # 0.25 s windows
+    plateau, settled = settled_after(rates, 0.25, 0.10)
+    assert plateau == 1000 and settled == 1.5  # the running median of 5 is within 10% from the 7th window on
+    # a rate that falls at the end: the plateau (the last third's median, 750) is not where the running median ends
+    assert settled_after([1000] * 5 + [500], 0.25, 0.10) == (750, None)
+
+
+def test_the_deflate_model_predicts_each_placement_from_the_others_cpu():
+    from benchmarks.deflate_model import predict, wakeup_for_rate
+    same = {"roundtrip_us": 700.0, "cpu_us": 690.0}
+    split = {"roundtrip_us": 1000.0, "cpu_us": 720.0}
+    predicted = predict(same, split, wakeup_us=70.0)
+    assert predicted["same_cpu_predicted_us"] == 720.0 and predicted["split_predicted_us"] == 690.0 + 4 * 70.0
+    assert round(predicted["split_error"], 3) == -0.03
+    assert wakeup_for_rate(200, 1000.0, 4) == 1000.0  # 5,000 µs a roundtrip less 1,000 of CPU over 4 wakeups
+    assert wakeup_for_rate(2000, 1000.0, 4) is None  # already slower than that rate

@@ -119,3 +119,21 @@ def test_a_cell_whose_module_is_not_in_an_interpreters_environment_is_skipped_wi
     assert cells["needs-pytest"]["skipped"] == (f"server needs-pytest unavailable: Python module 'pytest' is not in "
                                                f"the environment of --python {OTHER}")
     assert cells["websockets"]["status"] == "ok" and cells["websockets"]["skipped"] is None
+
+
+def test_the_published_table_stands_beside_a_run_with_ratios_to_its_reference_cell():
+    """Rates as measured, each cell's ratio to node-ws × node-ws in its own table, and how far the shape moved."""
+    from pingpong.harness.analysis.published import SETUPS, beside, render_markdown
+
+    setup = SETUPS["lemire-2023"]
+    measured = {("node-ws", "node-ws"): 6000.0, ("aiohttp", "node-ws"): 1200.0, ("sanic", "websockets"): None}
+    table = beside(setup, measured)
+    rows = {(row["server"], row["client"]): row for row in table["rows"]}
+    assert len(rows) == 8 and rows[("node-ws", "node-ws")]["measured_ratio"] == 1.0
+    aiohttp = rows[("aiohttp", "node-ws")]
+    assert aiohttp["published_ratio"] == round(270 / 19000, 4) and aiohttp["measured_ratio"] == 0.2
+    assert aiohttp["shape_moved"] == round(0.2 / (270 / 19000), 3)
+    assert rows[("sanic", "websockets")]["measured"] is None and rows[("sanic", "websockets")]["shape_moved"] is None
+    markdown = render_markdown(table, "run.json")
+    assert "| aiohttp × node-ws | 270 | 1,200 | 0.014 | 0.200 | 14.07× |" in markdown
+    assert "| sanic × websockets | 3,700 | – | 0.195 | – | – |" in markdown and "`run.json`" in markdown

@@ -6,6 +6,7 @@ import sys
 
 import pytest
 
+from pingpong.harness.settings import interpreters
 from pingpong.harness.settings.package_envs import (override_dependencies, override_requirements, parse_node_specs,
                                                     parse_python_specs, process_requirements)
 from pingpong.harness.settings.usage import UsageError
@@ -57,24 +58,38 @@ def test_malformed_specs_are_usage_errors(parse, text):
 
 
 @pytest.mark.timeout(960)  # its run_bench is allowed 900 s (two environments built on first use)
-def test_a_cell_runs_with_2023_releases_and_records_them(tmp_path):
-    """aiohttp 3.9.1 and ws 8.14.2 run in cached environments; the processes report those versions themselves."""
+def test_the_seeds_setup_runs_in_one_command_with_2023_releases_on_python_3_9_and_its_table_beside(tmp_path):
+    """--setup lemire-2023 (two of its cells here): every Python process on 3.9 with the releases of November 2023,
+    the Node.js client on ws 8.14.2, each reporting those versions itself; the published table written beside."""
     reason = why_old_releases_cannot_be_installed()
     if reason:
         pytest.skip(f"the 2023 releases cannot be installed here: {reason}")
-    completed = run_bench("--servers", "aiohttp", "--clients", "node-ws", "--duration", "0.5", "--warmup", "0.2",
-                          "--repeat", "1", "--python-packages", "aiohttp==3.9.1", "--node-packages", "ws@8.14.2",
+    try:
+        interpreters.find("3.9")
+    except UsageError as exc:
+        pytest.skip(f"Python 3.9 is not here: {exc}")
+    completed = run_bench("--setup", "lemire-2023", "--servers", "aiohttp", "--clients", "websockets,node-ws",
+                          "--duration", "0.5", "--warmup", "0.2", "--repeat", "1", "--no-figures",
                           "--results-dir", str(tmp_path), "--format", "json", timeout=900)
-    assert completed.returncode == 0, completed.stderr
+    assert completed.returncode == 0, completed.stderr[-3000:]
     result = json.loads(completed.stdout)
-    attempt = result["cells"][0]["attempts"][0]
-    assert attempt["server_info"]["libraries"]["aiohttp"] == "3.9.1"
-    assert attempt["client_report"]["libraries"]["ws"] == "8.14.2"
+    attempts = {cell["client"]: cell["attempts"][0] for cell in result["cells"]}
+    for attempt in attempts.values():
+        assert attempt["server_info"]["libraries"]["aiohttp"] == "3.9.1"
+        assert attempt["server_info"]["runtime"]["version"].startswith("3.9.")
+    assert attempts["node-ws"]["client_report"]["libraries"]["ws"] == "8.14.2"
+    assert attempts["websockets"]["client_report"]["libraries"]["websockets"] == "12.0"
+    assert attempts["websockets"]["client_report"]["settings"]["websockets_api"] == "legacy"
     environments = result["environment"]["package_environments"]
-    assert environments["python"]["versions"]["aiohttp"] == "3.9.1"
+    assert environments["python_by_interpreter"]["3.9"]["versions"]["aiohttp"] == "3.9.1"
     assert environments["node"]["versions"]["ws"] == "8.14.2"
-    assert result["configuration"]["python_packages"] == "aiohttp==3.9.1"
-    assert result["configuration"]["node_packages"] == "ws@8.14.2"
+    assert result["configuration"]["python"] == "3.9"
+    assert "aiohttp==3.9.1" in result["configuration"]["python_packages"]
+    beside = json.loads(next(tmp_path.glob("*-lemire-2023.json")).read_text())
+    rows = {(row["server"], row["client"]): row for row in beside["rows"]}
+    assert rows[("aiohttp", "node-ws")]["published"] == 270 and rows[("aiohttp", "node-ws")]["measured"] > 0
+    assert rows[("node-ws", "node-ws")]["measured"] is None  # not in this run: no ratios, said as "–"
+    assert "| aiohttp × node-ws | 270 |" in next(tmp_path.glob("*-lemire-2023.md")).read_text()
 
 
 def test_an_unbuildable_environment_is_a_one_line_error(tmp_path):

@@ -278,7 +278,8 @@ def unsettled_cause(runtime: str | None) -> str:
     """Why a side of this runtime can take page faults with glibc's thresholds fixed, as far as the suite knows."""
     if runtime == "python":
         return ("a Python side with glibc's thresholds fixed: faults not per message but a few hundred a second, "
-                "not from CPython's arenas either (a lead: docs/methodology.md, the allocator's state)")
+                "on CPython not from its arenas either (a lead: docs/methodology.md, the allocator's state); on PyPy "
+                "(--python) its own garbage collector maps its heap, which glibc's thresholds do not govern")
     if runtime == "node":
         return ("V8's young generation still growing: a Node.js client took 0.005-0.013 per roundtrip a second into "
                 "its process (docs/methodology.md, the Node.js built-in client's faults)")
