@@ -24,7 +24,8 @@ from pingpong.harness.analysis.summary import CellSummary, Summaries
 from pingpong.harness.analysis.workers import workers_figures
 from pingpong.harness.report.formatting import (REFERENCE_TEXT, Headline, axes, axis_loops, excess_by_cell,
                                                 fastest_cell, floors, format_duration_ns, format_rate, is_contender,
-                                                is_floor, per_worker_text, placement_text, rate_unit,
+                                                interpreter_text, is_floor, per_worker_text, placement_text,
+                                                rate_unit,
                                                 relative_to_fastest,
                                                 rounds_text, short_rate, switches_text, topology_line, usual_label,
                                                 with_loop, workload_title)
@@ -107,6 +108,8 @@ def terminal_report(run: RunResult, summaries: Summaries, source: str | None = N
     reach = precision_reach(run)
     heading = [*wrap(f"{workload_title(config)}: {headline.label}, server (rows) × client (columns)", width),
                *wrap(settings_line(run), width), *wrap(machine_line(run), width),
+               *(wrap(f"Interpreter: {interpreter}.", width)
+                 if (interpreter := interpreter_text(config, run.environment)) else []),
                *(wrap(f"Precision: {reach.sentence()}.", width) if reach else []),
                *(wrap(f"Precision, paced and raw: {both.sentence()}.", width)
                  if (both := paced_precision(run)) else []),
