@@ -142,7 +142,7 @@ def test_placement_as_a_list_is_a_dimension_of_the_run():
                                          mallocs=("settled",), payload_sizes=(4,), payload_kinds=("text-ascii",),
                                          pairs=(1,), receivers=(1,), idle_connections=(0,), rates=(None,),
                                          workers=(1,), placements=("same-cpu", "split"),
-                                         room_placements=("kernel",)))
+                                         room_placements=("kernel",), interpreters=()))
     assert [point["placement"] for point in sweep_points(resolved)] == ["same-cpu", "split"]
     assert "placement" not in sweep_points(type("One", (resolved,), dict(placements=("auto",))))[0]
 
