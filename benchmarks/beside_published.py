@@ -5,31 +5,19 @@ Writes RESULTS-<setup>.json and .md beside the file (X.json.xz: beside X) and pr
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
-from pingpong.harness.analysis import published
-from pingpong.harness.analysis.summary import summarize_run
-from pingpong.harness.results.records import load, write_atomically
-from pingpong.harness.results.stored import json_stem, stored_path
+from pingpong.harness.analysis.published import SETUPS
+from pingpong.harness.commands.run import write_beside_published
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("results", type=Path)
-    parser.add_argument("--setup", default="lemire-2023", choices=sorted(published.SETUPS))
+    parser.add_argument("--setup", default="lemire-2023", choices=sorted(SETUPS))
     args = parser.parse_args()
-    path = stored_path(args.results)
-    run = load(path)
-    measured = {key: summary.roundtrips_per_s.median if summary.roundtrips_per_s else None
-                for key, summary in summarize_run(run).items()}
-    table = published.beside(published.SETUPS[args.setup], measured)
-    table["results_file"] = path.name
-    stem = path.parent / f"{json_stem(path)}-{args.setup}"
-    markdown = published.render_markdown(table, path.name)
-    write_atomically(stem.with_suffix(".json"), json.dumps(table, indent=1))
-    write_atomically(stem.with_suffix(".md"), markdown)
+    _, markdown = write_beside_published(SETUPS[args.setup], args.results)
     print(markdown, end="")
     return 0
 

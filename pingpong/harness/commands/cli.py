@@ -131,7 +131,9 @@ def measure_matrix(options: argparse.Namespace, resolved: ResolvedOptions, comma
                                           rounds=options.profile_rounds)
         code = matrix.run_points(configuration, profiling=profiling)
     if getattr(options, "setup", None) and len(configuration.points) == 1 and code != EXIT_INTERRUPTED:
-        matrix.write_beside_published(SETUPS[options.setup], configuration.results_dir)
+        stem, markdown = matrix.write_beside_published(SETUPS[options.setup], configuration.results_dir / "latest.json")
+        print(markdown.rstrip("\n"), file=sys.stderr)
+        print(f"beside the published table: {stem}.json and {stem}.md", file=sys.stderr)
     return code
 
 

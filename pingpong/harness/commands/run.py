@@ -21,6 +21,7 @@ from pingpong.harness.report import sweep
 from pingpong.harness.report.exporters import draw_figures, save
 from pingpong.harness.results.files import SAVED_FORMATS, ResultPaths, resume, save_record
 from pingpong.harness.results.records import Cell, RunResult, load, write_atomically
+from pingpong.harness.results.stored import json_stem, stored_path
 from pingpong.harness.settings.catalog import PROJECT_ROOT, availability_record, skip_reason
 from pingpong.harness.settings.cell import CellSettings, our_cpus
 from pingpong.harness.settings.configuration import RunConfiguration
@@ -98,22 +99,25 @@ def exit_code(results: list[RunResult]) -> int:
     return EXIT_CELL_FAILED if failed else EXIT_OK
 
 
-def write_beside_published(setup: Setup, results_dir: Path) -> None:
-    """After a --setup run: its published table beside the run's medians (latest.json: the run just saved), as
-    <run>-<setup>.json and .md; the Markdown is printed to stderr."""
-    latest = results_dir / "latest.json"
-    run = load(latest)
+def write_beside_published(setup: Setup, results_file: Path) -> tuple[Path, str]:
+    """The published table beside a saved run's medians, written as <run>-<setup>.json and .md next to it (for
+    latest.json: next to, and naming, its run's own stamped file, since latest.json is the next run's); returns the
+    files' stem and the Markdown."""
+    source = stored_path(results_file)
+    run = load(source)
+    name, shown = json_stem(source), source.name
+    if name == "latest":
+        name = run.started_at.replace(":", "-").replace("+00-00", "Z")
+        shown = f"{name}.json"
     measured = {key: summary.roundtrips_per_s.median if summary.roundtrips_per_s else None
                 for key, summary in summarize_run(run).items()}
-    stamp = run.started_at.replace(":", "-").replace("+00-00", "Z")
-    stem = results_dir / f"{stamp}-{setup.name}"
+    stem = source.parent / f"{name}-{setup.name}"
     table = published.beside(setup, measured)
-    table["results_file"] = f"{stamp}.json"  # the run's own file (latest.json is the next run's)
-    markdown = published.render_markdown(table, table["results_file"])
+    table["results_file"] = shown
+    markdown = published.render_markdown(table, shown)
     write_atomically(stem.with_suffix(".json"), json.dumps(table, indent=1))
     write_atomically(stem.with_suffix(".md"), markdown)
-    print(markdown.rstrip("\n"), file=sys.stderr)
-    print(f"beside the published table: {stem}.json and {stem}.md", file=sys.stderr)
+    return stem, markdown
 
 
 def report_sweep(started: str, results, configuration: RunConfiguration) -> None:

@@ -180,30 +180,26 @@ def pins_as_ceilings(requirements: str) -> str:
                      for line in requirements.split("\n"))
 
 
-def _install(python: Path, requirements_file: Path) -> str | None:
-    """pip install -r; None when it succeeded, else the installer's first error, on one line."""
+def _install(python: Path, *wanted: str) -> str | None:
+    """pip install WANTED (a package spec, or -r FILE); None when it succeeded, else the installer's first error, on
+    one line."""
     try:
-        _run([str(python), "-m", "pip", "install", "--disable-pip-version-check", "--no-input", "-q",
-              "-r", str(requirements_file)])
+        _run([str(python), "-m", "pip", "install", "--disable-pip-version-check", "--no-input", "-q", *wanted])
     except EnvironmentBuildError as exc:
         return str(exc)
     return None
 
 
-def _install_each(python: Path, folder: Path, requirements: str) -> dict[str, str]:
+def _install_each(python: Path, requirements: str) -> dict[str, str]:
     """Each requirement on its own (after the whole list failed): {package: why it did not install} for those that
     did not, so one package without a build for this interpreter (uvloop on PyPy) leaves the others usable."""
     failed: dict[str, str] = {}
     for line in requirements.splitlines():
         name = requirement_name(line)
-        if name is None:
-            continue
-        single = folder / "requirement-one.txt"
-        single.write_text(line.split("#", 1)[0].strip() + "\n")
-        problem = _install(python, single)
-        if problem:
-            failed[name] = problem
-    (folder / "requirement-one.txt").unlink(missing_ok=True)
+        if name is not None:
+            problem = _install(python, line.split("#", 1)[0].strip())
+            if problem:
+                failed[name] = problem
     return failed
 
 
@@ -232,13 +228,13 @@ def python_environment(specs: list[str], project_root: Path, interpreter=None) -
             _run([executable, "-m", "venv", "--clear", str(folder)])
             (folder / "requirements.txt").write_text(requirements)
             policy, failed = "pinned", {}
-            problem = _install(python, folder / "requirements.txt")
+            problem = _install(python, "-r", str(folder / "requirements.txt"))
             if problem and interpreter is not None:
                 policy = "pins as ceilings"
                 ceilings = pins_as_ceilings(requirements)
                 (folder / "requirements-ceilings.txt").write_text(ceilings)
-                if _install(python, folder / "requirements-ceilings.txt"):
-                    failed = _install_each(python, folder, ceilings)
+                if _install(python, "-r", str(folder / "requirements-ceilings.txt")):
+                    failed = _install_each(python, ceilings)
             elif problem:
                 raise EnvironmentBuildError(problem)
             frozen = subprocess.run([str(python), "-m", "pip", "freeze", "--disable-pip-version-check"],
