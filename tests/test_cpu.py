@@ -104,3 +104,22 @@ def test_steal_time_is_the_eighth_number_of_each_cpu_line():
     assert kernel_signals.steal_seconds({"cpu0": 872, "cpu1": 983}, later) == {"cpu0": 1.0, "cpu1": 0.0}
     assert kernel_signals.steal_seconds({"cpu0": 872, "cpu1": 983}, later, {"cpu1"}) == {"cpu1": 0.0}
     assert set(kernel_signals.read_cpu_steal()) >= {"cpu0"}
+
+
+def test_a_client_waited_for_without_reaping_still_shows_its_cpu_until_it_is_reaped():
+    """processes.wait_exited sees the exit and leaves a zombie, whose CPU every source still reads: what lets the
+    window's end sample count a client that exits as its window ends (measure/local.py reaps after the window)."""
+    import subprocess
+    import sys
+
+    from pingpong.harness.system import processes
+    child = subprocess.Popen([sys.executable, "-c", "sum(range(3 * 10**6))"])
+    try:
+        assert processes.wait_exited(child, 30) is True
+        assert child.returncode is None  # not reaped
+        for name, read in cpu.READERS.items():
+            assert sum(read(child.pid).values()) > 0, name
+    finally:
+        assert processes.wait(child, 30) == 0
+    with pytest.raises(OSError):
+        cpu.READERS["process-clock"](child.pid)  # reaped: its clock is gone with it

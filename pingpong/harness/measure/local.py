@@ -265,8 +265,10 @@ def _await_clients(started: LocalServer, clients: list[processes.ManagedProcess]
         window.ended.wait(max(0.0, deadline - time.monotonic()))
         spawn_next()
     for index, client_process in enumerate(clients):
-        try:
-            processes.wait(client_process.popen, max(0.1, deadline - time.monotonic()))
+        try:  # not reaped before the window's end sample: a client that exits as its window ends (the C and native
+            # clients do) would drop out of the CPU it reads, and the clients' CPU read 0 under load
+            if not processes.wait_exited(client_process.popen, max(0.1, deadline - time.monotonic())):
+                processes.wait(client_process.popen, max(0.1, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
             for other in clients:
                 processes.stop(other)
@@ -274,6 +276,8 @@ def _await_clients(started: LocalServer, clients: list[processes.ManagedProcess]
             return judge.client_timed_out(_client_run(index, client_process), len(clients), limit_s,
                                           clients[0].pid, server_facts)
     window.join()
+    for client_process in clients:
+        client_process.popen.wait()
     runs = [_client_run(index, process) for index, process in enumerate(clients)]
     return judge.judge_attempt(runs, started.exit_code(), window.samples(), settings, server_facts,
                                held.sample() if held else None)

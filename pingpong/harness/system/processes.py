@@ -209,10 +209,21 @@ def wait(popen: subprocess.Popen, timeout_s: float) -> int:
     up to 50 ms late. A pidfd (Linux 5.3) becomes readable when the child exits; without one, Popen.wait it is."""
     if popen.returncode is not None:
         return popen.returncode
+    if wait_exited(popen, timeout_s):
+        return popen.wait()
+    return popen.wait(timeout_s)
+
+
+def wait_exited(popen: subprocess.Popen, timeout_s: float) -> bool:
+    """Wait for the child to exit, woken by the exit, and leave it unreaped (a zombie), so that its CPU time can
+    still be read (system/cpu.py); TimeoutExpired if it runs on. False where no pidfd can tell (the caller then
+    waits with popen.wait)."""
+    if popen.returncode is not None:
+        return True
     try:
         exit_fd = os.pidfd_open(popen.pid)
     except (AttributeError, OSError):  # no pidfd here, or the child is already reaped
-        return popen.wait(timeout_s)
+        return False
     try:
         exited = select.poll()
         exited.register(exit_fd, select.POLLIN)
@@ -220,7 +231,7 @@ def wait(popen: subprocess.Popen, timeout_s: float) -> int:
             raise subprocess.TimeoutExpired(popen.args, timeout_s)
     finally:
         os.close(exit_fd)
-    return popen.wait()
+    return True
 
 
 @contextmanager
