@@ -231,10 +231,10 @@ class FakeServer:
             head = read_head(sock)
             key = next(line.split(":", 1)[1].strip() for line in head.split("\r\n")
                        if line.lower().startswith("sec-websocket-key:"))
+            with self.lock:  # a member before its reply: the client sends as soon as it has it, and A's relay
+                self.members.append(sock)  # would otherwise find no B to forward to (seen under load)
             sock.sendall(f"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
                          f"Sec-WebSocket-Accept: {self.accept(key)}\r\n\r\n".encode())
-            with self.lock:
-                self.members.append(sock)
             threading.Thread(target=self.relay, args=(sock,), daemon=True).start()
 
     def relay(self, sock):

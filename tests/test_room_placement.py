@@ -92,7 +92,10 @@ def test_a_server_without_workers_refuses_worker_ports(command):
 
 def serving_by_room(started) -> None:
     """Wait until a server launched by room serves, each of its workers has said so, and each own port answers."""
-    probe.wait_until_ready(started.base_url, started.process, BY_ROOM.ready_timeout_s)
+    try:
+        probe.wait_until_ready(started.base_url, started.process, BY_ROOM.ready_timeout_s)
+    except probe.NotReady as not_ready:  # why it did not start is in its log (sanic-workers exited -9 so, once)
+        raise AssertionError(f"{not_ready}; stderr: {started.stderr_tail()}") from not_ready
     assert wait_for_workers(started, BY_ROOM.ready_timeout_s) is None, started.stderr_tail()
     assert check_worker_ports(started, BY_ROOM) is None, started.stderr_tail()
 
@@ -149,7 +152,7 @@ def test_a_run_by_room_puts_every_pair_on_one_worker_and_leaves_nothing(tmp_path
     names = sorted(server.name for server in WORKER_SERVERS)
     completed = run_bench("--servers", ",".join(names), "--clients", "websockets", "--workers", "1,2",
                           "--room-placement", "room", "--pairs", "4", "--client-processes", "2", "--repeat", "1",
-                          "--duration", "0.3", "--warmup", "0.1", "--jit-warmup", "0", "--no-figures",
+                          "--duration", "0.1", "--warmup", "0.05", "--jit-warmup", "0", "--no-figures",
                           *QUICK_RELAY_CHECK,
                           "--results-dir", str(tmp_path), timeout=600)
     assert completed.returncode == 0, completed.stderr
@@ -185,7 +188,7 @@ def test_by_room_each_workers_own_port_speaks_wss_with_tls(tmp_path):
     names = sorted(server.name for server in WORKER_SERVERS)
     completed = run_bench("--servers", ",".join(names), "--clients", "websockets", "--workers", "2", "--tls",
                           "--room-placement", "room", "--pairs", "2", "--client-processes", "2", "--repeat", "1",
-                          "--duration", "0.3", "--warmup", "0.1", "--jit-warmup", "0", "--no-figures",
+                          "--duration", "0.1", "--warmup", "0.05", "--jit-warmup", "0", "--no-figures",
                           *QUICK_RELAY_CHECK,
                           "--results-dir", str(tmp_path), "--format", "json", timeout=300)
     assert completed.returncode == 0, completed.stderr

@@ -46,18 +46,21 @@ def run_bench(*args, timeout=300, env=None):
 
 
 def server_side_owner(server_pid: int, server_port: int, client_port: int) -> int | None:
-    """The process of the server's tree holding the server's end of the connection from client_port, from /proc."""
+    """The process of the server's tree holding the server's end of the connection from client_port, from /proc.
+    Read up to five times: one read of /proc/net/tcp can miss a row while other sockets come and go."""
     wanted = f"0100007F:{server_port:04X}", f"0100007F:{client_port:04X}"
-    inode = None
-    with open("/proc/net/tcp") as table:
-        next(table)
-        for line in table:
-            fields = line.split()
-            if (fields[1], fields[2]) == wanted:
-                inode = int(fields[9])
-    for pid in listeners.process_tree(server_pid):
-        if inode in listeners.socket_inodes(pid):
-            return pid
+    for _ in range(5):
+        inode = None
+        with open("/proc/net/tcp") as table:
+            next(table)
+            for line in table:
+                fields = line.split()
+                if (fields[1], fields[2]) == wanted:
+                    inode = int(fields[9])
+        for pid in listeners.process_tree(server_pid):
+            if inode is not None and inode in listeners.socket_inodes(pid):
+                return pid
+        time.sleep(0.02)
     return None
 
 
