@@ -68,7 +68,8 @@ SLOW_TESTS = {
     "test_native_websocket.py::test_native_servers_and_clients_speak_wss_with_each_other_and_python",
     "test_native_websocket.py::test_the_native_set_runs_beside_the_default_one_with_its_floor_cost_split",
     "test_outside.py::test_bad_programs_fail_their_cells_with_a_reason_and_the_run_goes_on",
-    "test_package_envs.py::test_a_cell_runs_with_2023_releases_and_records_them",
+    "test_package_envs.py::"
+    "test_the_seeds_setup_runs_in_one_command_with_2023_releases_on_python_3_9_and_its_table_beside",
     "test_profiling.py::test_a_bun_side_runs_its_own_profiler_kept_to_the_window",
     "test_profiling.py::test_a_function_burning_known_cpu_tops_its_sides_profile_at_that_cost",
     "test_profiling.py::test_ctrl_c_while_profiling_leaves_no_process_behind",
@@ -89,19 +90,20 @@ SLOW_TESTS = {
 }
 
 
-# The tests run one at a time by default. `python -m pytest -n 2 --dist loadfile` (pytest-xdist) runs two, a module's
-# tests in one worker, in order, with its module-scoped servers: most of their time waits on windows, timeouts and
-# processes starting, so two at once took 10:31-11:06 where one at a time took 18:39 (2026-11-27, 2 CPUs). But a
-# test then shares the kernel's TCP counters (/proc/net/snmp is the machine's, not the test's) and both CPUs with
-# another: in three such runs 4 tests failed each time, a different 4; races that two at once laid bare are fixed,
-# but counts and latency lines the other test's load moved remain (handshakes counted by ActiveOpens, a latency line,
-# the pacer's pauses). So two at a time is for development, not the default. Under it, a test that compares a
-# measured cost or count with a known figure runs alone: the other worker's test ends first and none starts until it
-# is done.
+# The tests run two at a time (pytest.ini: `-n 2 --dist loadgroup`, pytest-xdist): most of a test's time waits on
+# windows, timeouts and processes starting (one at a time, this 2-CPU VM was 49% busy over the matrix-pairs and
+# reliability modules, 2026-11-27), so two at once took 11:16-12:04 where one at a time took 18:08 that day. But two
+# tests at once share the kernel's counters (/proc/net/snmp is the machine's, not the test's) and both CPUs, so a
+# test whose assertion another test's load could move (a measured cost, rate, CPU share or latency line, a count of
+# a kernel counter, "no flags" on a real run) runs alone: these run first, one after another in one worker, while
+# the other waits; then each other module's tests run in one worker, in order, with its module-scoped servers.
+# `python -m pytest -n 0` runs one at a time (each test is then alone).
 # They are these, and every test of a module whose module-scoped fixture measures (ALONE_MODULES).
 ALONE_TESTS = {
     # a profile's µs per roundtrip against a known busy wait; the rate with each switch against the baseline's
     "test_diagnosis.py::test_diagnose_on_a_healthy_pair_finds_no_anomaly_and_counts_syscalls",
+    # "no flags" on a healthy pair: a side that waits for its CPU reads as waiting (CPU/wall 0.27 beside another test)
+    "test_diagnosis.py::test_split_writes_are_flagged_with_delayed_acks_and_a_healthy_pair_is_not",
     # enough roundtrips in a 0.3 s window for a count agreeing within 1%
     "test_outside.py::test_outside_count_agrees_with_the_programs_own",
     # no latency as long as a pause but the paused ones
@@ -110,60 +112,110 @@ ALONE_TESTS = {
     "test_workloads.py::test_open_loop_latency_grows_past_the_saturation_of_a_slow_server",
     # handshakes against the kernel's ActiveOpens, which counts every test's connections
     "test_workloads.py::test_handshake_workload_counts_real_handshakes",
-    # at least 10 pauses of the sentinel in its window
-    "test_host_pace.py::test_the_pacer_pauses_the_groups_for_sentinel_slices_and_leaves_them_running",
+    # at least 10 (or 5) pauses of the sentinel in a 0.5 s (0.3 s) window: its pacer thread runs in this process
+    "test_host_pace.py::test_a_stopping_pacer_stops_the_groups_for_each_slice_and_leaves_them_running",
+    "test_host_pace.py::test_a_preempting_pacer_takes_the_cpu_from_the_groups_for_each_slice_without_stopping_them",
+    "test_host_pace.py::test_where_the_real_time_class_is_refused_the_pacer_stops_the_groups_and_says_why",
+    # the client processes' window starts and ends within 10% of the window, as the orchestrator's thread reads them
+    "test_start_barrier.py::test_client_processes_measure_one_window",
+    # publishes per roundtrip within 0.1 of 2, the broker's count sampled at the window's edges (1.897 beside a test)
+    "test_workers.py::test_a_run_over_workers_records_the_broker_and_leaves_nothing",
+    # an open loop keeps its schedule: each send within 50 ms of its time, the rate within 2.5%
+    "test_workload_drivers.py::test_open_loop_achieves_a_low_offered_rate",
+    "test_workload_drivers_node.py::test_open_loop_achieves_a_low_offered_rate",
+    "test_workload_drivers_node.py::test_open_loop_with_pairs_and_idle_connections_on_a_python_server",
+    "test_workload_drivers_node.py::test_raw_tcp_floors_run_the_new_workloads",
 }
 ALONE_MODULES = {"test_profiling.py"}
 
+# Each module's seconds one at a time (--durations=0, 2026-11-27, 2 CPUs), those of 10 s or more. The modules run in
+# this order, the longest first, the rest after them as collected: two workers then end close together, not one
+# running a long module while the other waits with nothing left (pytest.ini: --no-loadscope-reorder keeps it).
+MODULE_SECONDS = {
+    "test_cluster.py": 99, "test_reliability.py": 75, "test_workloads.py": 72, "test_matrix_pairs.py": 64,
+    "test_native_websocket.py": 61, "test_workers.py": 58, "test_room_placement.py": 48,
+    "test_workload_drivers.py": 47, "test_diagnosis.py": 42, "test_run_bench.py": 42, "test_outside.py": 39,
+    "test_workload_drivers_node.py": 39, "test_profiling.py": 35, "test_round_rule_coverage.py": 25,
+    "test_rooms.py": 23, "test_start_barrier.py": 23, "test_docs.py": 23, "test_spawn_ahead.py": 23,
+    "test_contract.py": 23, "test_host_pace.py": 20, "test_compare_alternate.py": 19, "test_terminal_screen.py": 17,
+    "test_server_cpus.py": 17, "test_cli_input.py": 16, "test_interpreters.py": 13, "test_benchmarks.py": 11,
+}
 
-def pytest_collection_modifyitems(items):
+
+def is_alone(item) -> bool:
+    return item.get_closest_marker("alone") is not None
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m and -k deselect any, and before xdist reads the groups
+def pytest_collection_modifyitems(config, items):
+    names = set()
     for item in items:
         name = f"{item.path.name}::{getattr(item, 'originalname', item.name)}"
+        names.add(name)
         if name in SLOW_TESTS:
             item.add_marker(pytest.mark.slow)
         if name in ALONE_TESTS or item.path.name in ALONE_MODULES:
             item.add_marker(pytest.mark.alone)
+        # pytest.ini's --dist loadgroup: one worker runs the tests that run alone, one after another and first; each
+        # other module's tests run in one worker, in order, with its module-scoped servers
+        item.add_marker(pytest.mark.xdist_group("alone" if is_alone(item) else item.path.name))
+    # stable: a module's tests stay in order
+    items.sort(key=lambda item: (not is_alone(item), -MODULE_SECONDS.get(item.path.name, 0)))
+    if not config.args or config.args == ["tests"] or config.args == [str(ROOT / "tests")]:  # the whole suite
+        # a renamed test would otherwise quietly lose its mark (one ran beside others so, 2026-11-27)
+        stale = sorted((ALONE_TESTS | SLOW_TESTS) - names)
+        assert not stale, f"tests/conftest.py names tests that do not exist: {stale}"
 
 
-@contextlib.contextmanager
-def turn(tmp_path_factory, alone: bool):
-    """A readers-writer lock over the workers of one pytest run (flock on files they share): a test holds it shared,
-    an `alone` one exclusive. The turnstile, held by a test waiting to be alone, keeps new tests from starting in the
-    meantime, so it is never starved. Without workers (pytest -p no:xdist) there is no one to wait for."""
+class Turns:
+    """A readers-writer lock over the workers of one pytest run (flock on files they share): a test holds it shared
+    from its first fixture's setup to its last one's teardown, an `alone` one exclusive; consecutive alone tests of a
+    worker keep it exclusive between them (a module's servers started for them included). The turnstile, held by a
+    test waiting to be alone, keeps new tests from starting meanwhile, so it is never starved. Without workers
+    (`-n 0`) there is no one to wait for."""
+
+    def __init__(self, folder: Path) -> None:
+        self.turnstile = open(folder / "tests-turnstile.lock", "a")
+        self.running = open(folder / "tests-running.lock", "a")
+        self.held: str | None = None  # None, "shared" or "alone"
+
+    def take(self, alone: bool) -> None:
+        wanted = "alone" if alone else "shared"
+        if self.held == wanted:
+            return
+        self.give_back()
+        fcntl.flock(self.turnstile, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(self.running, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
+        finally:
+            fcntl.flock(self.turnstile, fcntl.LOCK_UN)
+        self.held = wanted
+
+    def give_back(self) -> None:
+        if self.held is not None:
+            fcntl.flock(self.running, fcntl.LOCK_UN)
+            self.held = None
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """Every test takes its turn (Turns): shared, or alone when marked."""
     if "PYTEST_XDIST_WORKER" not in os.environ:
         yield
         return
-    shared = tmp_path_factory.getbasetemp().parent  # the run's folder; each worker's basetemp is inside it
-    with open(shared / "tests-turnstile.lock", "a") as turnstile, open(shared / "tests-running.lock", "a") as running:
-        fcntl.flock(turnstile, fcntl.LOCK_EX)
-        try:
-            fcntl.flock(running, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
-        finally:
-            fcntl.flock(turnstile, fcntl.LOCK_UN)
-        try:
-            yield
-        finally:
-            fcntl.flock(running, fcntl.LOCK_UN)
-
-
-@pytest.fixture(scope="module", autouse=True)
-def alone_module(request, tmp_path_factory):
-    """A module of ALONE_MODULES holds the run alone from its first fixture to its last test."""
-    if request.module.__file__ and Path(request.module.__file__).name in ALONE_MODULES:
-        with turn(tmp_path_factory, alone=True):
-            yield
-    else:
+    turns = item.config.stash.get(TURNS, None)
+    if turns is None:
+        turns = Turns(item.config._tmp_path_factory.getbasetemp().parent)  # the run's folder, shared by the workers
+        item.config.stash[TURNS] = turns
+    turns.take(is_alone(item))
+    try:
         yield
+    finally:
+        if nextitem is None or not (is_alone(item) and is_alone(nextitem)):
+            turns.give_back()  # shared is given back after every test, so that one waiting to be alone gets its turn
 
 
-@pytest.fixture(autouse=True)
-def one_turn(request, tmp_path_factory, alone_module):
-    """Every test takes its turn: shared, or alone when marked (its module's lock covers an ALONE_MODULES test)."""
-    if Path(request.node.path).name in ALONE_MODULES:
-        yield
-        return
-    with turn(tmp_path_factory, alone=request.node.get_closest_marker("alone") is not None):
-        yield
+TURNS = pytest.StashKey[Turns]()
 
 
 def url_scheme(implementation) -> str:

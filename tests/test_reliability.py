@@ -177,8 +177,9 @@ def test_invalid_manifest_entry_names_entry_and_field(tmp_path):
 
 def test_resume_measures_only_missing_attempts_and_refuses_other_settings(tmp_path):
     """--resume fills in the attempts an interrupted run lacks, and refuses a different configuration."""
-    args = [*NO_FIGURES, "--servers", "websockets", "--clients", "websockets,node-ws", "--duration", "0.3",
-            "--warmup", "0.1", "--jit-warmup", "0", *QUICK_RELAY_CHECK, "--repeat", "2", "--results-dir", str(tmp_path)]
+    args = [*NO_FIGURES, "--servers", "websockets", "--clients", "websockets,node-ws", "--duration", "0.2",
+            "--warmup", "0.05", "--jit-warmup", "0", *QUICK_RELAY_CHECK, "--repeat", "2",
+            "--results-dir", str(tmp_path)]
     assert run_bench(*args).returncode == 0
     saved_path = next(p for p in tmp_path.glob("2*.json"))
     saved = json.loads(saved_path.read_text())

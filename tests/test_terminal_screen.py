@@ -18,7 +18,7 @@ import pytest
 from tests.conftest import QUICK_RELAY_CHECK, ROOT
 
 CLIENTS = ["websockets", "aiohttp", "node-ws", "picows", "node-builtin", "bun"]
-SHORTER = ["--duration", "0.2", "--warmup", "0.1", "--jit-warmup", "0", "--no-figures", *QUICK_RELAY_CHECK]
+SHORTER = ["--duration", "0.1", "--warmup", "0.05", "--jit-warmup", "0", "--no-figures", *QUICK_RELAY_CHECK]
 
 needs_tmux = pytest.mark.skipif(shutil.which("tmux") is None,
                                 reason="no tmux here (apt-get install tmux; .ci/run installs it)")

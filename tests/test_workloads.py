@@ -17,6 +17,8 @@ TEST_MANIFESTS = ["--manifest", "manifest.toml", "--manifest", "tests/manifest.t
 # warmup for Node.js's compiler (--jit-warmup; tests/test_orchestration_logic.py checks what it does)
 FAST_WITH_FIGURES = ["--duration", "0.3", "--warmup", "0.1", "--repeat", "1", "--jit-warmup", "0", *QUICK_RELAY_CHECK]
 FAST = [*FAST_WITH_FIGURES, *NO_FIGURES]  # the tests that look at a figure use FAST_WITH_FIGURES
+# The sweeps whose tests read what each point carried and held (bytes, kinds, connections, memory), not its rate
+SWEEP_WITH_FIGURES = ["--duration", "0.1", "--warmup", "0.05", *FAST_WITH_FIGURES[4:]]
 # With the C floor on both axes a run first measures the host's figure (10 floor attempts, ~8 s); a test that does
 # not look at it leaves it out. tests/test_native_websocket.py runs it and checks it is recorded.
 NO_HOST_FIGURE = ["--host-figure", "off"]
@@ -34,7 +36,7 @@ def sweep_files(folder):
 @pytest.mark.timeout(660)  # its run_bench is allowed 600 s
 def test_payload_sweep_carries_exact_sizes_and_kinds_through_python_and_node_clients(tmp_path):
     """Every size and kind arrives verified (the drivers compare every byte); one matrix and file per point."""
-    completed = run_bench("--servers", "node-ws", "--clients", "websockets,node-ws", *FAST_WITH_FIGURES,
+    completed = run_bench("--servers", "node-ws", "--clients", "websockets,node-ws", *SWEEP_WITH_FIGURES,
                           "--payload-size", "1,1024,65536", "--payload-kind", "text-utf8,binary",
                           "--results-dir", str(tmp_path), timeout=600)
     assert completed.returncode == 0, completed.stderr
@@ -75,8 +77,8 @@ MANY_PAIRS_CLIENTS = ["websockets", "aiohttp", "picows", "node-ws", "bun"]
 @pytest.fixture(scope="module")
 def many_pairs_run(tmp_path_factory):
     """One --pairs 3 run of node-ws against every client of MANY_PAIRS_CLIENTS (a cell each, the round's server
-    serving them in turn), made when the first test calls for it (so within that test's turn, conftest.one_turn):
-    each client's test reads its own cell."""
+    serving them in turn), made when the first test calls for it (within that test's turn,
+    conftest.pytest_runtest_protocol): each client's test reads its own cell."""
     made = []
 
     def run() -> subprocess.CompletedProcess:
@@ -157,8 +159,8 @@ def test_a_client_without_pairs_support_is_skipped_with_the_reason(tmp_path):
 @pytest.fixture(scope="module")
 def handshake_run(tmp_path_factory):
     """The handshake workload's run of one server × client, made once (within the turn of the first test that calls
-    for it, conftest.one_turn) for the tests that read it: its completed process, its results folder, and the
-    TIME_WAIT sockets of its connections (time_wait_sockets), read at once after it (they expire 60 s later)."""
+    for it, conftest.pytest_runtest_protocol) for the tests that read it: its completed process, its results folder,
+    and the TIME_WAIT sockets of its connections (time_wait_sockets), read at once after it (they expire 60 s later)."""
     made = {}
 
     def run(server: str, client: str):
@@ -292,7 +294,7 @@ def test_idle_connections_are_held_and_seen_by_the_kernel_on_the_server_side(tmp
     """--idle-connections 0,60 over 2 client processes: the kernel lists N + 2 ESTABLISHED connections on the server's
     port while the pair runs; the server's memory is sampled before and with them; the sweep fits bytes per
     connection and says so in its Markdown; fresh servers are recorded."""
-    completed = run_bench("--servers", "websockets,node-ws", "--clients", "websockets,node-ws", *FAST_WITH_FIGURES,
+    completed = run_bench("--servers", "websockets,node-ws", "--clients", "websockets,node-ws", *SWEEP_WITH_FIGURES,
                           "--idle-connections", "0,60", "--client-processes", "2",  # one round: a slope per round
                           "--results-dir", str(tmp_path), timeout=360)
     assert completed.returncode == 0, completed.stderr
@@ -321,10 +323,12 @@ def test_idle_connections_are_held_and_seen_by_the_kernel_on_the_server_side(tmp
 def test_open_loop_latency_grows_past_the_saturation_of_a_slow_server(tmp_path):
     """A relay spending 2 ms per message serves ~250 roundtrips/s. Offered 40/s it keeps up; offered 600/s the queue
     grows through the window, and latency from the intended send time shows it (no coordinated omission): p99 many
-    times higher, the rate flagged as saturating, the achieved rate below the offered one."""
+    times higher, the rate flagged as saturating, the achieved rate below the offered one. The line is 200 ms: at 40/s
+    a window holds 40 roundtrips, so its p99 is nearly its slowest, which one stall of this shared host passed 50 ms
+    (running alone, 2026-11-27); at 600/s the queue adds 350 roundtrips a second at 4 ms each, over a second."""
     completed = run_bench(*TEST_MANIFESTS, "--servers", "slow-relay", "--clients", "websockets,node-ws",
                           "--duration", "1", "--warmup", "0.2", "--repeat", "1", "--rate", "40,600",
-                          "--saturation-p99", "50", "--results-dir", str(tmp_path), timeout=360)
+                          "--saturation-p99", "200", "--results-dir", str(tmp_path), timeout=360)
     assert completed.returncode == 0, completed.stderr
     index, path = sweep_files(tmp_path)
     assert index["swept"] == ["rate"] and index["workload_kind"] == "open-loop"
