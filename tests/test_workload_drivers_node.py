@@ -245,9 +245,9 @@ def test_idle_connections_are_held_open_during_the_window(client, shared_servers
             env={**os.environ, EVENTS_FD_ENV: str(events_write)})
         os.close(events_write)
         read_event(events_read, "window-start", 30, process)
-        during = 0
-        for _ in range(5):  # the most of a few reads: one read of /proc/net/tcp can miss rows as sockets come and go
-            during = max(during, established_on(server.port))
+        during = []
+        for _ in range(5):  # a few reads: one read of /proc/net/tcp can miss rows as sockets come and go, and another
+            during.append(established_on(server.port))  # test's load can hold a connection in closing a moment longer
             time.sleep(0.02)
         out, err = process.communicate(timeout=RUN_TIMEOUT_S)
     finally:
@@ -255,7 +255,7 @@ def test_idle_connections_are_held_open_during_the_window(client, shared_servers
             stop(process)
         os.close(events_read)
     assert process.returncode == 0, err
-    assert during == 50 + 2
+    assert 50 + 2 in during, during  # one of them saw exactly the idle ones and the pair (53 once, -n 3)
     report = json.loads(out)
     idle = report["idle_connections"]
     assert idle["requested"] == idle["opened"] == 50 and idle["nofile_limit"] is None
