@@ -92,7 +92,7 @@ SLOW_TESTS = {
 
 # The tests run two at a time (pytest.ini: `-n 2 --dist loadgroup`, pytest-xdist): most of a test's time waits on
 # windows, timeouts and processes starting (one at a time, this 2-CPU VM was 49% busy over the matrix-pairs and
-# reliability modules, 2026-11-27), so two at once took 11:16-12:32 where one at a time took 18:08 that day. But two
+# reliability modules, 2026-11-27), so two at once took 11:16-12:53 where one at a time took 18:08 that day. But two
 # tests at once share the kernel's counters (/proc/net/snmp is the machine's, not the test's) and both CPUs, so a
 # test whose assertion another test's load could move (a measured cost, rate, CPU share or latency line, a count of
 # a kernel counter, "no flags" on a real run) runs alone: these run first, one after another in one worker, while
