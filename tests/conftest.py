@@ -3,7 +3,6 @@ outlives its test."""
 
 from __future__ import annotations
 
-import contextlib
 import fcntl
 import json
 import os
@@ -197,6 +196,9 @@ class Turns:
             self.held = None
 
 
+TURNS = pytest.StashKey[Turns]()  # one per worker process
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
     """Every test takes its turn (Turns): shared, or alone when marked."""
@@ -213,9 +215,6 @@ def pytest_runtest_protocol(item, nextitem):
     finally:
         if nextitem is None or not (is_alone(item) and is_alone(nextitem)):
             turns.give_back()  # shared is given back after every test, so that one waiting to be alone gets its turn
-
-
-TURNS = pytest.StashKey[Turns]()
 
 
 def url_scheme(implementation) -> str:

@@ -15,10 +15,11 @@ from tests.test_run_bench import NO_FIGURES, run_bench
 TEST_MANIFESTS = ["--manifest", "manifest.toml", "--manifest", "tests/manifest.toml"]
 # These tests count (messages, sockets, bytes, handshakes), they do not compare rates: a short window, and no extra
 # warmup for Node.js's compiler (--jit-warmup; tests/test_orchestration_logic.py checks what it does)
-FAST_WITH_FIGURES = ["--duration", "0.3", "--warmup", "0.1", "--repeat", "1", "--jit-warmup", "0", *QUICK_RELAY_CHECK]
+ONE_QUICK_ROUND = ["--repeat", "1", "--jit-warmup", "0", *QUICK_RELAY_CHECK]
+FAST_WITH_FIGURES = ["--duration", "0.3", "--warmup", "0.1", *ONE_QUICK_ROUND]
 FAST = [*FAST_WITH_FIGURES, *NO_FIGURES]  # the tests that look at a figure use FAST_WITH_FIGURES
 # The sweeps whose tests read what each point carried and held (bytes, kinds, connections, memory), not its rate
-SWEEP_WITH_FIGURES = ["--duration", "0.1", "--warmup", "0.05", *FAST_WITH_FIGURES[4:]]
+SWEEP_WITH_FIGURES = ["--duration", "0.1", "--warmup", "0.05", *ONE_QUICK_ROUND]
 # With the C floor on both axes a run first measures the host's figure (10 floor attempts, ~8 s); a test that does
 # not look at it leaves it out. tests/test_native_websocket.py runs it and checks it is recorded.
 NO_HOST_FIGURE = ["--host-figure", "off"]

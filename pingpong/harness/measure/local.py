@@ -268,7 +268,7 @@ def _await_clients(started: LocalServer, clients: list[processes.ManagedProcess]
         try:  # not reaped before the window's end sample: a client that exits as its window ends (the C and native
             # clients do) would drop out of the CPU it reads, and the clients' CPU read 0 under load
             if not processes.wait_exited(client_process.popen, max(0.1, deadline - time.monotonic())):
-                processes.wait(client_process.popen, max(0.1, deadline - time.monotonic()))
+                client_process.popen.wait(max(0.1, deadline - time.monotonic()))  # no pidfd: reaped, as before
         except subprocess.TimeoutExpired:
             for other in clients:
                 processes.stop(other)
