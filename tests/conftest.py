@@ -3,10 +3,12 @@ outlives its test."""
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
 import re
+import resource
 import signal
 import time
 import uuid
@@ -89,15 +91,18 @@ SLOW_TESTS = {
 }
 
 
-# The tests run two at a time (pytest.ini: `-n 2 --dist loadgroup`, pytest-xdist): most of a test's time waits on
+# The tests run three at a time (pytest.ini: `-n 3 --dist loadgroup`, pytest-xdist): much of a test's time waits on
 # windows, timeouts and processes starting (one at a time, this 2-CPU VM was 49% busy over the matrix-pairs and
-# reliability modules, 2026-11-27), so two at once took 11:16-12:53 where one at a time took 18:08 that day. But two
-# tests at once share the kernel's counters (/proc/net/snmp is the machine's, not the test's) and both CPUs, so a
-# test whose assertion another test's load could move (a measured cost, rate, CPU share or latency line, a count of
-# a kernel counter, "no flags" on a real run) runs alone: these run first, one after another in one worker, while
-# the other waits; then each other module's tests run in one worker, in order, with its module-scoped servers.
+# reliability modules, 2026-11-27). One at a time took 18:08 (2026-11-27), two at a time 12:19 and three 9:33
+# (2026-11-28), where the tests that do not run alone used 1.7 of the 2 CPUs (PINGPONG_TEST_COSTS). A fourth would find
+# little CPU left and add contention. But tests at once share the kernel's counters (/proc/net/snmp is the machine's,
+# not the test's) and both CPUs, so a test whose assertion another test's load could move (a measured cost, rate, CPU
+# share or latency line, a count of a kernel counter, "no flags" on a real run) runs alone: these run first, one after
+# another in one worker, while the others wait; then each other module's tests run in one worker, in order, with its
+# module-scoped servers (test_group).
 # `python -m pytest -n 0` runs one at a time (each test is then alone).
-# They are these, and every test of a module whose module-scoped fixture measures (ALONE_MODULES).
+# They are these, and every test of a module in ALONE_MODULES (none now: a module-scoped fixture that measures is used
+# by alone tests only, so it starts in their worker, in their turn).
 ALONE_TESTS = {
     # a profile's µs per roundtrip against a known busy wait; the rate with each switch against the baseline's
     "test_diagnosis.py::test_diagnose_on_a_healthy_pair_finds_no_anomaly_and_counts_syscalls",
@@ -124,12 +129,17 @@ ALONE_TESTS = {
     "test_workload_drivers_node.py::test_open_loop_achieves_a_low_offered_rate",
     "test_workload_drivers_node.py::test_open_loop_with_pairs_and_idle_connections_on_a_python_server",
     "test_workload_drivers_node.py::test_raw_tcp_floors_run_the_new_workloads",
+    # the module's diagnosis with profiles (`profiled`): a function burning a known CPU time per message is read at
+    # 0.7-1.5x of it in its side's profile; the other tests of the module read which function tops it, or none
+    "test_profiling.py::test_a_function_burning_known_cpu_tops_its_sides_profile_at_that_cost",
+    "test_profiling.py::test_a_node_side_is_profiled_by_v8_and_both_sides_are_saved",
+    "test_profiling.py::test_the_diagnosis_page_draws_a_flame_graph_per_side_in_a_browser",
 }
-ALONE_MODULES = {"test_profiling.py"}
+ALONE_MODULES: set[str] = set()
 
 # Each module's seconds one at a time (--durations=0, 2026-11-27, 2 CPUs), those of 10 s or more. The modules run in
-# this order, the longest first, the rest after them as collected: two workers then end close together, not one
-# running a long module while the other waits with nothing left (pytest.ini: --no-loadscope-reorder keeps it).
+# this order, the longest first, the rest after them as collected: the workers then end close together, not one
+# running a long module while the others wait with nothing left (pytest.ini: --no-loadscope-reorder keeps it).
 MODULE_SECONDS = {
     "test_cluster.py": 99, "test_reliability.py": 75, "test_workloads.py": 72, "test_matrix_pairs.py": 64,
     "test_native_websocket.py": 61, "test_workers.py": 58, "test_room_placement.py": 48,
@@ -145,7 +155,38 @@ def is_alone(item) -> bool:
     return item.get_closest_marker("alone") is not None
 
 
-@pytest.hookimpl(tryfirst=True)  # before -m and -k deselect any, and before xdist reads the groups
+def runs_alone(nodeid: str) -> bool:
+    """tests/test_x.py::test_y[param] runs alone when test_x.py::test_y is in ALONE_TESTS or its module in
+    ALONE_MODULES."""
+    path, _, name = nodeid.partition("::")
+    module = Path(path).name
+    return module in ALONE_MODULES or f"{module}::{name.split('[')[0]}" in ALONE_TESTS
+
+
+def test_group(nodeid: str) -> str:
+    """The worker's unit of work a test belongs to: "alone", or its module."""
+    return "alone" if runs_alone(nodeid) else Path(nodeid.partition("::")[0]).name
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """pytest.ini's --dist loadgroup, by test_group: the tests that run alone in one worker, one after another and
+    first; each other module's tests in one worker, in order, with its module-scoped servers. Not by xdist_group
+    marks: pytest-xdist 3.8.0 carries a test's group in a suffix of `item._nodeid`, which pytest 9 no longer reads
+    (it reports `item.nodeid` from `item._id`), so every test went out on its own and a module's servers started in
+    each worker that ran one of its tests."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class TestGroupScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return test_group(nodeid)
+
+    return TestGroupScheduling(config, log)
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m and -k deselect any
 def pytest_collection_modifyitems(config, items):
     names = set()
     for item in items:
@@ -153,11 +194,8 @@ def pytest_collection_modifyitems(config, items):
         names.add(name)
         if name in SLOW_TESTS:
             item.add_marker(pytest.mark.slow)
-        if name in ALONE_TESTS or item.path.name in ALONE_MODULES:
+        if runs_alone(item.nodeid):
             item.add_marker(pytest.mark.alone)
-        # pytest.ini's --dist loadgroup: one worker runs the tests that run alone, one after another and first; each
-        # other module's tests run in one worker, in order, with its module-scoped servers
-        item.add_marker(pytest.mark.xdist_group("alone" if is_alone(item) else item.path.name))
     # stable: a module's tests stay in order
     items.sort(key=lambda item: (not is_alone(item), -MODULE_SECONDS.get(item.path.name, 0)))
     if not config.args or config.args == ["tests"] or config.args == [str(ROOT / "tests")]:  # the whole suite
@@ -203,18 +241,49 @@ TURNS = pytest.StashKey[Turns]()  # one per worker process
 def pytest_runtest_protocol(item, nextitem):
     """Every test takes its turn (Turns): shared, or alone when marked."""
     if "PYTEST_XDIST_WORKER" not in os.environ:
-        yield
+        with test_costs_logged(item, time.perf_counter()):
+            yield
         return
     turns = item.config.stash.get(TURNS, None)
     if turns is None:
         turns = Turns(item.config._tmp_path_factory.getbasetemp().parent)  # the run's folder, shared by the workers
         item.config.stash[TURNS] = turns
+    waited = time.perf_counter()
     turns.take(is_alone(item))
     try:
-        yield
+        with test_costs_logged(item, waited):
+            yield
     finally:
         if nextitem is None or not (is_alone(item) and is_alone(nextitem)):
             turns.give_back()  # shared is given back after every test, so that one waiting to be alone gets its turn
+
+
+TEST_COSTS_ENV = "PINGPONG_TEST_COSTS"  # a file: each test's line of what it cost, for finding where the time goes
+
+
+@contextlib.contextmanager
+def test_costs_logged(item, waited: float):
+    """With PINGPONG_TEST_COSTS=FILE, one JSON line a test: its wall seconds from its first setup to its last
+    teardown, the seconds it waited for its turn, and the CPU seconds of the worker and of the processes it reaped
+    (each reaps its own children, so a run_bench.py's servers and clients count in it)."""
+    path = os.environ.get(TEST_COSTS_ENV)
+    if not path:
+        yield
+        return
+    started = time.perf_counter()
+    own, reaped = (resource.getrusage(who) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
+    try:
+        yield
+    finally:
+        ended = time.perf_counter()
+        own_after, reaped_after = (resource.getrusage(w) for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
+        cpu = lambda before, after: after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime  # noqa: E731
+        line = {"test": item.nodeid, "worker": os.environ.get("PYTEST_XDIST_WORKER", "-"), "alone": is_alone(item),
+                "wall_s": round(ended - started, 3), "waited_s": round(started - waited, 3),
+                "worker_cpu_s": round(cpu(own, own_after), 3), "reaped_cpu_s": round(cpu(reaped, reaped_after), 3)}
+        with open(path, "a") as log:
+            fcntl.flock(log, fcntl.LOCK_EX)
+            log.write(json.dumps(line) + "\n")
 
 
 def url_scheme(implementation) -> str:
