@@ -4,9 +4,9 @@ They measure for minutes, so the suite does not run them; a renamed setting brok
 matrix settings passed server_warmup_s after it had become jit_warmup_s), and nothing noticed.
 """
 
+import json
 import subprocess
 import sys
-from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -27,15 +27,35 @@ def test_the_shared_settings_are_the_matrix_defaults():
     assert ("server", "raw-tcp-c") in implementations_by_role()
 
 
+# Each benchmark's `python -m benchmarks.X --help`, as runpy runs it, in one interpreter for them all, each with its
+# own argv and output: one after another in interpreters of their own they took 10.9 s, mostly importing the same
+# packages 33 times. An import a module lacks still fails it: its own import statements run whatever ran before.
+HELP_ALL = """
+import contextlib, io, json, runpy, sys
+answers = {}
+for module in sys.argv[1:]:
+    out, err, code = io.StringIO(), io.StringIO(), 0
+    sys.argv = [module, "--help"]
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            runpy.run_module(f"benchmarks.{module}", run_name="__main__", alter_sys=True)
+        except SystemExit as exit:
+            code = exit.code if isinstance(exit.code, int) else (0 if exit.code is None else 1)
+        except Exception as error:
+            print(f"{type(error).__name__}: {error}", file=sys.stderr)
+            code = 1
+    answers[module] = {"returncode": code, "stdout": out.getvalue(), "stderr": err.getvalue()}
+print(json.dumps(answers))
+"""
+
+
 @pytest.fixture(scope="module")
 def help_runs() -> dict[str, subprocess.CompletedProcess]:
-    """Every benchmark's `python -m benchmarks.X --help`, each in an interpreter of its own as a user starts it, four
-    at a time: each mostly imports (33 one after another took 10.9 s)."""
-    def answer(module: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", f"benchmarks.{module}", "--help"], cwd=ROOT,
-                              capture_output=True, text=True, timeout=120)
-    with ThreadPoolExecutor(max_workers=4) as pool:
-        return dict(zip(BENCHMARKS, pool.map(answer, BENCHMARKS)))
+    done = subprocess.run([sys.executable, "-c", HELP_ALL, *BENCHMARKS], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return {module: subprocess.CompletedProcess([module, "--help"], **answer)
+            for module, answer in json.loads(done.stdout).items()}
 
 
 @pytest.mark.parametrize("module", BENCHMARKS)
