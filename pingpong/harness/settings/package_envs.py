@@ -101,8 +101,11 @@ def requirement_name(line: str) -> str | None:
 
 
 def process_requirements(requirements: str) -> str:
-    """requirements.txt's text less the lines of HARNESS_ONLY_PACKAGES: what an environment's processes need; pure."""
-    kept = [line for line in requirements.splitlines() if requirement_name(line) not in HARNESS_ONLY_PACKAGES]
+    """requirements.txt's pins less those of HARNESS_ONLY_PACKAGES: what an environment's processes need, a pin a
+    line without comments (the environments are keyed by this text, so a comment edited in requirements.txt leaves
+    them as they are); pure."""
+    kept = [line.split("#", 1)[0].strip() for line in requirements.splitlines()
+            if requirement_name(line) not in HARNESS_ONLY_PACKAGES | {None}]
     return "\n".join(kept) + "\n"
 
 
