@@ -86,7 +86,8 @@ def test_diagnose_on_a_healthy_pair_finds_no_anomaly_and_counts_syscalls(tmp_pat
     # half-second windows after V8's warmup: a switch moves the rate when it does by 1.5x. Without the JIT warmup a
     # cold client's windows moved 2.5x with the host and its compiler (CI, 2026-11-27: localhost 1.68x [1.02-1.96])
     completed = diagnose("node-ws", "node-ws", "--duration", "0.5", "--warmup", "0.2", "--jit-warmup", "0.5",
-                         "--repeat", "3", "--switches", "nodelay-forced,localhost", "--results-dir", str(tmp_path))
+                         "--repeat", "3", "--switches", "nodelay-forced,localhost", *QUICK_RELAY_CHECK,
+                         "--results-dir", str(tmp_path))
     assert completed.returncode == 0, completed.stderr
     markdown = completed.stdout
     verdict = markdown.split("## Verdict")[1].split("##")[0]
