@@ -99,7 +99,7 @@ SLOW_TESTS = {
 # not the test's) and both CPUs, so a test whose assertion another test's load could move (a measured cost, rate, CPU
 # share or latency line, a count of a kernel counter, "no flags" on a real run) runs alone: these run first, one after
 # another in one worker, while the others wait; then each other module's tests run in one worker, in order, with its
-# module-scoped servers (test_group).
+# module-scoped servers (worker_group).
 # `python -m pytest -n 0` runs one at a time (each test is then alone).
 # They are these, and every test of a module in ALONE_MODULES (none now: a module-scoped fixture that measures is used
 # by alone tests only, so it starts in their worker, in their turn).
@@ -163,14 +163,14 @@ def runs_alone(nodeid: str) -> bool:
     return module in ALONE_MODULES or f"{module}::{name.split('[')[0]}" in ALONE_TESTS
 
 
-def test_group(nodeid: str) -> str:
+def worker_group(nodeid: str) -> str:
     """The worker's unit of work a test belongs to: "alone", or its module."""
     return "alone" if runs_alone(nodeid) else Path(nodeid.partition("::")[0]).name
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
-    """pytest.ini's --dist loadgroup, by test_group: the tests that run alone in one worker, one after another and
+    """pytest.ini's --dist loadgroup, by worker_group: the tests that run alone in one worker, one after another and
     first; each other module's tests in one worker, in order, with its module-scoped servers. Not by xdist_group
     marks: pytest-xdist 3.8.0 carries a test's group in a suffix of `item._nodeid`, which pytest 9 no longer reads
     (it reports `item.nodeid` from `item._id`), so every test went out on its own and a module's servers started in
@@ -181,7 +181,7 @@ def pytest_xdist_make_scheduler(config, log):
 
     class TestGroupScheduling(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            return test_group(nodeid)
+            return worker_group(nodeid)
 
     return TestGroupScheduling(config, log)
 
