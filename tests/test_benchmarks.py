@@ -27,35 +27,45 @@ def test_the_shared_settings_are_the_matrix_defaults():
     assert ("server", "raw-tcp-c") in implementations_by_role()
 
 
-# Each benchmark's `python -m benchmarks.X --help`, as runpy runs it, in one interpreter for them all, each with its
-# own argv and output: one after another in interpreters of their own they took 10.9 s, mostly importing the same
-# packages 33 times. An import a module lacks still fails it: its own import statements run whatever ran before.
-HELP_ALL = """
-import contextlib, io, json, runpy, sys
-answers = {}
-for module in sys.argv[1:]:
-    out, err, code = io.StringIO(), io.StringIO(), 0
-    sys.argv = [module, "--help"]
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+# Each benchmark's `python -m benchmarks.X --help` as runpy runs it, in a process forked for it from one interpreter
+# that has imported the harness they build on (so a benchmark sees that, and none of another's imports), with its
+# own argv and its output in files: one after another in interpreters of their own they took 10.9 s, mostly
+# importing the same packages 33 times.
+HELP_EACH = """
+import json, os, runpy, sys, traceback
+import pingpong.harness.commands.cli, pingpong.harness.measure.local  # what the benchmarks import, once
+folder, codes = sys.argv[1], {}
+for module in sys.argv[2:]:
+    pid = os.fork()
+    if pid == 0:
+        for fd, stream in ((1, "stdout"), (2, "stderr")):
+            os.dup2(os.open(os.path.join(folder, f"{module}.{stream}"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC), fd)
+        sys.argv, code = [module, "--help"], 0
         try:
             runpy.run_module(f"benchmarks.{module}", run_name="__main__", alter_sys=True)
         except SystemExit as exit:
             code = exit.code if isinstance(exit.code, int) else (0 if exit.code is None else 1)
-        except Exception as error:
-            print(f"{type(error).__name__}: {error}", file=sys.stderr)
+            if isinstance(exit.code, str):
+                print(exit.code, file=sys.stderr)
+        except BaseException:
+            traceback.print_exc()
             code = 1
-    answers[module] = {"returncode": code, "stdout": out.getvalue(), "stderr": err.getvalue()}
-print(json.dumps(answers))
+        sys.stdout.flush(), sys.stderr.flush()
+        os._exit(code)
+    codes[module] = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+print(json.dumps(codes))
 """
 
 
 @pytest.fixture(scope="module")
-def help_runs() -> dict[str, subprocess.CompletedProcess]:
-    done = subprocess.run([sys.executable, "-c", HELP_ALL, *BENCHMARKS], cwd=ROOT, capture_output=True, text=True,
-                          timeout=120)
+def help_runs(tmp_path_factory) -> dict[str, subprocess.CompletedProcess]:
+    folder = tmp_path_factory.mktemp("benchmarks-help")
+    done = subprocess.run([sys.executable, "-c", HELP_EACH, str(folder), *BENCHMARKS], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
-    return {module: subprocess.CompletedProcess([module, "--help"], **answer)
-            for module, answer in json.loads(done.stdout).items()}
+    return {module: subprocess.CompletedProcess([module, "--help"], code, (folder / f"{module}.stdout").read_text(),
+                                                (folder / f"{module}.stderr").read_text())
+            for module, code in json.loads(done.stdout).items()}
 
 
 @pytest.mark.parametrize("module", BENCHMARKS)

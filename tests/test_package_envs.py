@@ -40,8 +40,12 @@ def test_an_environment_gets_what_its_processes_import_and_not_the_harness_or_th
     """The frameworks and what they pull in stay; figures, the cluster mode, profilers and pytest go (the processes of
     an environment are servers, clients and workers, which import none of them), and so do comments."""
     text = process_requirements("sanic==25.12.1\nmatplotlib==3.11.2  # figures\nPyYAML==6.0.3\npytest_xdist==3.8.0\n"
-                                "# dask==2026.8.0 named in a comment\nDask==2026.8.0\npy-spy==0.4.3\n")
-    assert text == "sanic==25.12.1\nPyYAML==6.0.3\n"  # and no comment: one edited leaves the environments as they are
+                                "# dask==2026.8.0 named in a comment\nDask==2026.8.0\npy-spy==0.4.3\n"
+                                "--extra-index-url https://example.invalid/simple\n"
+                                "ujson @ https://example.invalid/ujson.whl#sha256=ab12  # a URL's #fragment stays\n")
+    # and no comment: one edited leaves the environments as they are
+    assert text == ("sanic==25.12.1\nPyYAML==6.0.3\n--extra-index-url https://example.invalid/simple\n"
+                    "ujson @ https://example.invalid/ujson.whl#sha256=ab12\n")
 
 
 def test_node_overrides_keep_other_dependencies_and_leave_runtimes_out():

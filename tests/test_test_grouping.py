@@ -36,7 +36,9 @@ def test_a_test_runs_alone_by_its_name_whatever_its_parameters_and_the_others_by
 
 
 def test_each_modules_tests_run_in_one_worker():
-    env = {key: value for key, value in os.environ.items() if not key.startswith(("PYTEST_XDIST", "PYTEST_CURRENT"))}
+    # not this run's worker, its options or its cost log
+    env = {key: value for key, value in os.environ.items()
+           if not key.startswith(("PYTEST_XDIST", "PYTEST_CURRENT", "PYTEST_ADDOPTS", "PINGPONG_TEST_COSTS"))}
     done = subprocess.run([sys.executable, "-m", "pytest", "-n", "2", "-v", "-p", "no:cacheprovider", *QUICK],
                           cwd=ROOT, capture_output=True, text=True, timeout=120, env=env)
     assert done.returncode == 0, done.stdout[-3000:]

@@ -254,9 +254,9 @@ class Cluster:
         for host in self.of_role("server") + self.of_role("client"):
             try:
                 host.call("close", timeout=15)
-            except Exception as exc:  # its agent ends what it started when the lease runs out, and keeps its folder
-                log(f"closing the agent on {host.address} failed ({type(exc).__name__}: {exc}); it ends what it "
-                    "started when its lease runs out")
+            except Exception as exc:  # a live agent ends what it started when the lease runs out, and keeps its folder
+                log(f"closing the agent on {host.address} failed ({type(exc).__name__}: {exc}); what it started ends "
+                    "when its lease runs out, or went with its worker")
         try:
             self.client.close(timeout=10)
         except Exception:

@@ -104,8 +104,8 @@ def process_requirements(requirements: str) -> str:
     """requirements.txt's pins less those of HARNESS_ONLY_PACKAGES: what an environment's processes need, a pin a
     line without comments (the environments are keyed by this text, so a comment edited in requirements.txt leaves
     them as they are); pure."""
-    kept = [line.split("#", 1)[0].strip() for line in requirements.splitlines()
-            if requirement_name(line) not in HARNESS_ONLY_PACKAGES | {None}]
+    lines = (re.sub(r"(^|\s)#.*", "", line).strip() for line in requirements.splitlines())  # pip's comments only
+    kept = [line for line in lines if line and requirement_name(line) not in HARNESS_ONLY_PACKAGES]
     return "\n".join(kept) + "\n"
 
 
