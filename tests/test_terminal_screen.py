@@ -15,6 +15,7 @@ import uuid
 
 import pytest
 
+from pingpong.contract import RAW_WINDOWS_ENV
 from tests.conftest import QUICK_RELAY_CHECK, ROOT
 
 CLIENTS = ["websockets", "aiohttp", "node-ws", "picows", "node-builtin", "bun"]
@@ -56,9 +57,12 @@ class Screen:
 def test_a_quick_run_in_a_real_terminal_shows_its_plan_progress_and_whole_matrix(columns, tmp_path):
     screen = Screen(columns, 50)
     try:
-        # --quick, with a shorter window and no figures: the screen, not the rates, is what this test reads
-        screen.type(f"{sys.executable} run_bench.py --quick {' '.join(SHORTER)} --servers aiohttp,node-ws "
-                    f"--clients default --results-dir {tmp_path}; echo '='run-exit $?")  # the marker is not typed
+        # --quick, with a shorter window and no figures: the screen, not the rates, is what this test reads. Raw
+        # windows: beside two other tests a 0.1 s window's pacer got no slice in once (CI by hand, 2026-11-28), and
+        # the attempt failed, as a window that was to be paced and is not does (the pace's own tests: test_host_pace)
+        screen.type(f"{RAW_WINDOWS_ENV}=1 {sys.executable} run_bench.py --quick {' '.join(SHORTER)} "
+                    f"--servers aiohttp,node-ws --clients default --results-dir {tmp_path}; "
+                    "echo '='run-exit $?")  # the marker is not typed
         seen_plan = seen_bar = False
         deadline = time.monotonic() + 240
         while time.monotonic() < deadline:
