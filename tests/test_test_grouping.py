@@ -33,6 +33,11 @@ def test_a_test_runs_alone_by_its_name_whatever_its_parameters_and_the_others_by
     assert worker_group(f"tests/{module}::{name}[x]") == "alone"
     assert not runs_alone(f"tests/{module}::{name}_and_more")
     assert worker_group("tests/test_rooms.py::test_rooms_isolate_and_relay_to_all_others[sanic]") == "test_rooms.py"
+    # one parameter of a test alone, the others not
+    paused = ("test_native_websocket.py::"
+              "test_a_compiled_client_counts_its_windows_pauses_and_records_no_paused_roundtrip")
+    assert f"{paused}[go-gorilla]" in ALONE_TESTS and f"{paused}" not in ALONE_TESTS
+    assert runs_alone(f"tests/{paused}[go-gorilla]") and not runs_alone(f"tests/{paused}[rust-tungstenite]")
 
 
 def test_each_modules_tests_run_in_one_worker():
