@@ -1,7 +1,9 @@
 """Pure logic of the workloads beyond one closed-loop pair: joining broadcast timestamps, open-loop saturation, the
 memory-per-connection fit, how a cell's work is spread over client processes, and the options that shape them."""
 
+import os
 import socket
+import subprocess
 
 import pytest
 
@@ -139,9 +141,14 @@ def test_established_connections_counts_the_server_side_of_each_connection():
         port = listener.getsockname()[1]
         clients = [socket.create_connection(("127.0.0.1", port)) for _ in range(5)]
         accepted = [listener.accept()[0] for _ in range(5)]
+        other = subprocess.Popen(["sleep", "30"])
         try:
             assert listeners.established_connections(port) == 5
+            assert listeners.established_connections(port, os.getpid()) == 5  # this process holds both sides
+            assert listeners.established_connections(port, other.pid) == 0  # a process that holds none
         finally:
+            other.kill()
+            other.wait()
             for sock in clients + accepted:
                 sock.close()
 

@@ -60,7 +60,7 @@ class HeldConnections:
 
     def sample_held(self) -> None:
         self.memory_held = cpu.tree_memory(self.server_pid)
-        self.established = listeners.established_connections(self.port)
+        self.established = listeners.established_connections(self.port, self.server_pid)
 
     def sample(self) -> HeldSample:
         return HeldSample(self.memory_before, self.memory_held, self.established)
