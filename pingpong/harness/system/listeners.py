@@ -20,20 +20,21 @@ def _decode_address(hex_address: str) -> tuple[str, int]:
     return host, int(port, 16)
 
 
-def listening_sockets() -> dict[int, tuple[str, int]]:
-    """Socket inode -> (host, port) of every listening TCP socket on this machine."""
-    found = {}
+def _tcp_rows():
+    """The fields of each row of the kernel's TCP tables, IPv4 then IPv6 (local address, state, inode: 1, 3, 9)."""
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         try:
             with open(table) as file:
                 next(file)
                 for line in file:
-                    fields = line.split()
-                    if fields[3] == "0A":  # TCP_LISTEN
-                        found[int(fields[9])] = _decode_address(fields[1])
+                    yield line.split()
         except OSError:
             continue
-    return found
+
+
+def listening_sockets() -> dict[int, tuple[str, int]]:
+    """Socket inode -> (host, port) of every listening TCP socket on this machine."""
+    return {int(fields[9]): _decode_address(fields[1]) for fields in _tcp_rows() if fields[3] == "0A"}  # TCP_LISTEN
 
 
 def established_connections(port: int, owner: int | None = None, reads: int = 2) -> int:
@@ -46,16 +47,8 @@ def established_connections(port: int, owner: int | None = None, reads: int = 2)
     local_suffix = f":{port:04X}"
     found: set[int] = set()
     for _ in range(reads):
-        for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-            try:
-                with open(table) as file:
-                    next(file)
-                    for line in file:
-                        fields = line.split()
-                        if fields[3] == "01" and fields[1].endswith(local_suffix):  # TCP_ESTABLISHED
-                            found.add(int(fields[9]))
-            except OSError:
-                continue
+        found |= {int(fields[9]) for fields in _tcp_rows()
+                  if fields[3] == "01" and fields[1].endswith(local_suffix)}  # TCP_ESTABLISHED
     if owner is not None:
         found &= set().union(*(socket_inodes(member) for member in process_tree(owner)))
     return len(found)
