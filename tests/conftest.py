@@ -266,6 +266,11 @@ def pytest_runtest_protocol(item, nextitem):
 TEST_COSTS_ENV = "PINGPONG_TEST_COSTS"  # a file: each test's line of what it cost, for finding where the time goes
 
 
+def cpu_seconds(who: int) -> float:
+    usage = resource.getrusage(who)
+    return usage.ru_utime + usage.ru_stime
+
+
 @contextlib.contextmanager
 def test_costs_logged(item, waited: float):
     """With PINGPONG_TEST_COSTS=FILE, one JSON line a test: its wall seconds from its first setup to its last
@@ -276,16 +281,14 @@ def test_costs_logged(item, waited: float):
         yield
         return
     started = time.perf_counter()
-    own, reaped = (resource.getrusage(who) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
+    own, reaped = cpu_seconds(resource.RUSAGE_SELF), cpu_seconds(resource.RUSAGE_CHILDREN)
     try:
         yield
     finally:
-        ended = time.perf_counter()
-        own_after, reaped_after = (resource.getrusage(w) for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
-        cpu = lambda before, after: after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime  # noqa: E731
         line = {"test": item.nodeid, "worker": os.environ.get("PYTEST_XDIST_WORKER", "-"), "alone": is_alone(item),
-                "wall_s": round(ended - started, 3), "waited_s": round(started - waited, 3),
-                "worker_cpu_s": round(cpu(own, own_after), 3), "reaped_cpu_s": round(cpu(reaped, reaped_after), 3)}
+                "wall_s": round(time.perf_counter() - started, 3), "waited_s": round(started - waited, 3),
+                "worker_cpu_s": round(cpu_seconds(resource.RUSAGE_SELF) - own, 3),
+                "reaped_cpu_s": round(cpu_seconds(resource.RUSAGE_CHILDREN) - reaped, 3)}
         with open(path, "a") as log:
             fcntl.flock(log, fcntl.LOCK_EX)
             log.write(json.dumps(line) + "\n")
