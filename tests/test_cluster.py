@@ -18,6 +18,7 @@ import pytest
 
 from benchmarks import netns_lab
 from pingpong.harness.cluster import figures as cluster_figures
+from pingpong.harness.cluster.commands import QUIET_DASK
 from pingpong.harness.cluster.connection import LOST_CHECK_S, Host, make_certificates
 from pingpong.harness.cluster.measurer import spread_shares
 from pingpong.harness.measure.attempt_plan import ClientShare
@@ -336,9 +337,12 @@ def test_client_processes_and_pairs_are_shared_by_the_client_hosts(cluster, tmp_
     report = attempt["client_report"]
     assert report["client_processes"] == 2 and [p["pairs"] for p in report["per_process"]] == [2, 2]
     assert attempt["roundtrips"] == sum(p["roundtrips"] for p in report["per_process"])
-    # both client hosts' counters, added up: two messages per roundtrip from the clients, whichever host
+    # both client hosts' counters, added up: two messages per roundtrip from the clients, whichever host. Each host
+    # reads its counters at the window's edges as it sees them, so each of the 4 pairs may have a roundtrip's two
+    # messages counted on one side of an edge and not the other: 4 pairs x 2 edges x 2 messages either way (a
+    # loaded host once ran only 10 roundtrips in the window, and sent 14 segments: 3 tests at a time, 2026-11-28)
     segments = placement["tcp_counters"]["client"]["Tcp.OutSegs"]
-    assert 1.8 * attempt["roundtrips"] <= segments <= 3.0 * attempt["roundtrips"] + 40
+    assert 1.8 * attempt["roundtrips"] - 16 <= segments <= 3.0 * attempt["roundtrips"] + 40
 
 
 @needs_namespaces
@@ -448,6 +452,15 @@ def test_kill_9_of_the_orchestrator_leaves_no_process_on_any_host(cluster, tmp_p
         run.wait()
     left = settled(cluster, baseline, 30)  # the agents' lease (LEASE_S) runs out and they end what they started
     assert not left, described(left)
+
+
+@needs_namespaces
+def test_every_hosts_dask_process_runs_with_its_monitors_quieted(cluster):
+    """The worker process Dask's nanny spawned on each host (and so the agent beside the measured processes) has
+    the profiler off and the slower timers of QUIET_DASK, as the cluster commands set them."""
+    for role in ("server", "client"):
+        environment = cluster.worker_process(role).environ()
+        assert {name: environment.get(name) for name in QUIET_DASK} == QUIET_DASK, role
 
 
 @needs_namespaces

@@ -29,7 +29,7 @@ from pingpong.harness.settings.cell import CellSettings
 from pingpong.harness.settings.manifest import resolve_command
 from pingpong.harness.system import processes
 from tests.conftest import IMPLEMENTATIONS, QUICK_RELAY_CHECK, QUICK_RELAY_SILENCE_S, ROOT, by_name, client_report_of
-from tests.test_run_bench import run_bench
+from tests.test_run_bench import RAW_WINDOWS, run_bench
 
 NATIVE = [i for i in IMPLEMENTATIONS if "native" in i.sets]
 NATIVE_SERVERS = [i for i in NATIVE if i.role == "server"]
@@ -166,7 +166,7 @@ def test_the_native_set_runs_beside_the_default_one_with_its_floor_cost_split(tm
     floor's own pair is a row of that cost table (what RFC 6455 costs with no library), never a ranked pair."""
     completed = run_bench("--servers", "native,raw-tcp-c", "--clients", "native,raw-tcp-c", "--duration", "0.12",
                           "--warmup", "0.05", "--repeat", "1", "--no-figures", "--jit-warmup", "0", *QUICK_RELAY_CHECK,
-                          "--results-dir", str(tmp_path), "--format", "json", timeout=600)
+                          "--results-dir", str(tmp_path), "--format", "json", timeout=600, env=RAW_WINDOWS)
     assert completed.returncode == 0, completed.stderr
     result = json.loads(completed.stdout)
     measured = {(c["server"], c["client"]) for c in result["cells"] if not c["skipped"]}

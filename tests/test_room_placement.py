@@ -28,6 +28,7 @@ from pingpong.harness.settings.usage import UsageError
 from pingpong.harness.system import processes
 from tests.conftest import QUICK_RELAY_CHECK, ROOT, by_name, stopped_cleanly
 from tests.test_cli_input import assert_one_line_error
+from tests.test_run_bench import RAW_WINDOWS
 from tests.test_workers import SETTINGS, WORKER_SERVERS, needs_broker, run_bench, server_side_owner
 
 BY_ROOM = replace(SETTINGS, room_placement="room")
@@ -154,7 +155,7 @@ def test_a_run_by_room_puts_every_pair_on_one_worker_and_leaves_nothing(tmp_path
                           "--room-placement", "room", "--pairs", "4", "--client-processes", "2", "--repeat", "1",
                           "--duration", "0.1", "--warmup", "0.05", "--jit-warmup", "0", "--no-figures",
                           *QUICK_RELAY_CHECK,
-                          "--results-dir", str(tmp_path), timeout=600)
+                          "--results-dir", str(tmp_path), timeout=600, env=RAW_WINDOWS)
     assert completed.returncode == 0, completed.stderr
     files = {path.name.split("Z-")[1]: path for path in tmp_path.glob("*Z-*.json")}
     for workers in (1, 2):
@@ -190,7 +191,8 @@ def test_by_room_each_workers_own_port_speaks_wss_with_tls(tmp_path):
                           "--room-placement", "room", "--pairs", "2", "--client-processes", "2", "--repeat", "1",
                           "--duration", "0.1", "--warmup", "0.05", "--jit-warmup", "0", "--no-figures",
                           *QUICK_RELAY_CHECK,
-                          "--results-dir", str(tmp_path), "--format", "json", timeout=300)
+                          "--results-dir", str(tmp_path), "--format", "json", timeout=300,
+                          env=RAW_WINDOWS)
     assert completed.returncode == 0, completed.stderr
     run = json.loads(completed.stdout)
     assert sorted(cell["server"] for cell in run["cells"]) == names

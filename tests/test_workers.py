@@ -30,6 +30,7 @@ from tests.conftest import (IMPLEMENTATIONS, QUICK_RELAY_CHECK, QUICK_RELAY_SILE
                             stopped_cleanly)
 from tests.interactive import sigint_at_default
 from tests.test_contract import node_exports
+from tests.test_run_bench import run_bench
 
 WORKER_SERVERS = [i for i in IMPLEMENTATIONS if i.role == "server" and "workers" in i.features]
 NO_BROKER = broker.unavailable_reason()
@@ -38,11 +39,6 @@ SETTINGS = CellSettings(duration_s=0.5, warmup_s=0.2, loop="auto", compression="
                         payload_kind="text-ascii", ready_timeout_s=20.0, stall_timeout_s=5.0, pin=True, workers=2,
                         relay_silence_s=QUICK_RELAY_SILENCE_S)
 MESSAGES = 50  # each way
-
-
-def run_bench(*args, timeout=300, env=None):
-    return subprocess.run([sys.executable, "run_bench.py", *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=timeout, env=env)
 
 
 def server_side_owner(server_pid: int, server_port: int, client_port: int) -> int | None:

@@ -10,7 +10,7 @@ from pingpong.harness.results.histograms import merge, recorded_values
 from pingpong.harness.settings.cell import CellSettings
 from pingpong.harness.settings.manifest import resolve_command
 from tests.conftest import QUICK_RELAY_CHECK, QUICK_RELAY_SILENCE_S, ROOT, by_name, client_report_of
-from tests.test_run_bench import NO_FIGURES, run_bench
+from tests.test_run_bench import NO_FIGURES, RAW_WINDOWS, run_bench
 
 TEST_MANIFESTS = ["--manifest", "manifest.toml", "--manifest", "tests/manifest.toml"]
 # These tests count (messages, sockets, bytes, handshakes), they do not compare rates: a short window, and no extra
@@ -39,7 +39,7 @@ def test_payload_sweep_carries_exact_sizes_and_kinds_through_python_and_node_cli
     """Every size and kind arrives verified (the drivers compare every byte); one matrix and file per point."""
     completed = run_bench("--servers", "node-ws", "--clients", "websockets,node-ws", *SWEEP_WITH_FIGURES,
                           "--payload-size", "1,1024,65536", "--payload-kind", "text-utf8,binary",
-                          "--results-dir", str(tmp_path), timeout=600)
+                          "--results-dir", str(tmp_path), timeout=600, env=RAW_WINDOWS)
     assert completed.returncode == 0, completed.stderr
     index, path = sweep_files(tmp_path)
     assert index["swept"] == ["payload_size", "payload_kind"]
@@ -297,7 +297,7 @@ def test_idle_connections_are_held_and_seen_by_the_kernel_on_the_server_side(tmp
     connection and says so in its Markdown; fresh servers are recorded."""
     completed = run_bench("--servers", "websockets,node-ws", "--clients", "websockets,node-ws", *SWEEP_WITH_FIGURES,
                           "--idle-connections", "0,60", "--client-processes", "2",  # one round: a slope per round
-                          "--results-dir", str(tmp_path), timeout=360)
+                          "--results-dir", str(tmp_path), timeout=360, env=RAW_WINDOWS)
     assert completed.returncode == 0, completed.stderr
     index, path = sweep_files(tmp_path)
     assert index["swept"] == ["idle_connections"]

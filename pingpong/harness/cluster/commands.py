@@ -7,7 +7,8 @@ the foreground until Ctrl-C or SIGTERM, which it forwards to the child before re
   to deserialize the suite's actor and the worker to run it, whichever folder the command is started from;
 - mutual TLS with the files `run_bench.py cluster-certs DIR` writes, and the tls protocol only;
 - a worker offers its role as a resource (server=1 or client=1) and runs one worker process under a nanny (which
-  restarts it if it dies), with no dashboard.
+  restarts it if it dies), with no dashboard;
+- Dask's own monitors quieted (QUIET_DASK): its profiler off, its other timers at 1-5 s.
 
 The child runs in a session of its own: a Ctrl-C at the terminal reaches only this process, which stops the child
 with SIGTERM and then SIGKILLs whatever is left of the child's process group. If this process is killed outright,
@@ -35,6 +36,20 @@ DEFAULT_PORT = 8786
 ROLES = ("server", "client")
 WORKER_THREADS = 4  # the agent's calls and the lease renewals run side by side
 STOP_GRACE_S = 8.0  # after SIGTERM, before the child's group is killed (a nanny closes its worker in 1-3 s)
+# Dask's own monitors, quieted on every host of a cluster: in the worker's process they ran a sampling profiler every
+# 10 ms and an event-loop tick every 20 ms, the memory monitor every 100 ms and the system monitor every 500 ms,
+# beside the servers and clients measured on that host. Idle, a test lab's scheduler and three workers (each under
+# its nanny) took about a tenth of the CPU with these that they took with Dask's defaults. No run reads them: the
+# agent's calls are actor calls on one host each (nothing to steal), and the run's progress is its own. A setting the
+# user exported (DASK_...) wins over these.
+QUIET_DASK = {
+    "DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED": "False",
+    "DASK_DISTRIBUTED__ADMIN__TICK__INTERVAL": "1s",
+    "DASK_DISTRIBUTED__ADMIN__SYSTEM_MONITOR__INTERVAL": "5s",
+    "DASK_DISTRIBUTED__ADMIN__SYSTEM_MONITOR__GIL__ENABLED": "False",
+    "DASK_DISTRIBUTED__WORKER__MEMORY__MONITOR_INTERVAL": "1s",
+    "DASK_DISTRIBUTED__SCHEDULER__WORK_STEALING": "False",
+}
 HOSTNAME = re.compile(r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*")
 DESCRIPTION = ("Start a cluster's Dask scheduler, or a worker on a host, for run_bench.py --cluster "
                "(docs/cluster.md). Each runs in the foreground until Ctrl-C or SIGTERM.")
@@ -168,6 +183,8 @@ def supervise(argv: list[str], what: str) -> int:
     SIGKILL what is left of its group and reap it. The child's exit code (128 + N for signal N), or
     KeyboardInterrupt (exit code 130 from run_bench.py) when stopped."""
     os.environ["PYTHONPATH"] = checkout_on_path(os.environ.get("PYTHONPATH"))  # the child's, and the guardian's
+    for name, value in QUIET_DASK.items():
+        os.environ.setdefault(name, value)
     child: subprocess.Popen | None = None
     try:
         with processes.interrupts_deferred():  # a signal now would leave a child nobody knows of
