@@ -296,10 +296,12 @@ def test_a_two_by_two_matrix_runs_across_hosts_with_each_side_counted_on_its_own
             assert placement["same_network"] is False and placement["server_window_covered"] is True
             roundtrips = attempt["roundtrips"]
             # each host's own counters: the server sends two messages per roundtrip (to B, then to A), and so do
-            # the two clients together; one shared host would count both sides (about four per roundtrip)
+            # the two clients together; one shared host would count both sides (about four per roundtrip), a host
+            # whose counters were lost none. Each host reads its counters at the window's edges as it sees them,
+            # interpolated between its samples: three tests at a time, a client host read 390 for 217 (2026-11-28)
             for side in ("server", "client"):
                 segments = placement["tcp_counters"][side]["Tcp.OutSegs"]
-                assert 1.8 * roundtrips <= segments <= 3.0 * roundtrips + 20, (side, segments, roundtrips)
+                assert 1.5 * roundtrips <= segments <= 3.0 * roundtrips + 20, (side, segments, roundtrips)
             assert attempt["tcp_counters"]["Tcp.OutSegs"] == sum(
                 placement["tcp_counters"][side]["Tcp.OutSegs"] for side in ("server", "client"))
             assert attempt["server_cpu_s"] > 0 and attempt["client_cpu_s"] > 0
@@ -337,12 +339,12 @@ def test_client_processes_and_pairs_are_shared_by_the_client_hosts(cluster, tmp_
     report = attempt["client_report"]
     assert report["client_processes"] == 2 and [p["pairs"] for p in report["per_process"]] == [2, 2]
     assert attempt["roundtrips"] == sum(p["roundtrips"] for p in report["per_process"])
-    # both client hosts' counters, added up: two messages per roundtrip from the clients, whichever host. Each host
-    # reads its counters at the window's edges as it sees them, so each of the 4 pairs may have a roundtrip's two
-    # messages counted on one side of an edge and not the other: 4 pairs x 2 edges x 2 messages either way (a
-    # loaded host once ran only 10 roundtrips in the window, and sent 14 segments: 3 tests at a time, 2026-11-28)
+    # both client hosts' counters, added up: two messages per roundtrip from the clients, whichever host (one host's
+    # alone would be half of it). Each host reads its counters at the window's edges as it sees them (above), so
+    # each of the 4 pairs may have a roundtrip's two messages counted on one side of an edge and not the other: 4
+    # pairs x 2 edges x 2 messages (a loaded host once ran 10 roundtrips in the window, and sent 14 segments)
     segments = placement["tcp_counters"]["client"]["Tcp.OutSegs"]
-    assert 1.8 * attempt["roundtrips"] - 16 <= segments <= 3.0 * attempt["roundtrips"] + 40
+    assert 1.5 * attempt["roundtrips"] - 16 <= segments <= 3.0 * attempt["roundtrips"] + 40
 
 
 @needs_namespaces

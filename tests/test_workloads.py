@@ -325,11 +325,12 @@ def test_open_loop_latency_grows_past_the_saturation_of_a_slow_server(tmp_path):
     """A relay spending 2 ms per message serves ~250 roundtrips/s. Offered 40/s it keeps up; offered 600/s the queue
     grows through the window, and latency from the intended send time shows it (no coordinated omission): p99 many
     times higher, the rate flagged as saturating, the achieved rate below the offered one. The line is 200 ms: at 40/s
-    a window holds 40 roundtrips, so its p99 is nearly its slowest, which one stall of this shared host passed 50 ms
-    (running alone, 2026-11-27); at 600/s the queue adds 350 roundtrips a second at 4 ms each, over a second."""
+    a window holds 24 roundtrips, so its p99 is its slowest, which one stall of this shared host passed 50 ms
+    (running alone, 2026-11-27); at 600/s the queue adds 350 roundtrips a second at 4 ms each: by the end of a 0.6 s
+    window (after 0.2 s of warmup) over a second."""
     # the server's 2 ms a message sets the rates, not a client's compiler: no JIT warmup
     completed = run_bench(*TEST_MANIFESTS, "--servers", "slow-relay", "--clients", "websockets,node-ws",
-                          "--duration", "1", "--warmup", "0.2", "--repeat", "1", "--rate", "40,600",
+                          "--duration", "0.6", "--warmup", "0.2", "--repeat", "1", "--rate", "40,600",
                           "--saturation-p99", "200", "--jit-warmup", "0", *QUICK_RELAY_CHECK,
                           "--results-dir", str(tmp_path), timeout=360)
     assert completed.returncode == 0, completed.stderr
