@@ -96,7 +96,15 @@ static int serve(const Args &args) {
     // that a message looks its room up by handle instead of building the room's name from the request again
     std::map<websocketpp::connection_hdl, typename room_map::iterator, std::owner_less<websocketpp::connection_hdl>>
         room_of_member;
-    s.set_open_handler([&](websocketpp::connection_hdl hdl) {
+    // A member joins its room when its handshake is accepted (the validate handler, before the 101 is written), not
+    // when its open handler runs: with N threads, the client may read the 101 and its room-mate send at once while
+    // this connection's open handler still waits for its thread, and the message would find no one to go to (a pair's
+    // first message was lost so, with three test runs at once on 2 CPUs, 2026-11-28). Until it opens, what the room
+    // sends it waits in not_open; its open handler sends that in order, under the lock (a send only queues the frame),
+    // so that no later message overtakes it.
+    std::map<websocketpp::connection_hdl, std::vector<typename server::message_ptr>,
+             std::owner_less<websocketpp::connection_hdl>> not_open;
+    s.set_validate_handler([&](websocketpp::connection_hdl hdl) {
         std::string resource = s.get_con_from_hdl(hdl)->get_resource();
         std::string name = resource.substr(0, resource.find('?'));
         if (name.empty()) name = "/";
@@ -104,16 +112,31 @@ static int serve(const Args &args) {
         auto room = rooms.try_emplace(name).first;
         room->second.insert(hdl);
         room_of_member[hdl] = room;
+        not_open[hdl];
+        return true;
     });
-    s.set_close_handler([&](websocketpp::connection_hdl hdl) {  // after an error too
+    s.set_open_handler([&](websocketpp::connection_hdl hdl) {
         std::lock_guard<std::mutex> guard(rooms_mutex);
+        auto waiting = not_open.find(hdl);
+        if (waiting == not_open.end()) return;
+        for (auto &msg : waiting->second) {
+            websocketpp::lib::error_code ignored;
+            s.send(hdl, msg, ignored);
+        }
+        not_open.erase(waiting);
+    });
+    auto leave = [&](websocketpp::connection_hdl hdl) {
+        std::lock_guard<std::mutex> guard(rooms_mutex);
+        not_open.erase(hdl);
         auto member = room_of_member.find(hdl);
-        if (member == room_of_member.end()) return;  // it never opened: in no room
+        if (member == room_of_member.end()) return;  // never accepted: in no room
         auto room = member->second;
         room_of_member.erase(member);
         room->second.erase(hdl);
         if (room->second.empty()) rooms.erase(room);
-    });
+    };
+    s.set_close_handler(leave);  // after an error too
+    s.set_fail_handler(leave);   // a handshake that failed after it was accepted
     s.set_message_handler([&](websocketpp::connection_hdl hdl, typename server::message_ptr msg) {
         // The same message, text or binary as it came, to every other member. A member that does not read only
         // grows its own send queue; nobody else waits for it. The others are copied out under the lock and sent to
@@ -123,8 +146,14 @@ static int serve(const Args &args) {
             std::lock_guard<std::mutex> guard(rooms_mutex);
             auto member = room_of_member.find(hdl);
             if (member == room_of_member.end()) return;
-            for (auto &other : member->second->second)
-                if (other.owner_before(hdl) || hdl.owner_before(other)) others.push_back(other);
+            for (auto &other : member->second->second) {
+                if (!(other.owner_before(hdl) || hdl.owner_before(other))) continue;
+                auto waiting = not_open.find(other);
+                if (waiting != not_open.end())
+                    waiting->second.push_back(msg);
+                else
+                    others.push_back(other);
+            }
         }
         for (auto &other : others) {
             websocketpp::lib::error_code ignored;
