@@ -91,16 +91,17 @@ SLOW_TESTS = {
 }
 
 
-# The tests run two at a time (pytest.ini: `-n 2 --dist loadgroup`, pytest-xdist): much of a test's time waits on
-# windows, timeouts and processes starting (one at a time, this 2-CPU VM was 49% busy over the matrix-pairs and
-# reliability modules, 2026-11-27). One at a time took 18:08 (2026-11-27). Three at a time took 9:17-9:54 in seven runs
-# (2026-11-28), the tests that do not run alone using 1.7 of the 2 CPUs (PINGPONG_TEST_COSTS), but four of those runs
-# failed one or two tests on timing (a 0.1 s window's pacer without a slice, a goroutine's late count, a segment count,
-# a kernel table read); each was fixed where it could be, and two at a time stays the default. But tests at once share
-# the kernel's counters (/proc/net/snmp is the machine's, not the test's) and both CPUs, so a test whose assertion
-# another test's load could move (a measured cost, rate, CPU share or latency line, a count of a kernel counter, "no
-# flags" on a real run) runs alone: these run first, one after another in one worker, while the others wait; then each
-# other module's tests run in one worker, in order, with its module-scoped servers (worker_group).
+# The tests run three at a time (pytest.ini: `-n 3 --dist loadgroup`, pytest-xdist) on this 2-CPU VM: much of a
+# test's time waits on windows, timeouts and processes starting, and a third worker fills those waits (the tests that
+# do not run alone used 1.7 of the 2 CPUs, PINGPONG_TEST_COSTS). One at a time took 18:08 (2026-11-27), two at a time
+# 11:08, three at a time 9:01-9:47 (2026-11-28). Three at once load the host more than a run does, and what failed
+# then was fixed where the code was wrong (the C++ server's room join, a kernel table read once) and made to hold
+# where the test was (windows under 0.2 s raw, a goroutine's late count alone, bounds on interpolated counters). But
+# tests at once share the kernel's counters (/proc/net/snmp is the machine's, not the test's) and both CPUs, so a
+# test whose assertion another test's load could move (a measured cost, rate, CPU share or latency line, a count of
+# a kernel counter, "no flags" on a real run) runs alone: these run first, one after another in one worker, while the
+# others wait; then each other module's tests run in one worker, in order, with its module-scoped servers
+# (worker_group).
 # `python -m pytest -n 0` runs one at a time (each test is then alone).
 # They are these, and every test of a module in ALONE_MODULES (none now: a module-scoped fixture that measures is used
 # by alone tests only, so it starts in their worker, in their turn).
