@@ -136,6 +136,9 @@ ALONE_TESTS = {
     "test_profiling.py::test_a_function_burning_known_cpu_tops_its_sides_profile_at_that_cost",
     "test_profiling.py::test_a_node_side_is_profiled_by_v8_and_both_sides_are_saved",
     "test_profiling.py::test_the_diagnosis_page_draws_a_flame_graph_per_side_in_a_browser",
+    # every attempt of a real run paced: beside two other tests a cell's processes waited for their CPU, and its rate
+    # was read as one that waits on more than the CPU, not taken to the reference pace (a fresh clone, 2026-11-28)
+    "test_host_pace.py::test_a_run_paces_a_driver_a_compiled_client_and_a_program_measured_from_outside",
     # no latency as long as a pause: Go's client counts a SIGCONT in a goroutine, which beside two other tests came
     # more than its 3 roundtrips late once (a 204 ms latency over a 200 ms pause, CI by hand, 2026-11-28)
     "test_native_websocket.py::test_a_compiled_client_counts_its_windows_pauses_and_records_no_paused_roundtrip"
