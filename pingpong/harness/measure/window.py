@@ -239,6 +239,11 @@ class WindowWatcher:
                     starts += 1
                     if starts < self.window_processes:
                         continue
+                    # The pauses first, from the last process's start to before the first's end: the samples
+                    # below read counters, which a paused cell does not move (a multi-process cell's samples took
+                    # long enough under load to leave no time for a pause when they came first)
+                    if self.pacer is not None:
+                        self.pacer.start(min(self.starts_at) + self.settings.duration_s - GUARD_S)
                     # Inside the measured window, so kept cheap (sampling_s records how cheap): CPU and
                     # counters first, then the scheduling figures, then each connection's TCP_NODELAY (forced
                     # first, if asked).
@@ -269,8 +274,6 @@ class WindowWatcher:
                     if self.settings.profile_dir and self.runtimes:
                         profiling = self._start_profilers()
                         profiled_received = self._client_bytes_received(client_pids)
-                    if self.pacer is not None:  # pauses from the last process's start to before the first's end
-                        self.pacer.start(min(self.starts_at) + self.settings.duration_s - GUARD_S)
                     checkpoints = [self.starts_at[-1] + share * self.settings.duration_s for share in INTERIOR_EDGES]
                 elif event == WINDOW_END_EVENT:
                     ends += 1
