@@ -7,8 +7,9 @@ import sys
 import pytest
 
 from pingpong.harness.settings import interpreters
-from pingpong.harness.settings.package_envs import (override_dependencies, override_requirements, parse_node_specs,
-                                                    parse_python_specs, process_requirements)
+from pingpong.harness.settings.package_envs import (INSTALLER_ENV, first_error, installer, override_dependencies,
+                                                    override_requirements, parse_node_specs, parse_python_specs,
+                                                    process_requirements)
 from pingpong.harness.settings.usage import UsageError
 from tests.test_run_bench import run_bench
 
@@ -86,6 +87,7 @@ def test_the_seeds_setup_runs_in_one_command_with_2023_releases_on_python_3_9_an
     assert attempts["websockets"]["client_report"]["settings"]["websockets_api"] == "legacy"
     environments = result["environment"]["package_environments"]
     assert environments["python_by_interpreter"]["3.9"]["versions"]["aiohttp"] == "3.9.1"
+    assert environments["python_by_interpreter"]["3.9"]["installer"] == "uv"  # requirements.txt pins it
     assert environments["node"]["versions"]["ws"] == "8.14.2"
     assert result["configuration"]["python"] == "3.9"
     assert "aiohttp==3.9.1" in result["configuration"]["python_packages"]
@@ -103,3 +105,37 @@ def test_an_unbuildable_environment_is_a_one_line_error(tmp_path):
     last = completed.stderr.strip().splitlines()[-1]
     assert last.startswith("run_bench.py: error: could not build the package environment: npm install failed")
     assert "No matching version found for ws@0.0.0-does-not-exist" in last, completed.stderr
+
+
+def test_a_python_environment_that_cannot_resolve_says_why_in_one_line(tmp_path):
+    """A pin no release matches: the installer's error and its cause on the run's last line, exit 2, and no
+    half-built environment left in the cache."""
+    cache = tmp_path / "cache"
+    completed = run_bench("--servers", "aiohttp", "--clients", "websockets", "--quick", "--python-packages",
+                          "websockets==0.0.1", "--results-dir", str(tmp_path), timeout=300,
+                          env={"PINGPONG_CACHE_DIR": str(cache)})
+    assert completed.returncode == 2
+    last = completed.stderr.strip().splitlines()[-1]
+    assert last.startswith("run_bench.py: error: could not build the package environment: uv pip failed: "), last
+    assert "websockets==0.0.1" in last and "cause:" in last, last
+    assert [path.name for path in cache.iterdir() if path.is_dir()] == []
+
+
+def test_an_installers_first_error_keeps_uvs_cause_and_pips_error_line():
+    uv = "error: No solution found when resolving dependencies\n  cause: Because websockets==0.0.1 was not found\n"
+    assert first_error(uv) == ("error: No solution found when resolving dependencies "
+                               "(cause: Because websockets==0.0.1 was not found)")
+    pip = ("Collecting x\nERROR: Could not find a version that satisfies the requirement x==9\n"
+           "ERROR: No matching distribution found for x==9\n")
+    assert first_error(pip) == "ERROR: Could not find a version that satisfies the requirement x==9"
+    assert first_error("") == "(no output)"
+
+
+def test_pip_builds_the_environments_when_asked_or_without_uv(monkeypatch):
+    monkeypatch.delenv(INSTALLER_ENV, raising=False)
+    assert installer() == "uv"  # requirements.txt pins it, so the set-up installed it
+    monkeypatch.setenv(INSTALLER_ENV, "pip")
+    assert installer() == "pip"
+    monkeypatch.delenv(INSTALLER_ENV)
+    monkeypatch.setattr("importlib.util.find_spec", lambda name: None)
+    assert installer() == "pip"
