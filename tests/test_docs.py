@@ -27,8 +27,15 @@ def test_no_line_of_the_documentation_is_wider_than_120_characters():
 def test_the_readme_is_a_front_door():
     text = (ROOT / "README.md").read_text()
     assert len(text.splitlines()) <= 150
-    assert "pip install -r requirements.txt && npm ci && python run_bench.py" in text
+    assert "uv pip install --compile-bytecode -r requirements.txt && npm ci && python run_bench.py" in text
     assert "python -m pytest" in text and "python -m pytest" in (ROOT / ".ci" / "run").read_text()
+
+
+def test_the_set_up_installs_the_uv_that_requirements_txt_pins():
+    """README's set-up and CI's install uv first, then requirements.txt with it: the same uv as requirements.txt."""
+    pinned = re.search(r"^uv==(\S+)", (ROOT / "requirements.txt").read_text(), re.MULTILINE).group(1)
+    for path in (ROOT / "README.md", ROOT / ".ci" / "run"):
+        assert re.findall(r"install (?:--\S+ )*(?:-q )?uv==(\S+)", path.read_text()) == [pinned], path
 
 
 def test_every_relative_link_leads_to_a_file():
