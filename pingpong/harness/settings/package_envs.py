@@ -199,10 +199,10 @@ INSTALLER_ENV = "PINGPONG_INSTALLER"  # "pip": the environment's own pip, with p
 
 
 def installer() -> str:
-    """What installs an environment's packages: uv (requirements.txt pins it), which resolves the same versions from
-    the same wheels as pip and took a fifth of pip's time here (Python 3.9's packages: 4.7 s against 21.0 s, the
-    same `pip freeze`, 2026-11-28); the environment's own pip where uv is not installed or INSTALLER_ENV says pip.
-    uv reads its own configuration (UV_INDEX_URL), not pip's."""
+    """What installs an environment's packages: uv (requirements.txt pins it), which installs the same versions from
+    the same wheels as pip in a quarter of its time (benchmarks/env_build: 8.3 s against 34.4-36.4 s on Python 3.9,
+    results/reference/2026-11-28-env-build.json.xz); the environment's own pip where uv is not installed or
+    INSTALLER_ENV says pip. uv reads its own configuration (UV_INDEX_URL), not pip's."""
     if os.environ.get(INSTALLER_ENV, "uv") != "pip" and importlib.util.find_spec("uv") is not None:
         return "uv"
     return "pip"
