@@ -4,6 +4,7 @@ thread of a runtime on its side's CPUs, the setting as a dimension, and the host
 import os
 import subprocess
 import sys
+import time
 from dataclasses import replace
 
 import pytest
@@ -178,6 +179,14 @@ def test_the_pace_figures_say_how_much_of_a_cells_spread_the_cpus_pace_accounts_
                                   implementations={}, cells=[Cell("a", "c", attempts=[ok(1, 1000)])])) is None
 
 
+def interpreter_mapped_at(pid: int) -> str | None:
+    """The lowest address at which the process maps this Python's binary, or None while it maps none."""
+    binary = os.path.realpath(sys.executable)
+    with open(f"/proc/{pid}/maps") as maps:
+        starts = sorted(line.split("-")[0] for line in maps if line.rstrip().endswith(binary))
+    return starts[0] if starts else None
+
+
 @pytest.mark.parametrize("switch", ["1", None])
 def test_the_fixed_layout_switch_starts_children_unrandomized_and_leaves_the_orchestrator_as_it_was(
         switch, monkeypatch, tmp_path):
@@ -193,9 +202,13 @@ def test_the_fixed_layout_switch_starts_children_unrandomized_and_leaves_the_orc
         child = processes.start(f"layout{number}", [sys.executable, "-c", "import time; time.sleep(30)"], ROOT,
                                 tmp_path)
         try:
+            # Popen returns once the child's exec has replaced its memory, which may be before the kernel has mapped
+            # the new binary into it (seen on a loaded host: no interpreter in maps yet), so it is read until it is
+            deadline = time.monotonic() + 5
+            while not (interpreter := interpreter_mapped_at(child.pid)) and time.monotonic() < deadline:
+                time.sleep(0.01)
             persona = int(open(f"/proc/{child.pid}/personality").read(), 16)
-            interpreter = sorted(line.split("-")[0] for line in open(f"/proc/{child.pid}/maps")
-                                 if line.rstrip().endswith(os.path.realpath(sys.executable)))[0]
+            assert interpreter, open(f"/proc/{child.pid}/maps").read()
             seen.append((bool(persona & processes.ADDR_NO_RANDOMIZE), interpreter))
         finally:
             processes.stop(child, grace_s=1)
