@@ -208,30 +208,35 @@ def installer() -> str:
     return "pip"
 
 
-def _install(python: Path, *wanted: str) -> str | None:
-    """Install WANTED (a package spec, or -r FILE) into python's environment; None when it succeeded, else the
-    installer's first error, on one line. Both compile the packages' bytecode as they install them, as pip does by
-    default: a process that may not write it (PYTHONDONTWRITEBYTECODE) would compile its imports at every start."""
-    if installer() == "uv":
-        argv = [sys.executable, "-m", "uv", "pip", "install", "--python", str(python), "--compile-bytecode",
-                "--quiet", "--no-progress", *wanted]
-    else:
-        argv = [str(python), "-m", "pip", "install", "--disable-pip-version-check", "--no-input", "-q", *wanted]
+def _pip(tool: str, python: Path, command: str) -> list[str]:
+    """The argv of `pip COMMAND` for python's environment, by the installer chosen for it: uv's from the harness's
+    own Python, pip's from the environment's."""
+    if tool == "uv":
+        return [sys.executable, "-m", "uv", "pip", command, "--python", str(python)]
+    return [str(python), "-m", "pip", command, "--disable-pip-version-check"]
+
+
+def _install(tool: str, python: Path, *wanted: str) -> str | None:
+    """Install WANTED (a package spec, or -r FILE) into python's environment with tool (installer()); None when it
+    succeeded, else the installer's first error, on one line. Both compile the packages' bytecode as they install
+    them, as pip does by default: a process that may not write it (PYTHONDONTWRITEBYTECODE) would compile its imports
+    at every start."""
+    quiet = ["--compile-bytecode", "--quiet", "--no-progress"] if tool == "uv" else ["--no-input", "-q"]
     try:
-        _run(argv)
+        _run([*_pip(tool, python, "install"), *quiet, *wanted])
     except EnvironmentBuildError as exc:
         return str(exc)
     return None
 
 
-def _install_each(python: Path, requirements: str) -> dict[str, str]:
+def _install_each(tool: str, python: Path, requirements: str) -> dict[str, str]:
     """Each requirement on its own (after the whole list failed): {package: why it did not install} for those that
     did not, so one package without a build for this interpreter (uvloop on PyPy) leaves the others usable."""
     failed: dict[str, str] = {}
     for line in requirements.splitlines():
         name = requirement_name(line)
         if name is not None:
-            problem = _install(python, line.split("#", 1)[0].strip())
+            problem = _install(tool, python, line.split("#", 1)[0].strip())
             if problem:
                 failed[name] = problem
     return failed
@@ -263,18 +268,16 @@ def python_environment(specs: list[str], project_root: Path, interpreter=None) -
             _run([executable, "-m", "venv", "--clear", *(["--without-pip"] if tool == "uv" else []), str(folder)])
             (folder / "requirements.txt").write_text(requirements)
             policy, failed = "pinned", {}
-            problem = _install(python, "-r", str(folder / "requirements.txt"))
+            problem = _install(tool, python, "-r", str(folder / "requirements.txt"))
             if problem and interpreter is not None:
                 policy = "pins as ceilings"
                 ceilings = pins_as_ceilings(requirements)
                 (folder / "requirements-ceilings.txt").write_text(ceilings)
-                if _install(python, "-r", str(folder / "requirements-ceilings.txt")):
-                    failed = _install_each(python, ceilings)
+                if _install(tool, python, "-r", str(folder / "requirements-ceilings.txt")):
+                    failed = _install_each(tool, python, ceilings)
             elif problem:
                 raise EnvironmentBuildError(problem)
-            freeze = ([sys.executable, "-m", "uv", "pip", "freeze", "--python", str(python)] if tool == "uv" else
-                      [str(python), "-m", "pip", "freeze", "--disable-pip-version-check"])
-            frozen = subprocess.run(freeze, capture_output=True, text=True, timeout=120).stdout
+            frozen = subprocess.run(_pip(tool, python, "freeze"), capture_output=True, text=True, timeout=120).stdout
             versions = dict(line.split("==", 1) for line in frozen.splitlines() if "==" in line)
             marker.write_text(json.dumps({"specs": specs, "versions": versions, "policy": policy, "failed": failed,
                                           "installer": tool,
