@@ -8,6 +8,8 @@ low-level API for a server on a running loop.
 """
 
 import asyncio
+import os
+import time
 
 from sanic import Request, Sanic
 from sanic.server.websockets.impl import WebsocketImplProtocol
@@ -33,7 +35,11 @@ if ARGS.loop != "auto":
     app.config.USE_UVLOOP = ARGS.loop == "uvloop"
 ROOMS = WorkerRooms(ARGS.broker, lambda member, message: member.send(message))
 TLS = {"cert": ARGS.tls_cert, "key": ARGS.tls_key} if ARGS.tls_cert else None
-MANAGER_ACK_POLL_S = 0.1  # how often Sanic's manager looks at its workers' acks (WorkerManager.wait_for_ack)
+# Sanic's manager (this process's parent, its main thread) leaves its wait for the workers' acks (WorkerManager.
+# wait_for_ack: read every worker's state, then poll its pipe 0.1 s, again) at most 4 sleeps of its main thread after
+# every state read ACKED: a read answered before, its poll, a fresh read, the monitor's poll.
+MANAGER_SLEEPS_PAST_THE_ACKS = 4
+MANAGER_WAIT_LIMIT_S = 10.0  # and so long at most (its counts unreadable, or it never sleeps), then on
 ACKED_OR_LATER = ("ACKED", "JOINED", "TERMINATED", "FAILED", "COMPLETED")
 
 
@@ -43,16 +49,49 @@ async def start(app: Sanic) -> None:
     server_support.write_server_info("sanic-workers", ["sanic"] + (["redis"] if ARGS.broker else []), ARGS, SETTINGS)
 
 
+def manager_sleeps() -> int | None:
+    """How often the manager's main thread has slept (its voluntary context switches); None where unreadable."""
+    manager = os.getppid()
+    try:
+        with open(f"/proc/{manager}/task/{manager}/status") as status:
+            for line in status:
+                if line.startswith("voluntary_ctxt_switches:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return None
+
+
 @app.after_server_start
+async def announce_when_stoppable(app: Sanic) -> None:
+    """Say the worker serves (ROOMS.serving: the word the orchestrator waits for from every worker before it measures
+    or stops anything) once a stop can no longer be lost, in a task of its own, as Sanic goes on to serve."""
+    SERVING_WORD.append(asyncio.get_running_loop().create_task(serving(app)))
+
+
+SERVING_WORD: list = []  # the task that says it (a reference kept, as asyncio asks)
+
+
 async def serving(app: Sanic) -> None:
-    """Say the worker serves once Sanic's manager has seen every worker's ack: a SIGTERM while it still waits for
-    them leaves it waiting for ever (sanic 25.12's WorkerManager.wait_for_ack), and the orchestrator, which waits
-    for every worker's word before it measures (or stops) anything, must not stop it that early."""
+    """Two stops that could be lost are waited out. (1) Sanic's manager must have left its wait for every worker's
+    ack: a SIGTERM while it still waits marks the workers TERMINATED, which it then waits to see ACKED for ever
+    (sanic 25.12's WorkerManager.wait_for_ack). Seen every state ACKED, it leaves within a few sleeps of its main
+    thread. (2) This worker must run its loop for good: a SIGINT (the manager's stop) handled as its after_server_start
+    listeners end stops the loop that ran them, not the one Sanic runs next, and the worker serves on, until it is
+    killed; app.state.is_running turns True between the two (app.set_serving). Said any earlier, 4 stops of 60 under
+    3 busy loops on 2 CPUs hung; the first of them with the manager cleaning up, a worker serving on."""
     if ARGS.workers > 1:
         while not all(state.get("state") in ACKED_OR_LATER for state in app.m.workers.values()
                       if state.get("server")):
             await asyncio.sleep(0.01)
-        await asyncio.sleep(2 * MANAGER_ACK_POLL_S)  # the manager looks again after at most one poll
+        first, deadline = manager_sleeps(), time.monotonic() + MANAGER_WAIT_LIMIT_S
+        while first is not None and time.monotonic() < deadline:
+            slept = manager_sleeps()
+            if slept is None or slept - first >= MANAGER_SLEEPS_PAST_THE_ACKS:
+                break
+            await asyncio.sleep(0.01)
+    while not app.state.is_running:
+        await asyncio.sleep(0.01)
     ROOMS.serving()
 
 
