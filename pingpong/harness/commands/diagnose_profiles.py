@@ -153,6 +153,11 @@ def compare_sides(attempts: dict[str, list[Attempt]], names: dict[str, str],
                              "window_s": None, "sides": {}, "files": [], "_merged": {}}
     windows = [a.elapsed_s for pair in attempts.values() for a in pair if a.ok and a.elapsed_s]
     found["window_s"] = round(statistics.median(windows), 3) if windows else None
+    # each pair's rate under the profilers, median over its rounds: a profile's µs per roundtrip is at most
+    # 1e6 / rate of any one side's thread (a roundtrip's wall time), however contended the host was
+    found["roundtrips_per_s"] = {label: round(statistics.median(rates), 1) if rates else None
+                                 for label, pair in attempts.items()
+                                 for rates in [[a.roundtrips_per_s for a in pair if a.ok and a.roundtrips_per_s]]}
     for side in SIDES:
         cell = [side_profile(a, side) for a in attempts[CELL]]
         healthy = [side_profile(a, side) for a in attempts[HEALTHY]]
