@@ -91,16 +91,15 @@ SLOW_TESTS = {
 }
 
 
-# The tests run two at a time (pytest.ini: `-n 2 --dist loadgroup`, pytest-xdist) on this 2-CPU VM: much of a
+# The tests run three at a time (pytest.ini: `-n 3 --dist loadgroup`, pytest-xdist) on this 2-CPU VM: much of a
 # test's time waits on windows, timeouts and processes starting. One at a time took 18:08 (2026-11-27), two at a time
-# 10:50-11:35 (2026-11-28). Three at a time took 8:44-9:47 in twelve runs, but they load the host more than a run
-# does, and on 2026-11-28 five of them failed a test on timing, each a different one. Each was fixed where the code
-# was wrong (the C++ server's room join, a kernel table read once, the pacer starting after a window's first samples)
-# or made to hold where the test was (windows under 0.2 s raw, a goroutine's late count and a paced run alone, bounds
-# on interpolated counters). The last, not fixed: sanic-workers (2 workers) took over 5 s to stop and was killed
-# (0.4 s alone); Sanic's manager, stopped before it has left its wait for the workers' acks, waits for ever, and
-# servers/workers/sanic_workers_server.py gives it two of its polls for that, which a loaded host may not run in
-# time (the likely cause, not shown). So two stays the default. But
+# 10:34-11:35, three at a time 8:44-9:47 (2026-11-28). Three load the host more than a run does, and each test that
+# failed on timing at three was fixed where the code was wrong (the C++ server's room join, a kernel table read once,
+# the pacer starting after a window's first samples; sanic-workers' word said before its loop ran for good, so that
+# the manager's stop was lost and it was killed after 5 s: 5 of 60 stops under 3 busy loops,
+# `benchmarks.server_stops --right-away`) or made to hold where the test was (windows under 0.2 s raw, a goroutine's
+# late count and a paced run alone, bounds on interpolated counters, a profile's figure held to a roundtrip's wall
+# time). But
 # tests at once share the kernel's counters (/proc/net/snmp is the machine's, not the test's) and both CPUs, so a
 # test whose assertion another test's load could move (a measured cost, rate, CPU share or latency line, a count of
 # a kernel counter, "no flags" on a real run) runs alone: these run first, one after another in one worker, while the
