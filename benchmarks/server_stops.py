@@ -29,7 +29,7 @@ from pingpong.harness.measure import probe
 from pingpong.harness.measure.server import launch_server, start_server, stop_server, wait_for_workers
 from pingpong.harness.settings.cell import CellSettings, cpus_for
 from pingpong.harness.settings.manifest import load_manifest
-from pingpong.harness.system import processes
+from pingpong.harness.system import host_sentinel, processes
 from pingpong.harness.system.stop_signals import stop_signals_raise_interrupt
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -37,36 +37,34 @@ SETTINGS = CellSettings(duration_s=0.3, warmup_s=0.1, loop="auto", compression="
                         payload_kind="text-ascii", ready_timeout_s=20, stall_timeout_s=5, pin=True)
 
 
+def timed_stop(started) -> tuple[int | None, float]:
+    """(exit code, seconds): SIGTERM, then SIGKILL after processes.STOP_GRACE_S, as a run stops its servers."""
+    began = time.monotonic()
+    with processes.interrupts_deferred():
+        code = stop_server(started)
+    return code, time.monotonic() - began
+
+
 def stop_once(server, client, work_dir: Path, settings: CellSettings = SETTINGS,
               right_away: bool = False) -> tuple[int | None, float, str, str | None]:
     """(exit code, seconds the stop took, stderr tail, problem): one start, one verified client run (or none, right
-    away), one SIGTERM."""
+    away: as soon as every worker has said it serves), one SIGTERM."""
     server_cpus, _ = cpus_for(settings)
     problem = None
-    if right_away:
-        started = launch_server(server, settings, ROOT, work_dir, server_cpus)
-        try:
+    started = (launch_server if right_away else start_server)(server, settings, ROOT, work_dir, server_cpus)
+    try:
+        if right_away:
             probe.wait_until_ready(started.base_url, started.process, settings.ready_timeout_s)
             if started.worker_stats_dir is not None:
                 problem = wait_for_workers(started, settings.ready_timeout_s)
-        except probe.NotReady as exc:
-            problem = f"not ready: {exc}"
-        finally:
-            began = time.monotonic()
-            with processes.interrupts_deferred():
-                code = stop_server(started)
-            took = time.monotonic() - began
-        return code, took, started.process.stderr_tail(6), problem
-    started = start_server(server, settings, ROOT, work_dir, server_cpus)
-    try:
-        attempt = run_attempt_on(started, client, settings, 1, ROOT)
-        if not attempt.ok:
-            problem = f"{attempt.status}: {attempt.reason}"
+        else:
+            attempt = run_attempt_on(started, client, settings, 1, ROOT)
+            if not attempt.ok:
+                problem = f"{attempt.status}: {attempt.reason}"
+    except probe.NotReady as exc:
+        problem = f"not ready: {exc}"
     finally:
-        began = time.monotonic()
-        with processes.interrupts_deferred():
-            code = stop_server(started)
-        took = time.monotonic() - began
+        code, took = timed_stop(started)
     return code, took, started.process.stderr_tail(6), problem
 
 
@@ -96,6 +94,7 @@ def main() -> int:
         with stop_signals_raise_interrupt():
             measure_stops(args, settings, implementations, client, report)
     finally:
+        host_sentinel.close_all()  # the sentinels of the client runs' paced windows
         for loop in busy:
             loop.kill()
             loop.wait()
