@@ -85,6 +85,9 @@ def main() -> int:
     unknown += [f"client {args.client}"] if ("client", args.client) not in implementations else []
     if unknown:
         parser.error(f"not in manifest.toml: {', '.join(unknown)}")
+    single = [name for name in args.servers.split(",") if "workers" not in implementations[("server", name)].features]
+    if args.workers > 1 and single:
+        parser.error(f"--workers {args.workers}: {', '.join(single)} serve(s) in one process (no workers feature)")
     client = implementations[("client", args.client)]
     report = {"stops_per_server": args.stops, "client": None if args.right_away else args.client,
               "workers": args.workers, "right_away": args.right_away, "busy_loops": args.busy_loops,

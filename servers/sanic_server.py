@@ -7,7 +7,7 @@ command line (the worker sees the same sys.argv).
 from sanic import Request, Sanic
 from sanic.server.websockets.impl import WebsocketImplProtocol
 
-from pingpong.kit import server_support
+from pingpong.kit import sanic_manager, server_support
 
 # Sanic's websocket implementation has no permessage-deflate: it never negotiates compression.
 ARGS = server_support.parse_args(__doc__, compression_choices=("default", "off"))
@@ -29,6 +29,13 @@ ROOMS: dict[str, set] = {}
 @app.before_server_start
 async def report(app: Sanic) -> None:
     server_support.write_server_info("sanic", ["sanic"], ARGS, SETTINGS)
+
+
+@app.on_request
+async def once_stoppable(request: Request) -> None:
+    """A handshake is answered once a stop can no longer be lost (kit/sanic_manager.py): the first handshake is the
+    orchestrator's sign that the server is ready, and a stop right after it otherwise hung until killed (10 of 10)."""
+    await sanic_manager.wait_until_stoppable(request.app)
 
 
 async def relay(request: Request, websocket: WebsocketImplProtocol, room: str = "") -> None:

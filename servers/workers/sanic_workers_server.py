@@ -8,13 +8,11 @@ low-level API for a server on a running loop.
 """
 
 import asyncio
-import os
-import time
 
 from sanic import Request, Sanic
 from sanic.server.websockets.impl import WebsocketImplProtocol
 
-from pingpong.kit import server_support
+from pingpong.kit import sanic_manager, server_support
 from pingpong.kit.worker_rooms import WorkerRooms
 
 ARGS = server_support.parse_args(__doc__, compression_choices=("default", "off"), workers=True)
@@ -35,31 +33,12 @@ if ARGS.loop != "auto":
     app.config.USE_UVLOOP = ARGS.loop == "uvloop"
 ROOMS = WorkerRooms(ARGS.broker, lambda member, message: member.send(message))
 TLS = {"cert": ARGS.tls_cert, "key": ARGS.tls_key} if ARGS.tls_cert else None
-# Sanic's manager (this process's parent, its main thread) leaves its wait for the workers' acks (WorkerManager.
-# wait_for_ack: read every worker's state, then poll its pipe 0.1 s, again) at most 4 sleeps of its main thread after
-# every state read ACKED: a read answered before, its poll, a fresh read, the monitor's poll.
-MANAGER_SLEEPS_PAST_THE_ACKS = 4
-MANAGER_WAIT_LIMIT_S = 10.0  # and so long at most (its counts unreadable, or it never sleeps), then on
-ACKED_OR_LATER = ("ACKED", "JOINED", "TERMINATED", "FAILED", "COMPLETED")
 
 
 @app.before_server_start
 async def start(app: Sanic) -> None:
     await ROOMS.start()
     server_support.write_server_info("sanic-workers", ["sanic"] + (["redis"] if ARGS.broker else []), ARGS, SETTINGS)
-
-
-def manager_sleeps() -> int | None:
-    """How often the manager's main thread has slept (its voluntary context switches); None where unreadable."""
-    manager = os.getppid()
-    try:
-        with open(f"/proc/{manager}/task/{manager}/status") as status:
-            for line in status:
-                if line.startswith("voluntary_ctxt_switches:"):
-                    return int(line.split()[1])
-    except (OSError, ValueError):
-        pass
-    return None
 
 
 @app.after_server_start
@@ -73,25 +52,9 @@ SERVING_WORD: list = []  # the task that says it (a reference kept, as asyncio a
 
 
 async def serving(app: Sanic) -> None:
-    """Two stops that could be lost are waited out. (1) Sanic's manager must have left its wait for every worker's
-    ack: a SIGTERM while it still waits marks the workers TERMINATED, which it then waits to see ACKED for ever
-    (sanic 25.12's WorkerManager.wait_for_ack). Seen every state ACKED, it leaves within a few sleeps of its main
-    thread. (2) This worker must run its loop for good: a SIGINT (the manager's stop) handled as its after_server_start
-    listeners end stops the loop that ran them, not the one Sanic runs next, and the worker serves on, until it is
-    killed; app.state.is_running turns True between the two (app.set_serving). Said any earlier, 4 stops of 60 under
-    3 busy loops on 2 CPUs hung; the first of them with the manager cleaning up, a worker serving on."""
-    if ARGS.workers > 1:
-        while not all(state.get("state") in ACKED_OR_LATER for state in app.m.workers.values()
-                      if state.get("server")):
-            await asyncio.sleep(0.01)
-        first, deadline = manager_sleeps(), time.monotonic() + MANAGER_WAIT_LIMIT_S
-        while first is not None and time.monotonic() < deadline:
-            slept = manager_sleeps()
-            if slept is None or slept - first >= MANAGER_SLEEPS_PAST_THE_ACKS:
-                break
-            await asyncio.sleep(0.01)
-    while not app.state.is_running:
-        await asyncio.sleep(0.01)
+    """Said once a stop can no longer be lost (kit/sanic_manager.py): said any earlier, 5 of 60 stops under 3 busy
+    loops on 2 CPUs hung (results/reference/2026-11-28-sanic-workers-stops.json.xz)."""
+    await sanic_manager.wait_until_stoppable(app)
     ROOMS.serving()
 
 
