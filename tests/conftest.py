@@ -93,8 +93,8 @@ SLOW_TESTS = {
 
 # The tests run three at a time (pytest.ini: `-n 3 --dist loadgroup`, pytest-xdist) on this 2-CPU VM: much of a
 # test's time waits on windows, timeouts and processes starting. One at a time took 18:08 (2026-11-27), two at a time
-# 10:34-11:35, three at a time 8:44-9:47 (2026-11-28; since the sanic-workers fix below, 9:46, 8:56 and 9:18, all
-# passed but one test in one run, the profile bound below). Three load the host more than a run does, and each test
+# 10:34-11:35, three at a time 8:44-9:47 (2026-11-28; since the fixes below, 9:46, 8:56, 9:18, 9:09 and 9:16, all
+# passed). Three load the host more than a run does, and each test
 # that failed on timing at three was fixed where the code was wrong (the C++ server's room join, a kernel table read
 # once, the pacer starting after a window's first samples; sanic-workers' word said before its loop ran for good, so
 # that the manager's stop was lost and it was killed after 5 s: 5 of 60 stops under 3 busy loops,

@@ -70,7 +70,7 @@ def test_a_function_burning_known_cpu_tops_its_sides_profile_at_that_cost(profil
     # The busy wait ends by the wall clock, and py-spy samples a thread that is not waiting, running or not: a wait
     # preempted near its end overshoots and is sampled meanwhile, so contention can only raise the figure (3,728-3,932
     # alone, 5,427-5,806 beside two busy loops, 12,087 once in a run three at a time; 2026-11-28). It can never pass
-    # a roundtrip's wall time under the profilers, which grows with the same overshoots: the bound above
+    # a roundtrip's wall time under the profilers, which grows with the same overshoots: the bound below
     wall_us_per_roundtrip = 1e6 / report["profiles"]["roundtrips_per_s"]["cell"]
     assert 0.7 * KNOWN_US_PER_ROUNDTRIP <= top["self_us_per_roundtrip"] <= wall_us_per_roundtrip, \
         (top, wall_us_per_roundtrip)

@@ -44,11 +44,8 @@ async def start(app: Sanic) -> None:
 @app.after_server_start
 async def announce_when_stoppable(app: Sanic) -> None:
     """Say the worker serves (ROOMS.serving: the word the orchestrator waits for from every worker before it measures
-    or stops anything) once a stop can no longer be lost, in a task of its own, as Sanic goes on to serve."""
-    SERVING_WORD.append(asyncio.get_running_loop().create_task(serving(app)))
-
-
-SERVING_WORD: list = []  # the task that says it (a reference kept, as asyncio asks)
+    or stops anything) once a stop can no longer be lost, in a background task (app.add_task), as Sanic goes on."""
+    app.add_task(serving(app))
 
 
 async def serving(app: Sanic) -> None:
