@@ -169,7 +169,8 @@ def test_javascript_framing_is_the_python_framing():
               f"const payloads = {json.dumps([p.hex() for p in payloads])}.map((h) => Buffer.from(h, 'hex'));"
               "const stream = Buffer.concat(payloads.map(frame)); const cuts = [];"
               "for (let step = 1; step <= stream.length; step += 7) { const seen = [];"
-              "  const parser = new FrameParser((whole, payload) => seen.push(payload.toString('hex')));"
+              "  const parser = new FrameParser((data, start, end) => seen.push([data.toString('hex', start + 4, end),"
+              "    data.subarray(start, end).equals(frame(Buffer.from(data.subarray(start + 4, end))))]));"
               "  for (let i = 0; i < stream.length; i += step) parser.feed(stream.subarray(i, i + step));"
               "  cuts.push(seen); }"
               "console.log(JSON.stringify({ stream: stream.toString('hex'), cuts, MAX_FRAME }));")
@@ -178,7 +179,7 @@ def test_javascript_framing_is_the_python_framing():
     node = json.loads(completed.stdout)
     assert node["stream"] == b"".join(raw_tcp.frame(p) for p in payloads).hex()
     assert node["MAX_FRAME"] == raw_tcp.MAX_FRAME
-    assert node["cuts"] and all(seen == [p.hex() for p in payloads] for seen in node["cuts"])
+    assert node["cuts"] and all(seen == [[p.hex(), True] for p in payloads] for seen in node["cuts"])
 
 
 def test_manifest_uses_only_the_contracts_vocabulary():

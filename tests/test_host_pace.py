@@ -121,6 +121,26 @@ def test_a_cost_a_window_pays_once_is_not_taken_for_a_cost_per_roundtrip():
     assert summary.side_cpu([per_message], "client").unsettled_attempts == 1
 
 
+def test_a_side_is_settled_by_what_its_faults_cost_a_roundtrip_at_the_runs_cost_of_a_fault():
+    """With the run's cost of a fault, the line is a share of the roundtrip: 0.5 faults per roundtrip at 4 µs each are
+    0.2% of a 1 ms roundtrip (settled) and 4% of a 50 µs one (not). So a cost paid per second (25 faults in each 50 ms
+    part) costs the same share at any rate, where the count per roundtrip grows as the host slows. Without the
+    figure (older files) the count alone decides."""
+    slow, fast = faulted([25, 25], roundtrips_per_s=1000.0), faulted([500, 500], roundtrips_per_s=20000.0)
+    per_second = faulted([25, 25], roundtrips_per_s=20000.0)
+    assert summary.interior_faults_per_roundtrip(per_second, "client") == pytest.approx(0.025)
+    assert summary.side_cpu([per_second], "client", us_per_fault=4.0).max_fault_cost_share == pytest.approx(0.002)
+    settled = summary.side_cpu([slow], "client", us_per_fault=4.0)
+    assert settled.unsettled_attempts == 0 and settled.max_fault_cost_share == pytest.approx(0.002)
+    unsettled = summary.side_cpu([slow, fast], "client", us_per_fault=4.0)
+    assert unsettled.unsettled_attempts == 1 and unsettled.max_fault_cost_share == pytest.approx(0.04)
+    assert summary.side_cpu([slow, fast], "client").unsettled_attempts == 2
+    assert summary.side_cpu([slow, fast], "client").max_fault_cost_share is None
+    assert summary.us_per_fault({"page_fault": {"us_per_fault": 3.8}}) == 3.8
+    assert summary.us_per_fault({"page_fault": {"us_per_fault": None, "error": "x"}}) is None
+    assert summary.us_per_fault({}) is None
+
+
 def test_precision_is_said_at_the_reference_pace_and_raw_side_by_side():
     """A cell whose raw rates follow the host but whose unit-free figure holds: within ±3% paced, not raw."""
     attempts = []

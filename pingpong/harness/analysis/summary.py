@@ -53,18 +53,21 @@ class SideCpu:
     # "<side>_minor_faults_per_roundtrip": minor page faults of its process tree per roundtrip (about 1 per message
     # received when its allocator maps and unmaps each read buffer)
     minor_faults_per_roundtrip: float | None = None
-    # "<side>_faults_checked": attempts whose window counted its page faults; "<side>_unsettled_attempts": those with
-    # more than SETTLED_FAULTS_PER_ROUNDTRIP (a settled process maps no memory per message); "<side>_max_faults_per_
-    # roundtrip": the most any attempt had
+    # "<side>_faults_checked": attempts whose window counted its page faults; "<side>_unsettled_attempts": those whose
+    # faults that grow with the roundtrips cost SETTLED_COST_SHARE of a roundtrip or more at the run's cost of a fault
+    # (without that figure, files before 2026-11-29: more than SETTLED_FAULTS_PER_ROUNDTRIP); "<side>_max_faults_per_
+    # roundtrip": the most any attempt had; "<side>_max_fault_cost_share": the largest share of its roundtrip they cost
     faults_checked: int = 0
     unsettled_attempts: int = 0
     max_faults_per_roundtrip: float | None = None
+    max_fault_cost_share: float | None = None
     # "<side>_interior_faults_per_roundtrip": the median attempt's faults per roundtrip that grow with the roundtrips
     # (interior_faults_per_roundtrip): what the flag of a side mapping fresh memory per message reads
     interior_faults_per_roundtrip: float | None = None
 
 
 SETTLED_FAULTS_PER_ROUNDTRIP = anomalies.SETTLED_FAULTS_PER_ROUNDTRIP
+SETTLED_COST_SHARE = anomalies.SETTLED_COST_SHARE
 
 
 @dataclass(frozen=True)
@@ -104,8 +107,8 @@ class CellSummary:
     expected_roundtrips_per_s: float | None = None  # "expected_roundtrips_per_s": the matrix model's prediction
     rate_vs_expected: float | None = None  # "rate_vs_expected": observed median / expected
     flags: tuple[str, ...] | None = None  # "flags": one-line anomaly reasons; None (absent) until annotated
-    # "unsettled": per side whose allocator did not stay settled in some attempt (more than
-    # SETTLED_FAULTS_PER_ROUNDTRIP page faults per roundtrip in its window), one line saying in how many and why;
+    # "unsettled": per side whose allocator did not stay settled in some attempt (page faults in its window's interior
+    # that cost SETTLED_COST_SHARE of a roundtrip or more: side_cpu), one line saying in how many and why;
     # filled in by anomalies.annotate (it knows the runtimes), absent when every attempt was settled
     unsettled: tuple[str, ...] = ()
     # "workload": the figures of broadcast, open loop or idle connections (workload_figures.summarize_workload)
@@ -151,6 +154,8 @@ class CellSummary:
                 data[f"{side}_minor_faults_per_roundtrip"] = self.cpu(side).minor_faults_per_roundtrip
                 data[f"{side}_interior_faults_per_roundtrip"] = self.cpu(side).interior_faults_per_roundtrip
                 data[f"{side}_max_faults_per_roundtrip"] = self.cpu(side).max_faults_per_roundtrip
+                if self.cpu(side).max_fault_cost_share is not None:
+                    data[f"{side}_max_fault_cost_share"] = self.cpu(side).max_fault_cost_share
                 data[f"{side}_faults_checked"] = self.cpu(side).faults_checked
                 data[f"{side}_unsettled_attempts"] = self.cpu(side).unsettled_attempts
         for side in SIDES:
@@ -182,7 +187,10 @@ class CellSummary:
 Summaries = dict[tuple[str, str], CellSummary]
 
 
-def summarize_cell(cell: Cell, saturation_p99_ms: float = DEFAULT_SATURATION_P99_MS) -> CellSummary:
+def summarize_cell(cell: Cell, saturation_p99_ms: float = DEFAULT_SATURATION_P99_MS,
+                   us_per_fault: float | None = None) -> CellSummary:
+    """A cell's summary over its good attempts; us_per_fault, the run's cost of a page fault (system/page_faults.py),
+    judges whether each side's allocator stayed settled (side_cpu)."""
     if cell.skipped:
         return CellSummary(status=cell.status, reason=cell.skipped)
     failures = tuple(f"repeat {a.repeat}: {a.status}: {a.reason}" for a in cell.attempts
@@ -191,7 +199,7 @@ def summarize_cell(cell: Cell, saturation_p99_ms: float = DEFAULT_SATURATION_P99
     if not good:
         return CellSummary(status=cell.status, failures=failures)
     encoded = [attempt.latency_histogram for attempt in good if attempt.latency_histogram]
-    cpu = {side: side_cpu(good, side) for side in SIDES}
+    cpu = {side: side_cpu(good, side, us_per_fault) for side in SIDES}
     peaks = [a.server_peak_rss_bytes for a in good if a.server_peak_rss_bytes]
     sampling = [a.signal_sampling_s for a in good if a.signal_sampling_s is not None]
     observed = observed_settings(good[-1])
@@ -245,21 +253,39 @@ def interior_faults_per_roundtrip(attempt, side: str) -> float | None:
     return min(count / (roundtrips * share) for count, share in zip(parts, shares))
 
 
-def side_cpu(good: list, side: str) -> SideCpu:
+def fault_cost_share(attempt, faults_per_roundtrip: float, us_per_fault: float) -> float | None:
+    """What a side's faults per roundtrip cost as a share of the roundtrip the cell ran (its raw rate: the faults
+    took their µs at the host's pace of that window, as the roundtrips did)."""
+    rate = attempt.raw_rate
+    return faults_per_roundtrip * us_per_fault * rate / 1e6 if rate else None
+
+
+def side_cpu(good: list, side: str, us_per_fault: float | None = None) -> SideCpu:
     """Median CPU per roundtrip, CPU/wall and page faults per roundtrip of one side over the good attempts that
-    sampled them; whether each stayed settled is judged on the faults of the window's interior."""
+    sampled them. Whether each stayed settled is judged on the faults of the window's interior: with the run's cost
+    of a fault, on what they cost (SETTLED_COST_SHARE of the roundtrip or more); without it (older files), on their
+    number (SETTLED_FAULTS_PER_ROUNDTRIP)."""
     samples = [(getattr(a, f"{side}_cpu_s"), a) for a in good if getattr(a, f"{side}_cpu_s") is not None]
     per_roundtrip = [value for a in good if (value := cpu_us_per_roundtrip(a, side)) is not None]
     utilization = [cpu_s / a.sampled_wall_s for cpu_s, a in samples if a.sampled_wall_s]
     faults = [getattr(a, f"{side}_minor_faults") / a.sampled_roundtrips for a in good
               if getattr(a, f"{side}_minor_faults", None) is not None and a.sampled_roundtrips]
-    interior = [value for a in good if (value := interior_faults_per_roundtrip(a, side)) is not None]
+    interior_of = [(value, a) for a in good if (value := interior_faults_per_roundtrip(a, side)) is not None]
+    interior = [value for value, _ in interior_of]
+    if us_per_fault:
+        shares = [share for value, a in interior_of
+                  if (share := fault_cost_share(a, value, us_per_fault)) is not None]
+        unsettled = sum(share >= SETTLED_COST_SHARE for share in shares)
+    else:
+        shares = []
+        unsettled = sum(value > SETTLED_FAULTS_PER_ROUNDTRIP for value in interior)
     return SideCpu(us_per_roundtrip=statistics.median(per_roundtrip) if per_roundtrip else None,
                    utilization=statistics.median(utilization) if utilization else None,
                    minor_faults_per_roundtrip=statistics.median(faults) if faults else None,
                    faults_checked=len(interior),
-                   unsettled_attempts=sum(value > SETTLED_FAULTS_PER_ROUNDTRIP for value in interior),
+                   unsettled_attempts=unsettled,
                    max_faults_per_roundtrip=max(interior) if interior else None,
+                   max_fault_cost_share=max(shares) if shares else None,
                    interior_faults_per_roundtrip=statistics.median(interior) if interior else None)
 
 
@@ -341,11 +367,20 @@ def observed_settings(attempt) -> dict[str, Any]:
 def summarize_run(run: RunResult) -> Summaries:
     """Every cell's summary, with the anomaly flags that need the whole matrix."""
     threshold = run.configuration.get("saturation_p99_ms") or DEFAULT_SATURATION_P99_MS
-    summaries = {(cell.server, cell.client): summarize_cell(cell, threshold) for cell in run.cells}
+    fault_us = us_per_fault(run.environment)
+    summaries = {(cell.server, cell.client): summarize_cell(cell, threshold, fault_us) for cell in run.cells}
     runtimes = {(role, name): entry.get("runtime") for role, entries in run.implementations.items()
                 for name, entry in entries.items()}
     return anomalies.annotate(summaries, run.configuration.get("payload_size", DEFAULT_PAYLOAD_SIZE),
                               workload_kind(run.configuration), runtimes, run.configuration.get("malloc"))
+
+
+def us_per_fault(environment: dict[str, Any] | None) -> float | None:
+    """The cost of a page fault a run measured (environment["page_fault"], system/page_faults.py), or None (files
+    from before 2026-11-29 have none)."""
+    record = (environment or {}).get("page_fault") or {}
+    value = record.get("us_per_fault")
+    return float(value) if isinstance(value, (int, float)) and value > 0 else None
 
 
 def workload_kind(configuration: dict[str, Any]) -> str:

@@ -277,14 +277,16 @@ def flagged_section(run: RunResult, summaries: Summaries) -> list[str]:
 
 
 def unsettled_section(summaries: Summaries) -> list[str]:
-    """'## Allocators not settled': each cell (ᵐ) where a side took more page faults per roundtrip than a settled
-    allocator does, in how many attempts, and why."""
+    """'## Allocators not settled': each cell (ᵐ) where a side's page faults cost more of a roundtrip than a settled
+    allocator's do (summary.side_cpu), in how many attempts, and why."""
     unsettled = [(key, summary.unsettled) for key, summary in summaries.items() if summary.unsettled]
     if not unsettled:
         return []
     lines = ["", "## Allocators not settled", "",
-             "Every process runs with glibc's malloc thresholds fixed (--malloc settled); a side that still took "
-             "more than 0.1 page faults per roundtrip in an attempt's window is named here, with why.", ""]
+             "Every process runs with glibc's malloc thresholds fixed (--malloc settled); a side whose page faults in "
+             "an attempt's window (those that grow with the roundtrips) still cost 1% of a roundtrip or more, at the "
+             "run's measured cost of a fault (files without it: more than 0.1 faults per roundtrip), is named here, "
+             "with why.", ""]
     lines += [f"- **{server} × {client}**: " + "; ".join(notes) for (server, client), notes in unsettled]
     return lines
 

@@ -39,7 +39,7 @@ NARROWEST = 60  # below this a terminal is taken as this wide (tables then split
 RANKED = 10  # pairs shown in the ranking; the files have them all
 
 MARKS = {"!": "flagged as odd (reasons in the files)", "~": f"noisy (CV ≥ {NOISY_CV:.0%})",
-         "z": "permessage-deflate negotiated", "m": "a side's allocator not settled (reasons in the files)",
+         "z": "permessage-deflate negotiated", "m": "a side's allocator not settled: its page faults cost ≥1% of a roundtrip (reasons in the files)",
          "?": "some repeats failed"}
 
 

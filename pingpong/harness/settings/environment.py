@@ -14,6 +14,7 @@ from typing import Any
 from pingpong.contract import MEASUREMENT_SWITCHES
 from pingpong.harness.settings.manifest import runtime_executable
 from pingpong.harness.system.cpu import cpu_source
+from pingpong.harness.system.page_faults import fault_cost
 from pingpong.versions import library_versions
 
 PYTHON_PACKAGES = ["websockets", "sanic", "blacksheep", "uvicorn", "aiohttp", "uvloop", "hdrhistogram", "psutil"]
@@ -28,6 +29,8 @@ def describe_environment(project_root: Path) -> dict[str, Any]:
         "load_average_at_start": list(os.getloadavg()),
         "cpu_frequency_governor": _read_first_line("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor"),
         "cpu_time": cpu_source().to_json(),  # how the attempts' CPU seconds are read: source and resolution
+        # what one minor page fault costs here (system/page_faults.py): a side's faults as a share of its roundtrip
+        "page_fault": fault_cost(),
         "os": platform.system(),
         "kernel": platform.release(),
         "python": {"implementation": platform.python_implementation(), "version": platform.python_version(),
