@@ -111,3 +111,16 @@ def test_the_deflate_model_predicts_each_placement_from_the_others_cpu():
     assert round(predicted["split_error"], 3) == -0.03
     assert wakeup_for_rate(200, 1000.0, 4) == 1000.0  # 5,000 µs a roundtrip less 1,000 of CPU over 4 wakeups
     assert wakeup_for_rate(2000, 1000.0, 4) is None  # already slower than that rate
+
+
+def test_bun_faults_reads_the_steady_seconds_and_refuses_an_unknown_mode_in_one_line():
+    """The seconds after the first give the steady figures (medians); a mode it does not have is a usage error."""
+    from benchmarks.bun_faults import steady
+    seconds = [{"roundtrips_per_s": 10.0, "faults": 900, "faults_per_roundtrip": 0.9}] + [
+        {"roundtrips_per_s": rate, "faults": faults, "faults_per_roundtrip": faults / rate}
+        for rate, faults in ((40000.0, 2000), (42000.0, 1600), (41000.0, 1800))]
+    assert steady(seconds) == {"roundtrips_per_s": 41000.0, "faults_per_s": 1800, "faults_per_roundtrip": 1800 / 41000}
+    completed = subprocess.run([sys.executable, "-m", "benchmarks.bun_faults", "--modes", "tcp,udp"], cwd=ROOT,
+                               capture_output=True, text=True, timeout=60)
+    assert completed.returncode == 2 and completed.stdout == ""
+    assert completed.stderr.strip() == "bun_faults: unknown modes: udp (modes: tcp, tcp-view, websocket)"

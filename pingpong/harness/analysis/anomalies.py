@@ -41,7 +41,7 @@ FAULTS_PER_ROUNDTRIP_LIMIT = 2.0
 # docs/methodology.md). A number of faults alone (the line below) meant more on a slow host, where each window has
 # fewer roundtrips for a cost paid per unit of time, and said nothing of what they cost. Above it, the cell says so.
 SETTLED_COST_SHARE = 0.01
-# Files without the run's cost of a fault (before 2026-11-29) keep the former line: at most this many minor page faults
+# Files without the run's cost of a fault (before 2026-11-28 23:50 UTC) keep the former line: at most this many minor page faults
 # per roundtrip in the interior.
 SETTLED_FAULTS_PER_ROUNDTRIP = 0.1
 SMALL_MESSAGE_BYTES = 1024  # below this, deflate cannot save bytes worth its CPU, and a message fits one segment

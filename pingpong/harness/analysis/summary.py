@@ -55,7 +55,7 @@ class SideCpu:
     minor_faults_per_roundtrip: float | None = None
     # "<side>_faults_checked": attempts whose window counted its page faults; "<side>_unsettled_attempts": those whose
     # faults that grow with the roundtrips cost SETTLED_COST_SHARE of a roundtrip or more at the run's cost of a fault
-    # (without that figure, files before 2026-11-29: more than SETTLED_FAULTS_PER_ROUNDTRIP); "<side>_max_faults_per_
+    # (without that figure, older files: more than SETTLED_FAULTS_PER_ROUNDTRIP); "<side>_max_faults_per_
     # roundtrip": the most any attempt had; "<side>_max_fault_cost_share": the largest share of its roundtrip they cost
     faults_checked: int = 0
     unsettled_attempts: int = 0
@@ -377,7 +377,7 @@ def summarize_run(run: RunResult) -> Summaries:
 
 def us_per_fault(environment: dict[str, Any] | None) -> float | None:
     """The cost of a page fault a run measured (environment["page_fault"], system/page_faults.py), or None (files
-    from before 2026-11-29 have none)."""
+    from before 2026-11-28 23:50 UTC have none)."""
     record = (environment or {}).get("page_fault") or {}
     value = record.get("us_per_fault")
     return float(value) if isinstance(value, (int, float)) and value > 0 else None

@@ -5,9 +5,9 @@ A minor fault on a fresh anonymous page traps into the kernel, which zeroes a pa
 costs more than on bare metal, and the figure moves with the host as a roundtrip does, so the suite measures it with
 every run rather than assume one: the orchestrator writes one byte into each page of a fresh private mapping (huge
 pages refused, so every page faults) and writes them again once they are mapped; the difference over the pages is the
-fault. It takes about 25 ms. On the EPYC VM of 2026-11-28 a Python process read 3.4-4.7 µs a fault and a small C
-program 2.4-2.9 µs (docs/methodology.md, what a page fault costs): a fault costs more in a process with a larger
-address space, and the suite's sides are runtimes of that size, so the Python figure stands.
+fault. It takes about 25 ms. On the EPYC VM of 2026-11-28 it read 2.0-2.9 µs a fault (12 readings in 10 s), a small
+C loop 1.8-2.5 µs in the same minutes (docs/methodology.md, what a page fault costs): about as much, a little more
+in a process of the size the suite's sides are.
 """
 
 from __future__ import annotations
