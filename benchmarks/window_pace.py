@@ -55,6 +55,24 @@ CELLS = ("raw-tcp-c:raw-tcp-c:auto:c,aiohttp:websockets:asyncio:python-asyncio,"
 BIAS_TARGET = 0.02  # issue 50: every runtime's median ratio within ±2%
 
 
+def parse_cells(text: str, known: set[tuple[str, str]]) -> list[tuple[str, str, str, str]]:
+    """--cells: SERVER:CLIENT[:LOOP[:LABEL]],... -> (server, client, loop, label); LOOP defaults to auto, LABEL to
+    SERVER×CLIENT. ValueError names what is wrong; pure."""
+    cells = []
+    for spec in (part for part in text.split(",") if part):
+        fields = spec.split(":")
+        if not 2 <= len(fields) <= 4:
+            raise ValueError(f"{spec!r} is not SERVER:CLIENT[:LOOP[:LABEL]]")
+        server, client, loop, label = (fields + ["auto", ""])[:4] if len(fields) == 2 else (fields + [""])[:4]
+        unknown = [name for role, name in (("server", server), ("client", client)) if (role, name) not in known]
+        if unknown:
+            raise ValueError(f"unknown implementations: {', '.join(unknown)}")
+        cells.append((server, client, loop, label or f"{server}×{client}"))
+    if not cells:
+        raise ValueError("no cell given")
+    return cells
+
+
 def parse_slices(text: str) -> list[tuple[float, int, bool]]:
     """RUN_MS:ROUNDTRIPS[:preempt|:stop],... as (run_s, roundtrips, preempt); preempt by default, as the pacer."""
     settings = []
@@ -235,7 +253,7 @@ def summarize(path: str) -> int:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cells", default=CELLS, help="SERVER:CLIENT:LOOP:LABEL,... (default: one per runtime)")
+    parser.add_argument("--cells", default=CELLS, help="SERVER:CLIENT[:LOOP[:LABEL]],... (default: one per runtime)")
     parser.add_argument("--seconds", type=float, default=20.0, help="per cell (default %(default)g)")
     parser.add_argument("--window", type=float, default=0.2, help="sub-window, s (default %(default)g: the matrix's)")
     parser.add_argument("--slices", default=f"{RUN_S * 1000:g}:{SLICE_ROUNDTRIPS}",
@@ -256,12 +274,16 @@ def main() -> int:
         print(f"window_pace: --slices: {exc}", file=sys.stderr)
         return 2
     found = implementations_by_role()
+    try:
+        specs = parse_cells(args.cells, set(found))
+    except ValueError as exc:
+        print(f"window_pace: --cells: {exc}", file=sys.stderr)
+        return 2
     measurer = LocalMeasurer()
     cells = []
     began = datetime.now(timezone.utc).isoformat(timespec="seconds")
     try:
-        for spec in args.cells.split(","):
-            server_name, client_name, loop, label = spec.split(":")
+        for server_name, client_name, loop, label in specs:
             server, client = found[("server", server_name)], found[("client", client_name)]
             missing = [i.name for i in (server, client) if not check_availability(i, ROOT).available]
             if missing:

@@ -124,3 +124,17 @@ def test_bun_faults_reads_the_steady_seconds_and_refuses_an_unknown_mode_in_one_
                                capture_output=True, text=True, timeout=60)
     assert completed.returncode == 2 and completed.stdout == ""
     assert completed.stderr.strip() == "bun_faults: unknown modes: udp (modes: tcp, tcp-view, websocket)"
+
+
+def test_window_pace_takes_cells_as_its_usage_writes_them_and_refuses_unknown_ones_in_one_line():
+    from benchmarks.window_pace import parse_cells
+    known = {("server", "sanic"), ("client", "picows"), ("server", "node-ws"), ("client", "node-ws")}
+    assert parse_cells("sanic:picows,node-ws:node-ws:auto:node", known) == [
+        ("sanic", "picows", "auto", "sanic×picows"), ("node-ws", "node-ws", "auto", "node")]
+    assert parse_cells("sanic:picows:uvloop", known) == [("sanic", "picows", "uvloop", "sanic×picows")]
+    with pytest.raises(ValueError, match="unknown implementations: nosuch"):
+        parse_cells("sanic:nosuch", known)
+    completed = subprocess.run([sys.executable, "-m", "benchmarks.window_pace", "--cells", "sanic"], cwd=ROOT,
+                               capture_output=True, text=True, timeout=60)
+    assert completed.returncode == 2
+    assert completed.stderr.strip() == "window_pace: --cells: 'sanic' is not SERVER:CLIENT[:LOOP[:LABEL]]"
