@@ -243,7 +243,9 @@ def test_handshake_cycles_wait_for_the_server_to_close(handshake_run, client):
     server_first, client_first = time_waits
     attempt = json.loads(completed.stdout)["cells"][0]["attempts"][0]
     assert client_first == 0
-    assert server_first >= attempt["client_report"]["handshakes"] > 5
+    # more than one cycle, so that the later ones are checked too; how many fit in the window is the host's speed
+    # (5 in a CI run of 2026-11-29 with three tests at a time on 2 CPUs, where "more than 5" failed)
+    assert server_first >= attempt["client_report"]["handshakes"] >= 2
 
 
 def attempts_of(result):
