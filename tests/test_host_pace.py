@@ -536,3 +536,20 @@ def test_runs_at_different_hours_compare_alike_by_either_pace_read_again_from_th
     assert (again["cells"], again["within"]) == (recorded["cells"], recorded["within"])
     assert again["median_spread"] == pytest.approx(recorded["median_spread"], rel=1e-4)
     assert (found["paced, all"]["within"], found["paced again from the slices, trimmed, all"]["within"]) == (27, 33)
+
+
+def test_a_process_that_forgets_close_all_still_ends_its_sentinel_before_the_guardian_has_to():
+    """A benchmark that measured paced attempts and exits without host_sentinel.close_all(): its sentinel ends with it,
+    by its own exit handler, and the guardian finds nothing left to end."""
+    from pingpong.harness.system import host_sentinel
+    if not host_sentinel.SENTINEL.exists():
+        pytest.skip("the host sentinel is not built (sh native/build.sh)")
+    script = ("from pingpong.harness.system import host_sentinel\n"
+              "sentinel = host_sentinel.sentinel_on(0)\n"
+              "print(sentinel.process.pid, flush=True)\n")
+    completed = subprocess.run([sys.executable, "-c", script], cwd=ROOT,
+                               capture_output=True, text=True, timeout=60)
+    assert completed.returncode == 0, completed.stderr
+    pid = int(completed.stdout.split()[0])
+    assert "ended process groups" not in completed.stderr
+    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
