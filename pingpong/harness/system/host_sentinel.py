@@ -147,12 +147,13 @@ def real_time_granted(cpu: int) -> bool | None:
 
 
 _sentinels: dict[tuple[int, bool], Sentinel] = {}
+_closed_at_exit = False  # whether close_all is registered to run at this process's exit
 
 
 def sentinel_on(cpu: int, preempt: bool = False) -> Sentinel:
     """This run's sentinel on cpu (a preempting one with preempt), started (and warmed) at its first use. Raises
     PreemptRefused for preempt where the system refuses it (then and at every later call in this process)."""
-    global preempt_refused
+    global preempt_refused, _closed_at_exit
     if preempt and preempt_refused:
         raise PreemptRefused(preempt_refused)
     sentinel = _sentinels.get((cpu, preempt))
@@ -169,18 +170,15 @@ def sentinel_on(cpu: int, preempt: bool = False) -> Sentinel:
         except (OSError, ValueError):
             sentinel.close()  # not kept: an answer it still owes would be read as the next slice's
             raise
-        if not _sentinels and not _closing_at_exit:
+        if not _closed_at_exit:
             # Every sentinel ends with the process that started it, whoever forgets close_all(): the benchmarks
             # that measure attempts left theirs to the guardian ("ended process groups" at exit: window_spread,
             # 2026-11-29). Registered once a sentinel runs, so after the guardian's own exit handler, and atexit
             # runs the later first.
             atexit.register(close_all)
-            _closing_at_exit.append(True)
+            _closed_at_exit = True
         _sentinels[(cpu, preempt)] = sentinel
     return sentinel
-
-
-_closing_at_exit: list[bool] = []
 
 
 def discard(cpu: int) -> None:
