@@ -19,8 +19,11 @@ DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), ROOT / "
 
 
 def test_no_line_of_the_documentation_is_wider_than_120_characters():
-    wide = [f"{path.relative_to(ROOT)}:{number} ({len(line)})" for path in DOCUMENTS
-            for number, line in enumerate(path.read_text().splitlines(), 1) if len(line) > 120]
+    # Counted in UTF-8 bytes, as byte-counting editors and linters see them (µ, ×, ± and – take 2-3 each); a table
+    # row cannot wrap, so it is held to 120 characters.
+    wide = [f"{path.relative_to(ROOT)}:{number} ({len(line.encode())} bytes)" for path in DOCUMENTS
+            for number, line in enumerate(path.read_text().splitlines(), 1)
+            if (len(line) if line.startswith("|") else len(line.encode())) > 120]
     assert not wide, wide
 
 
