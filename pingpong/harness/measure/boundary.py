@@ -16,7 +16,8 @@ JSON mapping (every field is a plain JSON value; absent figures are null):
   "sampling_s": float|null, "start_wall_ns", "end_wall_ns": int|null, "connection_counters": {name: delta}|null,
   "profiles": {"server"?, "client"?: system/profilers.Capture's fields}|null, "broker": {...}|null,
   "cpu_pace_ns": {cpu: ns}|null, "host_pace": {...}|null (measure/pacer.Pacer.record, or {"off": why}),
-  "interior_minor_faults": {"server", "client": int|null, "share": float}|null};
+  "interior_minor_faults": {"server", "client": int|null, "share": float}|null, "warmup_helpers": {...}|null
+  (measure/warmup_helpers.py)};
   the Attempt fields they become are documented in docs/results-format.md.
 """
 
@@ -85,6 +86,8 @@ class WindowSamples:
     # page faults in the window's interior, a quarter to three quarters of its length: {"server": n, "client": n,
     # "share": that part of the window's wall time}
     interior_minor_faults: dict[str, Any] | None = None
+    # the client's helper threads during its warm-up (measure/warmup_helpers.py's record, or {"off": why})
+    warmup_helpers: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -197,7 +200,7 @@ def attempt_from(turn: Turn, outcome: Outcome, server_exit_code: int | None = No
         sentinel_roundtrips_per_roundtrip=measured and measured.sentinel_roundtrips_per_roundtrip,
         pace_not_applied=measured and measured.pace_not_applied,
         host_pace=window.host_pace, interior_minor_faults=window.interior_minor_faults,
-        latency_histogram=measured and measured.latency_histogram,
+        warmup_helpers=window.warmup_helpers, latency_histogram=measured and measured.latency_histogram,
         server_cpu_s=window.server_cpu_s, client_cpu_s=window.client_cpu_s,
         cpu_source=window.cpu_source if window.server_cpu_s is not None else None,
         server_minor_faults=window.server_minor_faults, client_minor_faults=window.client_minor_faults,

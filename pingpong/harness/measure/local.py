@@ -25,6 +25,7 @@ from pingpong.harness.measure.outside import measure_outside
 from pingpong.harness.measure.server import (LocalServer, room_probe, spawn_ahead, start_server, stop_server,
                                              worker_counts)
 from pingpong.harness.measure.start_barrier import StartBarrier
+from pingpong.harness.measure.warmup_helpers import WarmupHelpers, off_reason
 from pingpong.harness.measure.window import HeldConnections, WindowWatcher
 from pingpong.harness.results.records import Attempt
 from pingpong.harness.settings.catalog import PROJECT_ROOT
@@ -198,7 +199,8 @@ def _measure_client(started: LocalServer, client: Implementation, settings: Cell
     window = WindowWatcher(read_fd, started.pid, [c.pid for c in clients], started.port, settings,
                            started.work_dir, on_ready=barrier.arrived if barrier else None,
                            window_processes=window_processes(settings, shares),
-                           runtimes=(started.runtime, client.runtime), broker=started.broker)
+                           runtimes=(started.runtime, client.runtime), broker=started.broker,
+                           warmup_helpers=warmup_helpers_for(settings, [c.pid for c in clients], client_cpus))
     if barrier:
         try:
             problem = _wait_at_barrier(barrier, started, clients, settings, server_facts)
@@ -210,6 +212,14 @@ def _measure_client(started: LocalServer, client: Implementation, settings: Cell
             window.join()
             return problem
     return _await_clients(started, clients, settings, window, server_facts, held, spawn_next)
+
+
+def warmup_helpers_for(settings: CellSettings, client_pids: list[int],
+                       client_cpus: set[int] | None) -> WarmupHelpers | str:
+    """The client's helper threads over its warm-up (measure/warmup_helpers.py), or why they stay on its CPU."""
+    spare = orchestrator_cpus(settings)
+    off = off_reason(settings.warmup_helpers, len(client_pids), spare, client_cpus, settings.warmup_s)
+    return off or WarmupHelpers(client_pids[0], client_cpus, spare, settings.warmup_s)
 
 
 def client_base_url(started: LocalServer, index: int, client_host: str = "127.0.0.1") -> str:
@@ -246,7 +256,8 @@ def _measure_waiting_client(started: LocalServer, waiting: WaitingClient, client
                        ClientFacts(process.pid, process.popen.returncode, process.stderr_tail(STDERR_TAIL_LINES)),
                        server_facts)
     window = WindowWatcher(events_fd, started.pid, [process.pid], started.port, settings, started.work_dir,
-                           window_processes=1, runtimes=(started.runtime, client_runtime), broker=started.broker)
+                           window_processes=1, runtimes=(started.runtime, client_runtime), broker=started.broker,
+                           warmup_helpers=warmup_helpers_for(settings, [process.pid], client_cpus))
     return _await_clients(started, [process], settings, window, server_facts, None, spawn_next)
 
 

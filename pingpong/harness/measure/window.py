@@ -17,6 +17,7 @@ from pingpong.harness.measure.boundary import HeldSample, WindowSamples
 from pingpong.harness.measure.start_barrier import window_spread
 from pingpong.harness.settings.cell import CellSettings, cpus_for
 from pingpong.harness.measure.pacer import GUARD_S, Pacer, unpaced_reason
+from pingpong.harness.measure.warmup_helpers import WarmupHelpers
 from pingpong.harness.settings.cell import our_cpus
 from pingpong.harness.system import broker as redis_broker
 from pingpong.harness.system import cpu, kernel_signals, listeners, profilers, scheduling
@@ -83,8 +84,11 @@ class WindowWatcher:
                  settings: CellSettings,
                  work_dir: Path, on_ready: Callable[[], None] | None = None,
                  window_processes: int | None = None, count_connections: bool = False,
-                 runtimes: tuple[str, str] | None = None, broker: redis_broker.Broker | None = None) -> None:
+                 runtimes: tuple[str, str] | None = None, broker: redis_broker.Broker | None = None,
+                 warmup_helpers: WarmupHelpers | str | None = None) -> None:
         self.server_pid = server_pid
+        # the client's helper threads during its warm-up (measure/warmup_helpers.py), or why they stay put
+        self.warmup_helpers = warmup_helpers
         # --workers: the Redis broker between the server's workers, sampled at the edges (PUBLISH calls, CPU)
         self.broker = broker
         self.broker_figures: dict[str, Any] | None = None
@@ -153,6 +157,14 @@ class WindowWatcher:
         self._reader.join(15)
         self._thread.join(15)
 
+    @property
+    def warmup_helpers_record(self) -> dict[str, Any] | None:
+        """What the attempt keeps of its client's helper threads in the warm-up: measure/warmup_helpers.py's
+        record, {"off": why not}, or None (not asked for: a run measured before the switch, a cluster's host)."""
+        if isinstance(self.warmup_helpers, WarmupHelpers):
+            return self.warmup_helpers.record()
+        return {"off": self.warmup_helpers} if self.warmup_helpers else None
+
     def samples(self) -> WindowSamples:
         """What was sampled (after join): the record the judge reads."""
         return WindowSamples(
@@ -164,7 +176,8 @@ class WindowWatcher:
             syscalls=self.syscalls, profiles=self.profiles, sampling_s=self.sampling_s,
             start_wall_ns=self.start_wall_ns,
             end_wall_ns=self.end_wall_ns, connection_counters=self.connection_counters, broker=self.broker_figures,
-            host_pace=self.host_pace, interior_minor_faults=self.interior_minor_faults)
+            host_pace=self.host_pace, interior_minor_faults=self.interior_minor_faults,
+            warmup_helpers=self.warmup_helpers_record)
 
     @property
     def spread(self) -> dict[str, Any] | None:
@@ -182,12 +195,18 @@ class WindowWatcher:
                     event = line.strip().decode(errors="replace")
                     if event == READY_EVENT:
                         self.ready_at.append(arrived)
+                        if isinstance(self.warmup_helpers, WarmupHelpers):
+                            self.warmup_helpers.released()
                         if self.on_ready is not None:
                             self.on_ready()
                         continue
+                    if event == WINDOW_START_EVENT and isinstance(self.warmup_helpers, WarmupHelpers):
+                        self.warmup_helpers.window_started()  # at the latest: its timer brought them back before
                     (self.starts_at if event == WINDOW_START_EVENT else self.ends_at).append(arrived)
                     self._events.put(event)
         finally:
+            if isinstance(self.warmup_helpers, WarmupHelpers):
+                self.warmup_helpers.close()
             self._events.put(None)
 
     def _trees(self) -> tuple[list[int], list[list[int]]]:

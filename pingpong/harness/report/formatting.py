@@ -461,12 +461,14 @@ def placement_text(config: dict[str, Any]) -> str:
     placement = config.get("placement")
     if placement is None or not config.get("pinned", True) and placement == "auto":
         return "server and client pinned to separate CPUs" if config.get("pinned") else "not pinned"
+    helpers = ("; a client's helper threads warm up on the orchestrator's CPU, all its threads on the pair's for the "
+               "window" if config.get("warmup_helpers") == "spare" and placement in ("auto", "same-cpu") else "")
     return {"auto": "placement auto (one pair: server and client on one CPU, the orchestrator on another; more: "
                     "each side on CPUs of its own)",
             "same-cpu": "server and client on one CPU, the orchestrator on another (by room with workers: each "
                         "worker beside its rooms' clients)",
             "split": "server and client on CPUs of their own",
-            "unpinned": "not pinned"}.get(placement, f"placement {placement}")
+            "unpinned": "not pinned"}.get(placement, f"placement {placement}") + helpers
 
 
 def excess_by_cell(run: RunResult, summaries: Summaries) -> dict[tuple[str, str], Excess]:

@@ -27,7 +27,7 @@ READABLE_FORMAT_VERSIONS = (1, 2, 3, 4)
 SUITE = "websocket-pingpong-bench"
 # What a configuration key means in a file written before the key existed: the behaviour then (resume and the
 # combination of runs compare settings with it)
-ABSENT_MEANS = {"load_per_worker": False}
+ABSENT_MEANS = {"load_per_worker": False, "warmup_helpers": "measured"}
 
 
 def recorded_setting(run: "RunResult", key: str) -> Any:
@@ -91,6 +91,10 @@ class Attempt:
     # (analysis/summary.py): what a client does once at the window's edges (a first touch as it opens, the report it
     # builds as the end is sampled) is not a cost per roundtrip. None in files from before it
     interior_minor_faults: dict[str, Any] | None = None
+    # the client's helper threads during its warm-up (measure/warmup_helpers.py): {"moved", "off_s",
+    # "back_before_window_s", "all_on_measured"}, or {"off": why they stayed on the measured CPU}; None in files
+    # from before 2026-11-29 (every thread stayed on the measured CPU) and for a cluster's attempts
+    warmup_helpers: dict[str, Any] | None = None
     # how the kernel scheduled each side's threads over the window (system/scheduling.py): run delay (runnable,
     # waiting for a CPU), voluntary and involuntary context switches, user and system clock ticks, summed over the
     # threads present at both edges. None in files from before these readings, and for a --cluster run's server

@@ -33,6 +33,12 @@ DEFAULT_RELAY_SILENCE_S = 0.3
 DEFAULT_SATURATION_P99_MS = 10.0  # open loop: p99 above this (or < 95% of the offered rate achieved) = saturated
 
 
+# --warmup-helpers: where a client's helper threads run during its warm-up (measure/warmup_helpers.py)
+WARMUP_HELPERS_SPARE = "spare"  # on the orchestrator's spare CPU until just before the window (the default)
+WARMUP_HELPERS_MEASURED = "measured"  # on the measured CPU throughout (the suite before 2026-11-29)
+WARMUP_HELPERS = (WARMUP_HELPERS_SPARE, WARMUP_HELPERS_MEASURED)
+
+
 @dataclass(frozen=True)
 class CellSettings:
     """The settings every attempt of a run shares; recorded in the results as the run's configuration."""
@@ -63,6 +69,10 @@ class CellSettings:
     idle_connections: int = 0  # extra connections held idle during the ping-pong, spread over the client processes
     rate: float | None = None  # open loop: messages/s each pair's A sends on a fixed schedule (None: closed loop)
     jit_warmup_s: float = 0.0  # Node.js sides: a client warms up at least this; a new server's first client, longer
+    # a client's helper threads (a JIT's compilers and collectors) during its warm-up: on the orchestrator's spare
+    # CPU until shortly before the window ("spare"), or on the measured CPU throughout ("measured"; the suite before
+    # 2026-11-29): measure/warmup_helpers.py
+    warmup_helpers: str = WARMUP_HELPERS_SPARE
     malloc: str = DEFAULT_MALLOC  # glibc malloc in the Python programs: settled, or as-is (pingpong/kit/allocator.py)
     # sample the server's memory and connections before the go even with no idle connection (the N = 0 point of a
     # run over --idle-connections, which the fit of memory per connection needs)

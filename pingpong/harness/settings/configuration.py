@@ -16,8 +16,8 @@ from pingpong.contract import (COMPRESSION_MODES, DEFAULT_COMPRESSION, DEFAULT_D
 from pingpong.harness.settings import interpreters, package_envs
 from pingpong.harness.settings.catalog import DEFAULT_MANIFEST, PROJECT_ROOT
 from pingpong.harness.settings.cell import (DEFAULT_PLACEMENT, DEFAULT_RELAY_SILENCE_S, DEFAULT_ROOM_PLACEMENT,
-                                           DEFAULT_SATURATION_P99_MS, PLACEMENTS, ROOM_PLACEMENTS, CellSettings,
-                                           plan_cpus, with_planned_cpus)
+                                           DEFAULT_SATURATION_P99_MS, PLACEMENTS, ROOM_PLACEMENTS, WARMUP_HELPERS,
+                                           WARMUP_HELPERS_SPARE, CellSettings, plan_cpus, with_planned_cpus)
 from pingpong.harness.settings.interpreters import Interpreter
 from pingpong.harness.settings.manifest import Implementation
 from pingpong.harness.settings.round_policy import RoundPolicy, parse_duration, parse_precision
@@ -54,6 +54,10 @@ def add_measuring_options(parser: argparse.ArgumentParser, duration: float = DEF
     measuring.add_argument("--jit-warmup", type=float, default=DEFAULT_JIT_WARMUP_S, metavar="S",
                            help="Node.js sides (V8 compiles while running): a Node.js client warms up at least S "
                                 "seconds, the first client of a Node.js server process S longer (default %(default)g)")
+    measuring.add_argument("--warmup-helpers", choices=WARMUP_HELPERS, default=WARMUP_HELPERS_SPARE,
+                           help="a client's helper threads (a JIT's compilers and collectors) during its warm-up: on "
+                                "the orchestrator's spare CPU until just before the window (spare, the default), or "
+                                "on the measured CPU throughout (measured); every window has all threads on its CPU")
     measuring.add_argument("--repeat", "--rounds", type=int, dest="repeat", metavar="N",
                            help=f"exactly N rounds (default: {repeat} for diagnose; the matrix runs --min-rounds, then "
                                 "more rounds of every cell while a round fits in --budget)")
@@ -264,6 +268,7 @@ class ResolvedOptions:
     duration_s: float
     warmup_s: float
     jit_warmup_s: float
+    warmup_helpers: str  # --warmup-helpers (measure/warmup_helpers.py)
     rounds: RoundPolicy  # run: exactly --repeat rounds, or as many as the budget takes; diagnose: its --repeat, seed 0
     loops: tuple[str, ...]
     compressions: tuple[str, ...]
@@ -365,7 +370,8 @@ def resolve_options(options: argparse.Namespace) -> ResolvedOptions:
     interpreters_asked = getattr(options, "pythons", None)
     return ResolvedOptions(
         interpreters=interpreters.parse(interpreters_asked) if interpreters_asked is not None else (),
-        duration_s=duration_s, warmup_s=warmup_s, jit_warmup_s=options.jit_warmup, rounds=rounds, loops=tuple(loops),
+        duration_s=duration_s, warmup_s=warmup_s, jit_warmup_s=options.jit_warmup,
+        warmup_helpers=getattr(options, "warmup_helpers", WARMUP_HELPERS_SPARE), rounds=rounds, loops=tuple(loops),
         compressions=tuple(compressions), mallocs=tuple(mallocs), tls_modes=tuple(tls_modes),
         payload_sizes=tuple(payload_sizes), payload_kinds=tuple(payload_kinds), pairs=tuple(pairs),
         receivers=tuple(receivers), idle_connections=tuple(idle_connections), rates=tuple(rates),
@@ -519,7 +525,7 @@ def build_configuration(resolved: ResolvedOptions, command_line: list[str], impl
     """
     server_cpus, client_cpus = plan_cpus(resolved.pin)  # a point of --workers N plans its own (settings_at)
     settings = CellSettings(duration_s=resolved.duration_s, warmup_s=resolved.warmup_s, loop=resolved.loops[0],
-                            jit_warmup_s=resolved.jit_warmup_s,
+                            jit_warmup_s=resolved.jit_warmup_s, warmup_helpers=resolved.warmup_helpers,
                             compression=resolved.compressions[0], malloc=resolved.mallocs[0],
                             payload_size=DEFAULT_PAYLOAD_SIZE,
                             payload_kind=DEFAULT_PAYLOAD_KIND, ready_timeout_s=resolved.ready_timeout_s,
