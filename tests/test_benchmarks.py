@@ -7,6 +7,7 @@ matrix settings passed server_warmup_s after it had become jit_warmup_s), and no
 import json
 import subprocess
 import sys
+from dataclasses import replace
 
 import pytest
 
@@ -138,3 +139,20 @@ def test_window_pace_takes_cells_as_its_usage_writes_them_and_refuses_unknown_on
                                capture_output=True, text=True, timeout=60)
     assert completed.returncode == 2
     assert completed.stderr.strip() == "window_pace: --cells: 'sanic' is not SERVER:CLIENT[:LOOP[:LABEL]]"
+
+
+def test_warmup_helpers_reads_its_settings_and_refuses_bad_ones_in_one_line():
+    from benchmarks.warmup_helpers import parse_settings, settings_for
+    assert parse_settings("default:measured,2:spare") == [("default", "measured"), ("2", "spare")]
+    base = matrix_settings()
+    assert settings_for(base, "default", "measured") == replace(base, warmup_helpers="measured")
+    long = settings_for(base, "2", "spare")
+    assert (long.warmup_s, long.jit_warmup_s, long.warmup_helpers) == (2.0, 2.0, "spare")
+    for bad, message in (("2:elsewhere", "HELPERS must be one of spare, measured"),
+                         ("0:spare", "WARMUP must be 'default' or seconds above 0")):
+        with pytest.raises(ValueError, match=message):
+            parse_settings(bad)
+    completed = subprocess.run([sys.executable, "-m", "benchmarks.warmup_helpers", "--cells", "sanic:nosuch"],
+                               cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert completed.returncode == 2 and completed.stdout == ""
+    assert completed.stderr.strip() == "warmup_helpers: --cells: 'sanic:nosuch' is not SERVER:CLIENT of manifest.toml"
