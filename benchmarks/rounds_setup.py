@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import argparse
+import random
 import sys
+import tempfile
 from dataclasses import asdict
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable, Iterator
 
 from pingpong.harness.analysis.stats import paired_ratio
 from pingpong.harness.settings.cell import DEFAULT_PLACEMENT, PLACEMENTS, CellSettings
 from pingpong.harness.settings.configuration import (DEFAULT_JIT_WARMUP_S, DEFAULT_MATRIX_DURATION_S,
                                                      DEFAULT_MATRIX_WARMUP_S)
 from pingpong.harness.settings.manifest import Implementation, load_manifest
+from pingpong.harness.system import processes
 
 ROOT = Path(__file__).resolve().parent.parent
 AGREE_WITHIN = 0.03  # two modes agree on a cell when its paired ratio's interval overlaps 1 +- this
@@ -68,3 +71,33 @@ def count_agreeing(cells: list[dict]) -> int:
     agreeing = sum(cell["agree"] for cell in cells)
     print(f"{agreeing} of {len(cells)} cells agree within the noise (±{AGREE_WITHIN:.0%})", file=sys.stderr)
     return agreeing
+
+
+def server_rounds(name: str, cells: list[tuple[str, str]], variants: list[Any], rounds: int, seed: int,
+                  implementations: dict[tuple[str, str], Implementation], settings: CellSettings,
+                  server_cpus: set[int] | None) -> Iterator[tuple[int, str, Any, str, Any]]:
+    """The benchmarks' rounds: each round starts every server once (in a shuffled order) and yields its cells in
+    every variant, shuffled, as (round, server, the started server, client, variant); it stops after its last. A
+    server that does not start ends the benchmark in one line. Every variant of a cell thus shares the host's drift
+    and the server process."""
+    from pingpong.harness.measure.server import start_server  # the measuring layer, for the benchmarks that run it
+
+    generator = random.Random(seed)
+    for round_number in range(1, rounds + 1):
+        servers = sorted({server for server, _ in cells})
+        generator.shuffle(servers)
+        for server_name in servers:
+            jobs = [(client, variant) for server, client in cells if server == server_name for variant in variants]
+            generator.shuffle(jobs)
+            with tempfile.TemporaryDirectory(prefix=f"pingpong-{name}-") as work:
+                started = start_server(implementations[("server", server_name)], settings, ROOT, Path(work),
+                                       server_cpus)
+                try:
+                    if started.problem:
+                        raise SystemExit(f"{name}: {server_name}: {started.problem.reason}")
+                    for client, variant in jobs:
+                        yield round_number, server_name, started, client, variant
+                finally:
+                    with processes.interrupts_deferred():
+                        processes.stop(started.process)
+        print(f"round {round_number}/{rounds} done", file=sys.stderr, flush=True)

@@ -23,19 +23,14 @@ from __future__ import annotations
 
 import itertools
 import json
-import random
 import statistics
 import sys
-import tempfile
 from dataclasses import replace
-from pathlib import Path
 
-from benchmarks.rounds_setup import ROOT, implementations_by_role, matrix_settings, parse_arguments
+from benchmarks.rounds_setup import ROOT, implementations_by_role, matrix_settings, parse_arguments, server_rounds
 from pingpong.harness.analysis.stats import paired_ratio, summarize
 from pingpong.harness.measure.local import run_attempt_on
-from pingpong.harness.measure.server import start_server
 from pingpong.harness.settings.cell import WARMUP_HELPERS, CellSettings, cpus_for
-from pingpong.harness.system import processes
 from pingpong.harness.system.stop_signals import stop_signals_raise_interrupt
 
 DEFAULT_CELLS = ("sanic:node-ws,sanic:node-builtin,node-ws:node-ws,node-ws:node-builtin,bun:node-ws,sanic:bun,"
@@ -90,34 +85,17 @@ def main() -> int:
     base = matrix_settings()
     server_cpus, _ = cpus_for(base)
     by_round: dict[tuple[str, str, str], dict[int, float]] = {}
-    generator = random.Random(args.seed)
     with stop_signals_raise_interrupt():
-        for round_number in range(1, args.rounds + 1):
-            servers = sorted({server for server, _ in args.cell_pairs})
-            generator.shuffle(servers)
-            for server_name in servers:
-                jobs = [(client, setting) for server, client in args.cell_pairs if server == server_name
-                        for setting in settings_measured]
-                generator.shuffle(jobs)
-                with tempfile.TemporaryDirectory(prefix="pingpong-warmup-helpers-") as work:
-                    started = start_server(implementations[("server", server_name)], base, ROOT, Path(work),
-                                           server_cpus)
-                    try:
-                        if started.problem:
-                            raise SystemExit(f"warmup_helpers: {server_name}: {started.problem.reason}")
-                        for client, setting in jobs:
-                            attempt = run_attempt_on(started, implementations[("client", client)],
-                                                     settings_for(base, *setting), round_number, ROOT)
-                            if not attempt.ok:
-                                print(f"{server_name} × {client} {label(setting)} round {round_number}: "
-                                      f"{attempt.status}: {attempt.reason}", file=sys.stderr)
-                                continue
-                            by_round.setdefault((server_name, client, label(setting)), {})[round_number] = \
-                                attempt.roundtrips_per_s
-                    finally:
-                        with processes.interrupts_deferred():
-                            processes.stop(started.process)
-            print(f"round {round_number}/{args.rounds} done", file=sys.stderr, flush=True)
+        for round_number, server, started, client, setting in server_rounds(
+                "warmup_helpers", args.cell_pairs, settings_measured, args.rounds, args.seed, implementations, base,
+                server_cpus):
+            attempt = run_attempt_on(started, implementations[("client", client)], settings_for(base, *setting),
+                                     round_number, ROOT)
+            if not attempt.ok:
+                print(f"{server} × {client} {label(setting)} round {round_number}: {attempt.status}: "
+                      f"{attempt.reason}", file=sys.stderr)
+                continue
+            by_round.setdefault((server, client, label(setting)), {})[round_number] = attempt.roundtrips_per_s
     report = {"rounds": args.rounds, "seed": args.seed, "settings": [label(s) for s in settings_measured],
               "warmup_s": base.warmup_s, "jit_warmup_s": base.jit_warmup_s, "cells": []}
     for server, client in args.cell_pairs:

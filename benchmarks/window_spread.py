@@ -16,21 +16,16 @@ Usage: python -m benchmarks.window_spread [--rounds 8] [--cells websockets:webso
 from __future__ import annotations
 
 import json
-import random
 import statistics
 import sys
-import tempfile
 import time
 from dataclasses import replace
-from pathlib import Path
 
 from benchmarks.rounds_setup import (ROOT, count_agreeing, implementations_by_role, matrix_settings, paired_agreement,
-                                     parse_arguments)
+                                     parse_arguments, server_rounds)
 from pingpong.harness.analysis.stats import summarize
 from pingpong.harness.measure.local import run_attempt_on
-from pingpong.harness.measure.server import start_server
 from pingpong.harness.settings.cell import cpus_for
-from pingpong.harness.system import processes
 from pingpong.harness.system.stop_signals import stop_signals_raise_interrupt
 
 DEFAULT_CELLS = ("websockets:websockets,node-ws:node-ws,aiohttp:node-ws,sanic:picows,bun:bun,raw-tcp-c:raw-tcp-c,"
@@ -62,40 +57,21 @@ def main() -> int:
     rates: dict[tuple[str, str, float, float], list[float]] = {}
     by_round: dict[tuple[str, str, float, float], dict[int, float]] = {}
     costs: dict[tuple[str, str, float, float], list[float]] = {}
-    generator = random.Random(args.seed)
     with stop_signals_raise_interrupt():
-        for round_number in range(1, args.rounds + 1):
-            servers = sorted({server for server, _ in cells})
-            generator.shuffle(servers)
-            for server_name in servers:
-                jobs = [(client, warmup, window) for server, client in cells if server == server_name
-                        for warmup, window in settings_measured]
-                generator.shuffle(jobs)
-                with tempfile.TemporaryDirectory(prefix="pingpong-spread-") as work:
-                    started = start_server(implementations[("server", server_name)], base, ROOT, Path(work),
-                                           server_cpus)
-                    try:
-                        if started.problem:
-                            raise SystemExit(f"window_spread: {server_name}: {started.problem.reason}")
-                        for client, warmup, window in jobs:
-                            settings = replace(base, warmup_s=warmup, duration_s=window)
-                            if args.server_warmup and started.turns == 0:
-                                settings = replace(settings, warmup_s=warmup + args.server_warmup)
-                            began = time.monotonic()
-                            attempt = run_attempt_on(started, implementations[("client", client)], settings,
-                                                     round_number, ROOT)
-                            key = (server_name, client, warmup, window)
-                            if not attempt.ok:
-                                print(f"{key} round {round_number}: {attempt.status}: {attempt.reason}",
-                                      file=sys.stderr)
-                                continue
-                            rates.setdefault(key, []).append(attempt.roundtrips_per_s)
-                            by_round.setdefault(key, {})[round_number] = attempt.roundtrips_per_s
-                            costs.setdefault(key, []).append(time.monotonic() - began)
-                    finally:
-                        with processes.interrupts_deferred():
-                            processes.stop(started.process)
-            print(f"round {round_number}/{args.rounds} done", file=sys.stderr, flush=True)
+        for round_number, server_name, started, client, (warmup, window) in server_rounds(
+                "spread", cells, settings_measured, args.rounds, args.seed, implementations, base, server_cpus):
+            settings = replace(base, warmup_s=warmup, duration_s=window)
+            if args.server_warmup and started.turns == 0:
+                settings = replace(settings, warmup_s=warmup + args.server_warmup)
+            began = time.monotonic()
+            attempt = run_attempt_on(started, implementations[("client", client)], settings, round_number, ROOT)
+            key = (server_name, client, warmup, window)
+            if not attempt.ok:
+                print(f"{key} round {round_number}: {attempt.status}: {attempt.reason}", file=sys.stderr)
+                continue
+            rates.setdefault(key, []).append(attempt.roundtrips_per_s)
+            by_round.setdefault(key, {})[round_number] = attempt.roundtrips_per_s
+            costs.setdefault(key, []).append(time.monotonic() - began)
     report = {"rounds": args.rounds, "seed": args.seed, "settings": [list(s) for s in settings_measured],
               "jit_warmup_s": base.jit_warmup_s, "server_warmup_s": args.server_warmup, "cells": []}
     for (server, client, warmup, window), values in sorted(rates.items()):
