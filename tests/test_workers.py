@@ -106,7 +106,12 @@ def test_a_cluster_server_host_gives_each_worker_a_cpu_and_its_broker_is_read_at
     assert server_cpus_on_host(list(range(8)), 16) == list(range(7))
     samples = [(0, 0.0, {"publishes": 0}), (100, 0.01, {"publishes": 1000}), (200, 0.02, {"publishes": 2000})]
     window = broker_window(samples, 50, 150)
-    assert window == {"publishes": 1000, "cpu_s": 0.01, "cpu_us_per_publish": 10.0}
+    assert window == {"publishes": 1000, "cpu_s": 0.01, "cpu_us_per_publish": 10.0, "cpu_includes_readings": False}
+    # INFO's wall time past the CPU: the CPU with the readings in it, said so
+    loaded = [(0, 0.0, {"publishes": 0, "cpu_us_with_readings": 0}),
+              (100, -0.01, {"publishes": 1000, "cpu_us_with_readings": 20000})]
+    assert broker_window(loaded, 0, 100) == {"publishes": 1000, "cpu_s": 0.02, "cpu_us_per_publish": 20.0,
+                                             "cpu_includes_readings": True}
     assert broker_window(samples, 50, 250) is None and broker_window(samples[:1], 0, 10) is None
 
 
@@ -486,3 +491,13 @@ def test_a_run_without_redis_server_on_its_path_skips_the_cells_above_one_worker
     assert runs["workers1.json"]["cells"][0]["attempts"][0]["status"] == "ok"
     assert runs["workers2.json"]["cells"][0]["skipped"] == ("--workers 2 needs a Redis broker: redis-server not found "
                                                             "on PATH (apt-get install redis-server)")
+
+
+def test_the_brokers_window_cpu_leaves_its_readings_out_unless_their_wall_time_exceeds_it():
+    """INFO's usec is wall time: a reading preempted midway can count more than the broker's CPU; then the window's
+    CPU keeps the readings in (an upper bound) and says so, never a negative figure."""
+    before = broker.BrokerSample(publish_calls=10, cpu_ns=1_000_000, info_us=100)
+    usual = broker.window_figures(before, broker.BrokerSample(110, 3_000_000, 600))
+    assert usual == {"publishes": 100, "cpu_s": 0.0015, "cpu_us_per_publish": 15.0, "cpu_includes_readings": False}
+    loaded = broker.window_figures(before, broker.BrokerSample(110, 3_000_000, 5_000))
+    assert loaded == {"publishes": 100, "cpu_s": 0.002, "cpu_us_per_publish": 20.0, "cpu_includes_readings": True}

@@ -183,7 +183,8 @@ class _ServerSampler(threading.Thread):
             reading = self.broker.sample()
             if reading is not None:
                 self.broker_samples.append((time.time_ns(), reading.cpu_ns_beyond_readings / 1e9,
-                                            {"publishes": reading.publish_calls}))
+                                            {"publishes": reading.publish_calls,
+                                             "cpu_us_with_readings": reading.cpu_ns // 1000}))
 
     def run(self) -> None:
         while not self._halt.wait(SAMPLE_INTERVAL_S):
