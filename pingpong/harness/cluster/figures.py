@@ -7,6 +7,8 @@ import ipaddress
 from typing import Any
 from urllib.parse import urlsplit
 
+from pingpong.harness.system.broker import publish_figures
+
 SECURE_SCHEME = "tls"
 
 
@@ -110,12 +112,6 @@ def broker_window(samples: list[tuple[int, float, dict[str, int]]], start_ns: in
     window = server_window(samples, start_ns, end_ns)
     if window["cpu_s"] is None or not window["covered"]:
         return None
-    publishes = window["tcp_counters"].get("publishes", 0)
-    cpu_s = window["cpu_s"]
-    with_readings = window["tcp_counters"].get("cpu_us_with_readings")
-    included = cpu_s < 0 and with_readings is not None  # INFO's wall time exceeded the CPU (broker.window_figures)
-    if included:
-        cpu_s = with_readings / 1e6
-    return {"publishes": publishes, "cpu_s": round(cpu_s, 6),
-            "cpu_us_per_publish": round(cpu_s * 1e6 / publishes, 3) if publishes else None,
-            "cpu_includes_readings": included}
+    with_readings_us = window["tcp_counters"].get("cpu_us_with_readings")
+    return publish_figures(window["tcp_counters"].get("publishes", 0), window["cpu_s"],
+                           with_readings_us / 1e6 if with_readings_us is not None else None)

@@ -25,7 +25,7 @@ from pingpong.harness.measure.outside import measure_outside
 from pingpong.harness.measure.server import (LocalServer, room_probe, spawn_ahead, start_server, stop_server,
                                              worker_counts)
 from pingpong.harness.measure.start_barrier import StartBarrier
-from pingpong.harness.measure.warmup_helpers import WarmupHelpers, off_reason
+from pingpong.harness.measure.warmup_helpers import HelpersStayPut, WarmupHelpers, off_reason
 from pingpong.harness.measure.window import HeldConnections, WindowWatcher
 from pingpong.harness.results.records import Attempt
 from pingpong.harness.settings.catalog import PROJECT_ROOT
@@ -215,11 +215,11 @@ def _measure_client(started: LocalServer, client: Implementation, settings: Cell
 
 
 def warmup_helpers_for(settings: CellSettings, client_pids: list[int],
-                       client_cpus: set[int] | None) -> WarmupHelpers | str:
+                       client_cpus: set[int] | None) -> WarmupHelpers | HelpersStayPut:
     """The client's helper threads over its warm-up (measure/warmup_helpers.py), or why they stay on its CPU."""
     spare = orchestrator_cpus(settings)
     off = off_reason(settings.warmup_helpers, len(client_pids), spare, client_cpus, settings.warmup_s)
-    return off or WarmupHelpers(client_pids[0], client_cpus, spare, settings.warmup_s)
+    return HelpersStayPut(off) if off else WarmupHelpers(client_pids[0], client_cpus, spare, settings.warmup_s)
 
 
 def client_base_url(started: LocalServer, index: int, client_host: str = "127.0.0.1") -> str:

@@ -64,6 +64,26 @@ def all_threads_on(pid: int, cpus: set[int]) -> bool:
     return True
 
 
+class HelpersStayPut:
+    """An attempt whose client keeps its helper threads on the measured CPU: the same calls, doing nothing, and the
+    reason as its record."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+    def released(self) -> None:
+        pass
+
+    def window_started(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    def record(self) -> dict[str, Any]:
+        return {"off": self.reason}
+
+
 class WarmupHelpers:
     """One client process's helper threads over one attempt's warm-up (module docstring). `released()` runs when
     the client says it is ready, `window_started()` when its window opens; both from the window's event reader."""

@@ -17,7 +17,7 @@ from pingpong.harness.measure.boundary import HeldSample, WindowSamples
 from pingpong.harness.measure.start_barrier import window_spread
 from pingpong.harness.settings.cell import CellSettings, cpus_for
 from pingpong.harness.measure.pacer import GUARD_S, Pacer, unpaced_reason
-from pingpong.harness.measure.warmup_helpers import WarmupHelpers
+from pingpong.harness.measure.warmup_helpers import HelpersStayPut, WarmupHelpers
 from pingpong.harness.settings.cell import our_cpus
 from pingpong.harness.system import broker as redis_broker
 from pingpong.harness.system import cpu, kernel_signals, listeners, profilers, scheduling
@@ -85,7 +85,7 @@ class WindowWatcher:
                  work_dir: Path, on_ready: Callable[[], None] | None = None,
                  window_processes: int | None = None, count_connections: bool = False,
                  runtimes: tuple[str, str] | None = None, broker: redis_broker.Broker | None = None,
-                 warmup_helpers: WarmupHelpers | str | None = None) -> None:
+                 warmup_helpers: WarmupHelpers | HelpersStayPut | None = None) -> None:
         self.server_pid = server_pid
         # the client's helper threads during its warm-up (measure/warmup_helpers.py), or why they stay put
         self.warmup_helpers = warmup_helpers
@@ -160,10 +160,8 @@ class WindowWatcher:
     @property
     def warmup_helpers_record(self) -> dict[str, Any] | None:
         """What the attempt keeps of its client's helper threads in the warm-up: measure/warmup_helpers.py's
-        record, {"off": why not}, or None (not asked for: a run measured before the switch, a cluster's host)."""
-        if isinstance(self.warmup_helpers, WarmupHelpers):
-            return self.warmup_helpers.record()
-        return {"off": self.warmup_helpers} if self.warmup_helpers else None
+        record, {"off": why not}, or None (not asked for: a cluster's host)."""
+        return self.warmup_helpers.record() if self.warmup_helpers is not None else None
 
     def samples(self) -> WindowSamples:
         """What was sampled (after join): the record the judge reads."""
@@ -195,17 +193,17 @@ class WindowWatcher:
                     event = line.strip().decode(errors="replace")
                     if event == READY_EVENT:
                         self.ready_at.append(arrived)
-                        if isinstance(self.warmup_helpers, WarmupHelpers):
+                        if self.warmup_helpers is not None:
                             self.warmup_helpers.released()
                         if self.on_ready is not None:
                             self.on_ready()
                         continue
-                    if event == WINDOW_START_EVENT and isinstance(self.warmup_helpers, WarmupHelpers):
+                    if event == WINDOW_START_EVENT and self.warmup_helpers is not None:
                         self.warmup_helpers.window_started()  # at the latest: its timer brought them back before
                     (self.starts_at if event == WINDOW_START_EVENT else self.ends_at).append(arrived)
                     self._events.put(event)
         finally:
-            if isinstance(self.warmup_helpers, WarmupHelpers):
+            if self.warmup_helpers is not None:
                 self.warmup_helpers.close()
             self._events.put(None)
 

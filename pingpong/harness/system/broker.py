@@ -232,14 +232,19 @@ def window_figures(before: BrokerSample | None, after: BrokerSample | None) -> d
     readings: 0 or one of them here, one every 20 ms on a cluster's server host), CPU µs per published message."""
     if before is None or after is None:
         return None
-    publishes = after.publish_calls - before.publish_calls
-    cpu_s = (after.cpu_ns_beyond_readings - before.cpu_ns_beyond_readings) / 1e9
-    # INFO's usec count is the broker's wall time in the command: on a loaded host a reading preempted midway counts
-    # more than the CPU it took, and the readings' time can exceed the whole CPU (-1,285 µs a publish, three tests at
-    # once, 2026-11-29). Then the CPU is given with the readings in it, an upper bound, and said so.
-    with_readings = cpu_s < 0
-    if with_readings:
-        cpu_s = (after.cpu_ns - before.cpu_ns) / 1e9
+    return publish_figures(after.publish_calls - before.publish_calls,
+                           (after.cpu_ns_beyond_readings - before.cpu_ns_beyond_readings) / 1e9,
+                           (after.cpu_ns - before.cpu_ns) / 1e9)
+
+
+def publish_figures(publishes: int, cpu_beyond_readings_s: float, cpu_with_readings_s: float | None) -> dict:
+    """A window's broker figures from its PUBLISH calls and CPU seconds, without and with the INFO readings. Pure.
+
+    INFO's usec count is the broker's wall time in the command: on a loaded host a reading preempted midway counts
+    more than the CPU it took, and the readings' time can exceed the whole CPU (-1,285 µs a publish, three tests at
+    once, 2026-11-29). Then the CPU is given with the readings in it, an upper bound, and said so."""
+    included = cpu_beyond_readings_s < 0 and cpu_with_readings_s is not None
+    cpu_s = cpu_with_readings_s if included else cpu_beyond_readings_s
     return {"publishes": publishes, "cpu_s": round(cpu_s, 6),
             "cpu_us_per_publish": round(cpu_s * 1e6 / publishes, 3) if publishes else None,
-            "cpu_includes_readings": with_readings}
+            "cpu_includes_readings": included}
