@@ -208,6 +208,9 @@ struct Shard {
     // are written on its loop) or once every thread has ended, so a plain count, no atomic on every message
     long relayed = 0;
     std::map<std::string, long> joined;  // members that joined each room on this thread (under the rooms' mutex)
+    // this thread's members accepted but not yet open (only this thread reads or changes it): what their room sends
+    // them meanwhile waits in serve_by_thread's not_open, under the rooms' mutex
+    std::set<websocketpp::connection_hdl, std::owner_less<websocketpp::connection_hdl>> waiting;
     std::atomic<long> tid{0};
     struct Room {
         std::set<websocketpp::connection_hdl, std::owner_less<websocketpp::connection_hdl>> members;
@@ -237,7 +240,13 @@ static int serve_by_thread(const Args &args) {
         std::shared_ptr<std::atomic<long>> threads;  // shared with each thread's own entry for the room
     };
     std::map<std::string, Room> rooms;
-    std::mutex rooms_mutex;  // held only to read or change rooms and the joined counts, never while sending
+    std::mutex rooms_mutex;  // held only to read or change rooms, the joined counts and not_open; a send only queues
+    // A member joins when its handshake is accepted (the validate handler, before the 101 is written), as in serve:
+    // joined at its open handler, a newcomer whose 101 its room-mate on another thread had read first missed that
+    // mate's message (the room's thread count still said 1; a test failed so under load, 2026-11-29). What the room
+    // sends it until it opens waits here, and its open handler sends that in order, under the lock.
+    std::map<websocketpp::connection_hdl, std::vector<typename server::message_ptr>,
+             std::owner_less<websocketpp::connection_hdl>> not_open;
     std::shared_ptr<asio::ssl::context> context;
     if constexpr (tls) {
         context = tls_context(args);
@@ -279,12 +288,13 @@ static int serve_by_thread(const Args &args) {
         s.set_reuse_addr(true);
         if constexpr (tls) s.set_tls_init_handler([&context](websocketpp::connection_hdl) { return context; });
         // the handlers of a connection run on its home thread, the only one that touches home->rooms
-        s.set_open_handler([&, home](websocketpp::connection_hdl hdl) {
+        s.set_validate_handler([&, home](websocketpp::connection_hdl hdl) {
             std::string resource = s.get_con_from_hdl(hdl)->get_resource();
             std::string name = resource.substr(0, resource.find('?'));
             if (name.empty()) name = "/";
             auto here = home->rooms.try_emplace(name).first;
             home->room_of_member[hdl] = here;
+            home->waiting.insert(hdl);
             std::lock_guard<std::mutex> guard(rooms_mutex);
             auto &room = rooms[name];
             if (!room.threads) room.threads = std::make_shared<std::atomic<long>>(0);
@@ -293,10 +303,24 @@ static int serve_by_thread(const Args &args) {
             here->second.threads = room.threads;
             here->second.members.insert(hdl);
             home->joined[name] += 1;
+            not_open[hdl];
+            return true;
         });
-        s.set_close_handler([&, home](websocketpp::connection_hdl hdl) {  // after an error too
+        s.set_open_handler([&, home](websocketpp::connection_hdl hdl) {
+            home->waiting.erase(hdl);
+            std::lock_guard<std::mutex> guard(rooms_mutex);
+            auto waiting = not_open.find(hdl);
+            if (waiting == not_open.end()) return;
+            for (auto &msg : waiting->second) {
+                websocketpp::lib::error_code ignored;
+                home->endpoint.send(hdl, msg, ignored);
+            }
+            not_open.erase(waiting);
+        });
+        auto leave = [&, home](websocketpp::connection_hdl hdl) {
+            home->waiting.erase(hdl);
             auto member = home->room_of_member.find(hdl);
-            if (member == home->room_of_member.end()) return;  // it never opened: in no room
+            if (member == home->room_of_member.end()) return;  // never accepted: in no room
             auto here = member->second;
             home->room_of_member.erase(member);
             std::string name = here->first;
@@ -304,21 +328,32 @@ static int serve_by_thread(const Args &args) {
             bool last_here = here->second.members.empty();
             if (last_here) home->rooms.erase(here);
             std::lock_guard<std::mutex> guard(rooms_mutex);
+            not_open.erase(hdl);
             auto room = rooms.find(name);
             if (room == rooms.end()) return;
             room->second.members.erase(Member{home, hdl});
             if (last_here) room->second.threads->fetch_sub(1);
             if (room->second.members.empty()) rooms.erase(room);
-        });
+        };
+        s.set_close_handler(leave);  // after an error too
+        s.set_fail_handler(leave);   // a handshake that failed after it was accepted
         s.set_message_handler([&, home](websocketpp::connection_hdl hdl, typename server::message_ptr msg) {
             auto member = home->room_of_member.find(hdl);
             if (member == home->room_of_member.end()) return;
             auto &here = member->second->second;
-            for (auto &other : here.members) {  // this thread's members: no lock
+            for (auto &other : here.members) {  // this thread's members: no lock, unless one is not open yet
                 if (!(other.owner_before(hdl) || hdl.owner_before(other))) continue;
+                home->relayed += 1;
+                if (!home->waiting.empty() && home->waiting.count(other)) {
+                    std::lock_guard<std::mutex> guard(rooms_mutex);
+                    auto waiting = not_open.find(other);
+                    if (waiting != not_open.end()) {
+                        waiting->second.push_back(msg);
+                        continue;
+                    }
+                }
                 websocketpp::lib::error_code ignored;
                 home->endpoint.send(other, msg, ignored);
-                home->relayed += 1;
             }
             // relaxed: a member that joins on another thread meanwhile may miss this message, as it would by a lock
             if (!here.threads || here.threads->load(std::memory_order_relaxed) < 2) return;
@@ -327,8 +362,16 @@ static int serve_by_thread(const Args &args) {
                 std::lock_guard<std::mutex> guard(rooms_mutex);
                 auto room = rooms.find(member->second->first);
                 if (room == rooms.end()) return;
-                for (auto &other : room->second.members)
-                    if (other.on != home) elsewhere.push_back(other);
+                for (auto &other : room->second.members) {
+                    if (other.on == home) continue;
+                    auto waiting = not_open.find(other.hdl);
+                    if (waiting == not_open.end()) {
+                        elsewhere.push_back(other);
+                    } else {
+                        waiting->second.push_back(msg);
+                        home->relayed += 1;
+                    }
+                }
             }
             for (auto &other : elsewhere) {  // a member on another thread: its connection posts the write there
                 websocketpp::lib::error_code ignored;

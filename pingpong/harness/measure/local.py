@@ -290,7 +290,9 @@ def _await_clients(started: LocalServer, clients: list[processes.ManagedProcess]
     for client_process in clients:
         client_process.popen.wait()
     runs = [_client_run(index, process) for index, process in enumerate(clients)]
-    return judge.judge_attempt(runs, started.exit_code(), window.samples(), settings, server_facts,
+    failed = any(run.exit_code != 0 for run in runs)  # a client that reports an error exits 1 (the contract)
+    server_exit_code = started.exit_code_after_a_failed_client() if failed else started.exit_code()
+    return judge.judge_attempt(runs, server_exit_code, window.samples(), settings, server_facts,
                                held.sample() if held else None)
 
 
@@ -313,6 +315,6 @@ def _wait_at_barrier(barrier: StartBarrier, started: LocalServer, clients: list[
             return judge.barrier_timed_out(barrier.ready, len(clients), limit_s,
                                            [client.stderr_tail(STDERR_TAIL_LINES) for client in clients],
                                            clients[0].pid, server_facts)
-        return judge.ended_before_release(_client_run(ended[0], clients[ended[0]]), started.exit_code(),
-                                          clients[0].pid, server_facts)
+        return judge.ended_before_release(_client_run(ended[0], clients[ended[0]]),
+                                          started.exit_code_after_a_failed_client(), clients[0].pid, server_facts)
     return None

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +26,10 @@ from pingpong.harness.settings.manifest import Implementation
 from pingpong.harness.system import broker as redis_broker
 from pingpong.harness.system import listeners, processes
 
+# How long a server that may have crashed is given to end once a client failed: the kernel closes a dying process's
+# sockets before it can be waited for, and under load the client saw the close, failed and ended first (a CI run by
+# hand, 2026-11-29: "client-failed" where the crash was the cause).
+SERVER_EXIT_GRACE_S = 0.5
 WORKER_STATS_POLL_S = 0.01  # while waiting for every worker of a multi-worker server to say it serves
 
 
@@ -131,6 +136,15 @@ class LocalServer:
     def exit_code(self) -> int | None:
         """Its exit code once it has exited; None while it runs."""
         return self.process.popen.poll()
+
+    def exit_code_after_a_failed_client(self) -> int | None:
+        """exit_code, once a client has failed: a server that crashes closes its sockets before it ends, so its
+        client can fail and end first; it is given up to SERVER_EXIT_GRACE_S to end, or it is still running."""
+        try:
+            processes.wait_exited(self.process.popen, SERVER_EXIT_GRACE_S)
+        except subprocess.TimeoutExpired:
+            pass
+        return self.exit_code()
 
     def stderr_tail(self) -> str:
         return self.process.stderr_tail(STDERR_TAIL_LINES)
