@@ -234,11 +234,13 @@ def rule_flags(summary, payload_size: int, workload: str = "pingpong",
 
 
 def annotate(summaries: dict, payload_size: int, workload: str = "pingpong",
-             runtimes: dict[tuple[str, str], str | None] | None = None, malloc: str | None = None) -> dict:
+             runtimes: dict[tuple[str, str], str | None] | None = None, malloc: str | None = None,
+             young_generation: str | None = None) -> dict:
     """The summaries with "flags" (one-line reasons) and the model's expected rate on every measured one.
 
     summaries: {(server, client): summary.CellSummary}; returns a new dict of new records, in the same order.
-    runtimes: {(role, name): runtime} of the run's implementations; malloc: the run's --malloc.
+    runtimes: {(role, name): runtime} of the run's implementations; malloc: the run's --malloc; young_generation:
+    its --young-generation (None: a file from before it, where V8's grew).
     """
     runtimes = runtimes or {}
     rates = {cell: summary.roundtrips_per_s.median for cell, summary in summaries.items() if summary.measured}
@@ -261,12 +263,13 @@ def annotate(summaries: dict, payload_size: int, workload: str = "pingpong",
                             malloc)
         annotated[cell] = replace(summary, flags=tuple(flags),
                                   unsettled=unsettled_notes(summary, runtimes.get(("server", cell[0])),
-                                                            runtimes.get(("client", cell[1])), malloc))
+                                                            runtimes.get(("client", cell[1])), malloc,
+                                                            young_generation))
     return annotated
 
 
 def unsettled_notes(summary, server_runtime: str | None, client_runtime: str | None,
-                    malloc: str | None) -> tuple[str, ...]:
+                    malloc: str | None, young_generation: str | None = None) -> tuple[str, ...]:
     """One line per side whose allocator did not stay settled in some attempt (SETTLED_COST_SHARE),
     with why as far as the suite knows; nothing with --malloc as-is, which settles nothing on purpose."""
     if malloc == "as-is":
@@ -280,23 +283,28 @@ def unsettled_notes(summary, server_runtime: str | None, client_runtime: str | N
             notes.append(f"{side} not settled in {cpu.unsettled_attempts} of {cpu.faults_checked} attempts: its page "
                          f"faults took up to {cpu.max_fault_cost_share:.1%} of a roundtrip (up to "
                          f"{cpu.max_faults_per_roundtrip:.2f} per roundtrip; {SETTLED_COST_SHARE:.0%} or more is not "
-                         f"settled; {unsettled_cause(runtime)})")
+                         f"settled; {unsettled_cause(runtime, young_generation)})")
         else:
             notes.append(f"{side} not settled in {cpu.unsettled_attempts} of {cpu.faults_checked} attempts: up to "
                          f"{cpu.max_faults_per_roundtrip:.2f} page faults per roundtrip (over "
-                         f"{SETTLED_FAULTS_PER_ROUNDTRIP:g}; {unsettled_cause(runtime)})")
+                         f"{SETTLED_FAULTS_PER_ROUNDTRIP:g}; {unsettled_cause(runtime, young_generation)})")
     return tuple(notes)
 
 
-def unsettled_cause(runtime: str | None) -> str:
-    """Why a side of this runtime can take page faults with glibc's thresholds fixed, as far as the suite knows."""
+def unsettled_cause(runtime: str | None, young_generation: str | None = None) -> str:
+    """Why a side of this runtime can take page faults with glibc's thresholds fixed, as far as the suite knows;
+    young_generation: the run's --young-generation (None: a file from before it, where V8's grew)."""
     if runtime == "python":
         return ("a Python side with glibc's thresholds fixed: faults not per message but a few hundred a second, "
                 "on CPython not from its arenas either (a lead: docs/methodology.md, the allocator's state); on PyPy "
                 "(--python) its own garbage collector maps its heap, which glibc's thresholds do not govern")
+    if runtime == "node" and young_generation == "fixed":
+        return ("V8's heap beyond its young generation (held at 1 MiB a semi-space, --young-generation fixed): its "
+                "old generation or code space still growing")
     if runtime == "node":
         return ("V8's young generation still growing: a Node.js client took 0.005-0.013 per roundtrip a second into "
-                "its process (docs/methodology.md, the Node.js built-in client's faults)")
+                "its process (docs/methodology.md, the Node.js built-in client's faults; --young-generation fixed "
+                "holds it at 1 MiB a semi-space)")
     if runtime == "bun":
         return "Bun's own allocator and JavaScriptCore's heap: glibc's tunables do not reach them"
     if runtime == "native":

@@ -175,8 +175,8 @@ def measured_point(workers: int, attempts: list[Attempt]) -> MeasuredPoint | Non
 
 # Settings a sweep may vary beside --workers: each value of them is a series of its own (--room-placement kernel,room
 # gives each cell two series, each fitted on its own)
-VARIANT_SETTINGS = ("python", "room_placement", "placement", "loop", "compression", "tls", "malloc", "payload_size",
-                    "payload_kind", "pairs", "client_processes", "workload")
+VARIANT_SETTINGS = ("python", "room_placement", "placement", "loop", "compression", "tls", "malloc", "young_generation",
+                    "payload_size", "payload_kind", "pairs", "client_processes", "workload")
 
 
 def workers_of(run: RunResult) -> int:

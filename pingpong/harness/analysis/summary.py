@@ -372,7 +372,8 @@ def summarize_run(run: RunResult) -> Summaries:
     runtimes = {(role, name): entry.get("runtime") for role, entries in run.implementations.items()
                 for name, entry in entries.items()}
     return anomalies.annotate(summaries, run.configuration.get("payload_size", DEFAULT_PAYLOAD_SIZE),
-                              workload_kind(run.configuration), runtimes, run.configuration.get("malloc"))
+                              workload_kind(run.configuration), runtimes, run.configuration.get("malloc"),
+                              run.configuration.get("young_generation"))
 
 
 def us_per_fault(environment: dict[str, Any] | None) -> float | None:

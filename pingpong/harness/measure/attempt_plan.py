@@ -9,7 +9,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from pingpong.contract import MALLOC_ENV, NODE_EXTRA_CA_CERTS_ENV, NODE_MODULES_ENV
-from pingpong.harness.settings.cell import CellSettings, pairs_per_process
+from pingpong.harness.settings.cell import (FIXED_YOUNG_GENERATION_NODE_OPTION, YOUNG_GENERATION_FIXED, CellSettings,
+                                           pairs_per_process)
 from pingpong.harness.settings.manifest import Implementation, resolve_command
 from pingpong.harness.system import profilers
 from pingpong.kit.allocator import tunables_environment
@@ -134,8 +135,12 @@ def with_jit_warmup(settings: CellSettings, client_runtime: str | None, server_r
 
 def process_environment(settings: CellSettings, **extra: str) -> dict[str, str]:
     """The environment of a server or client process: ours, its malloc mode (glibc's tunables fixed when settled,
-    kit/allocator.py), plus the package environment's location."""
+    kit/allocator.py), V8's young generation fixed (NODE_OPTIONS, read by Node.js processes only; last wins, so
+    after a user's own), plus the package environment's location."""
     environment = tunables_environment(settings.malloc, {**os.environ, **extra, MALLOC_ENV: settings.malloc})
+    if settings.young_generation == YOUNG_GENERATION_FIXED:
+        environment["NODE_OPTIONS"] = " ".join(filter(None, (environment.get("NODE_OPTIONS"),
+                                                            FIXED_YOUNG_GENERATION_NODE_OPTION)))
     if settings.tls_ca:  # the WHATWG clients (Node built-in, Bun) take no CA option: the runtime reads this
         environment[NODE_EXTRA_CA_CERTS_ENV] = settings.tls_ca
     if settings.node_modules:

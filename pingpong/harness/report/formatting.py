@@ -419,6 +419,7 @@ def point_label(entry: dict[str, Any], swept: list[str]) -> str:
                      f"loop {value}" if dimension == "loop" else
                      f"compression {value}" if dimension == "compression" else
                      f"malloc {value}" if dimension == "malloc" else
+                     f"young generation {value}" if dimension == "young_generation" else
                      f"placement {value}" if dimension == "placement" else
                      f"room placement {value}" if dimension == "room_placement" else
                      f"interpreter {value}" if dimension == "python" else
@@ -454,6 +455,14 @@ def per_worker_text(config: dict[str, Any]) -> str:
     if not config.get("load_per_worker"):
         return ""
     return f" ({config.get('pairs', 1) // workers} per worker, --load-per-worker)"
+
+
+def young_generation_text(config: dict[str, Any]) -> str:
+    """The settings line's words on V8's young generation: "; V8's young generation fixed ..." when the run held it
+    (--young-generation fixed), else "" (grows, or a file from before the setting: as Node.js has it)."""
+    if config.get("young_generation") != "fixed":
+        return ""
+    return "; V8's young generation held at 1 MiB a semi-space in every Node.js process (--young-generation fixed)"
 
 
 def placement_text(config: dict[str, Any]) -> str:

@@ -20,6 +20,7 @@ from pingpong.harness.report.formatting import (COST_PARTS, CV_MEANING, HALF_WID
                                                 format_optional, format_rate, format_ratio, format_ratio_to_reference,
                                                 half_width_text, interval_legend, latency_name, matrix_cell_text,
                                                 interpreter_text, per_worker_text, percentiles, placement_text,
+                                                young_generation_text,
                                                 rate_unit,
                                                 relative_to_fastest,
                                                 rounds_text, short_extensions, switches_text, time_budgets,
@@ -121,7 +122,7 @@ def matrix_section(run: RunResult, summaries: Summaries, servers: list[str], cli
                                           f"{config.get('client_processes', 1)} client process(es); "
                                           if pairs != 1 else "")
         + ("TLS (wss://); " if config.get("tls") else "")
-        + placement_text(config) + ".",
+        + placement_text(config) + young_generation_text(config) + ".",
         *([f"Interpreter: {interpreter}."] if (interpreter := interpreter_text(config, env)) else []),
         *([f"Precision: {reach.sentence()}."] if (reach := precision_reach(run)) else []),
         *([f"Precision, paced and raw: {both.sentence()}."] if (both := paced_precision(run)) else []),

@@ -203,6 +203,7 @@ def figure_sweep(index: dict[str, Any]):
     x_label = {"payload_size": "payload size (bytes)", "pairs": "pairs (each its own room)",
                "payload_kind": "payload kind", "loop": "event loop of the Python implementations",
                "compression": "--compression", "tls": "TLS", "malloc": "--malloc (Python programs)",
+               "young_generation": "--young-generation (V8's, Node.js processes)",
                "workers": "--workers (the server's processes)", "placement": "--placement (where the sides run)",
                "room_placement": "--room-placement (which worker takes a room)",
                "python": "--python (the Python implementations' interpreter)", "receivers": "receivers of each message",

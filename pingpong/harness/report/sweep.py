@@ -18,14 +18,15 @@ from pingpong.harness.report.formatting import (format_duration_ns, format_rate,
                                                 unit_for_kind, usual_label)
 
 SWEEP_FORMAT_VERSION = 2  # 2: a cell's interval_low/high/coverage/kind (1: a bootstrap ci_low/ci_high)
-DIMENSIONS = ("python", "placement", "room_placement", "loop", "compression", "tls", "malloc", "workers",
-              "payload_size", "payload_kind", "pairs", "receivers", "idle_connections", "rate")
+DIMENSIONS = ("python", "placement", "room_placement", "loop", "compression", "tls", "malloc", "young_generation",
+              "workers", "payload_size", "payload_kind", "pairs", "receivers", "idle_connections", "rate")
 
 
 def point_suffix(point: dict[str, Any], swept: list[str]) -> str:
     """The file-name suffix of a point's results, from the swept settings: -size1024-text-ascii, -loop-uvloop."""
     parts = {"loop": lambda v: f"loop-{v}", "compression": lambda v: f"compression-{v}",
              "tls": lambda v: "tls" if v else "plain", "malloc": lambda v: f"malloc-{v}",
+             "young_generation": lambda v: f"young-{v}",
              "payload_size": lambda v: f"size{v}",
              "payload_kind": str, "pairs": lambda v: f"pairs{v}", "receivers": lambda v: f"receivers{v}",
              "idle_connections": lambda v: f"idle{v}", "rate": lambda v: f"rate{v:g}",

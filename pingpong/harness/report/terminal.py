@@ -25,6 +25,7 @@ from pingpong.harness.analysis.workers import workers_figures
 from pingpong.harness.report.formatting import (REFERENCE_TEXT, Headline, axes, axis_loops, excess_by_cell,
                                                 fastest_cell, floors, format_duration_ns, format_rate, is_contender,
                                                 interpreter_text, is_floor, per_worker_text, placement_text,
+                                                young_generation_text,
                                                 rate_unit,
                                                 relative_to_fastest,
                                                 rounds_text, short_rate, switches_text, topology_line, usual_label,
@@ -394,7 +395,7 @@ def settings_line(run: RunResult) -> str:
             f"{config.get('compression')}; loop {config.get('loop')}"
             + (f"; {pairs} pairs per cell{per_worker_text(config)}" if pairs != 1 else "")
             + ("; TLS" if config.get("tls") else "")
-            + f"; {placement_text(config)}"
+            + f"; {placement_text(config)}{young_generation_text(config)}"
             + f". Run {run.started_at}" + (" (interrupted)" if run.interrupted else "") + ".")
 
 

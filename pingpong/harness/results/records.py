@@ -27,7 +27,7 @@ READABLE_FORMAT_VERSIONS = (1, 2, 3, 4)
 SUITE = "websocket-pingpong-bench"
 # What a configuration key means in a file written before the key existed: the behaviour then (resume and the
 # combination of runs compare settings with it)
-ABSENT_MEANS = {"load_per_worker": False, "warmup_helpers": "measured"}
+ABSENT_MEANS = {"load_per_worker": False, "warmup_helpers": "measured", "young_generation": "grows"}
 
 
 def recorded_setting(run: "RunResult", key: str) -> Any:

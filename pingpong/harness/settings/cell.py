@@ -38,6 +38,16 @@ WARMUP_HELPERS_SPARE = "spare"  # on the orchestrator's spare CPU until just bef
 WARMUP_HELPERS_MEASURED = "measured"  # on the measured CPU throughout (the suite before 2026-11-29)
 WARMUP_HELPERS = (WARMUP_HELPERS_SPARE, WARMUP_HELPERS_MEASURED)
 
+# --young-generation: V8's young generation in every Node.js process the run starts (docs/methodology.md, "V8's young
+# generation held small"). fixed: a semi-space of at most 1 MiB (NODE_OPTIONS=--max-semi-space-size=1; Node.js 20
+# starts it at 512 KiB, and it doubles once, early), so no window pays for its growth in page faults; grows: as
+# Node.js has it (doubling up to 16 MiB as the heap's survivors ask; the suite before 2026-11-29). NODE_OPTIONS takes
+# no --min-semi-space-size. Bun's JavaScriptCore and the other runtimes do not read it.
+YOUNG_GENERATION_FIXED = "fixed"
+YOUNG_GENERATION_GROWS = "grows"
+YOUNG_GENERATIONS = (YOUNG_GENERATION_FIXED, YOUNG_GENERATION_GROWS)
+FIXED_YOUNG_GENERATION_NODE_OPTION = "--max-semi-space-size=1"  # MiB, a semi-space (the young generation holds two)
+
 
 @dataclass(frozen=True)
 class CellSettings:
@@ -73,6 +83,7 @@ class CellSettings:
     # CPU until shortly before the window ("spare"), or on the measured CPU throughout ("measured"; the suite before
     # 2026-11-29): measure/warmup_helpers.py
     warmup_helpers: str = WARMUP_HELPERS_SPARE
+    young_generation: str = YOUNG_GENERATION_FIXED  # V8's in every Node.js process: fixed or grows (above)
     malloc: str = DEFAULT_MALLOC  # glibc malloc in the Python programs: settled, or as-is (pingpong/kit/allocator.py)
     # sample the server's memory and connections before the go even with no idle connection (the N = 0 point of a
     # run over --idle-connections, which the fit of memory per connection needs)

@@ -17,7 +17,8 @@ from pingpong.harness.settings import interpreters, package_envs
 from pingpong.harness.settings.catalog import DEFAULT_MANIFEST, PROJECT_ROOT
 from pingpong.harness.settings.cell import (DEFAULT_PLACEMENT, DEFAULT_RELAY_SILENCE_S, DEFAULT_ROOM_PLACEMENT,
                                            DEFAULT_SATURATION_P99_MS, PLACEMENTS, ROOM_PLACEMENTS, WARMUP_HELPERS,
-                                           WARMUP_HELPERS_SPARE, CellSettings, plan_cpus, with_planned_cpus)
+                                           WARMUP_HELPERS_SPARE, YOUNG_GENERATION_FIXED, YOUNG_GENERATIONS,
+                                           CellSettings, plan_cpus, with_planned_cpus)
 from pingpong.harness.settings.interpreters import Interpreter
 from pingpong.harness.settings.manifest import Implementation
 from pingpong.harness.settings.round_policy import RoundPolicy, parse_duration, parse_precision
@@ -76,6 +77,10 @@ def add_measuring_options(parser: argparse.ArgumentParser, duration: float = DEF
                                 "threshold raised past asyncio's 256 KiB reads before measuring, as a long-running "
                                 "process has it; as-is: left as each process finds it, fast or slow by chance); a "
                                 "list is a dimension")
+    measuring.add_argument("--young-generation", default=YOUNG_GENERATION_FIXED, metavar="MODE[,MODE...]",
+                           help=f"V8's young generation in every Node.js process: {' | '.join(YOUNG_GENERATIONS)} "
+                                "(fixed: a semi-space of at most 1 MiB, reached early, so no window pays for its "
+                                "growth; grows: as Node.js has it, up to 16 MiB); a list is a dimension")
     measuring.add_argument("--payload-size", default=str(DEFAULT_PAYLOAD_SIZE), metavar="BYTES[,BYTES...]",
                            help=f"bytes per message (default {DEFAULT_PAYLOAD_SIZE}); a list sweeps, e.g. 16,1024,65536")
     measuring.add_argument("--payload-kind", default=DEFAULT_PAYLOAD_KIND, metavar="KIND[,KIND...]",
@@ -273,6 +278,7 @@ class ResolvedOptions:
     loops: tuple[str, ...]
     compressions: tuple[str, ...]
     mallocs: tuple[str, ...]
+    young_generations: tuple[str, ...]  # --young-generation: V8's in the Node.js processes (settings/cell.py)
     tls_modes: tuple[bool, ...]
     payload_sizes: tuple[int, ...]
     payload_kinds: tuple[str, ...]
@@ -327,6 +333,8 @@ def resolve_options(options: argparse.Namespace) -> ResolvedOptions:
     loops = _choice_list("--loop", options.loop, LOOPS, problems)
     compressions = _choice_list("--compression", options.compression, COMPRESSION_MODES, problems)
     mallocs = _choice_list("--malloc", options.malloc, MALLOC_MODES, problems)
+    young_generations = _choice_list("--young-generation", getattr(options, "young_generation", YOUNG_GENERATION_FIXED),
+                                     YOUNG_GENERATIONS, problems)
     placements = _choice_list("--placement", options.placement, PLACEMENTS, problems)
     room_placements = _choice_list("--room-placement", options.room_placement, ROOM_PLACEMENTS, problems)
     tls_modes = [mode == "on" for mode in _choice_list("--tls", options.tls, ("off", "on"), problems)]
@@ -372,7 +380,8 @@ def resolve_options(options: argparse.Namespace) -> ResolvedOptions:
         interpreters=interpreters.parse(interpreters_asked) if interpreters_asked is not None else (),
         duration_s=duration_s, warmup_s=warmup_s, jit_warmup_s=options.jit_warmup,
         warmup_helpers=getattr(options, "warmup_helpers", WARMUP_HELPERS_SPARE), rounds=rounds, loops=tuple(loops),
-        compressions=tuple(compressions), mallocs=tuple(mallocs), tls_modes=tuple(tls_modes),
+        compressions=tuple(compressions), mallocs=tuple(mallocs), young_generations=tuple(young_generations),
+        tls_modes=tuple(tls_modes),
         payload_sizes=tuple(payload_sizes), payload_kinds=tuple(payload_kinds), pairs=tuple(pairs),
         receivers=tuple(receivers), idle_connections=tuple(idle_connections), rates=tuple(rates),
         workers=tuple(workers), placements=tuple(placements), room_placements=tuple(room_placements),
@@ -507,6 +516,8 @@ def sweep_points(resolved: ResolvedOptions) -> list[dict[str, Any]]:
               for rate in resolved.rates]
     if resolved.workers != (1,):  # a dimension only when asked for: other runs' points stay as they were
         points = [dict(point, workers=workers) for workers in resolved.workers for point in points]
+    if len(resolved.young_generations) > 1:  # the same: one is a setting, several a dimension
+        points = [dict(point, young_generation=young) for young in resolved.young_generations for point in points]
     if len(resolved.placements) > 1:  # the same: one placement is a setting, not a dimension
         points = [dict(point, placement=placement) for placement in resolved.placements for point in points]
     if len(resolved.room_placements) > 1:
@@ -527,6 +538,7 @@ def build_configuration(resolved: ResolvedOptions, command_line: list[str], impl
     settings = CellSettings(duration_s=resolved.duration_s, warmup_s=resolved.warmup_s, loop=resolved.loops[0],
                             jit_warmup_s=resolved.jit_warmup_s, warmup_helpers=resolved.warmup_helpers,
                             compression=resolved.compressions[0], malloc=resolved.mallocs[0],
+                            young_generation=resolved.young_generations[0],
                             payload_size=DEFAULT_PAYLOAD_SIZE,
                             payload_kind=DEFAULT_PAYLOAD_KIND, ready_timeout_s=resolved.ready_timeout_s,
                             stall_timeout_s=resolved.stall_timeout_s, pin=resolved.pin,
