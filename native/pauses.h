@@ -2,8 +2,8 @@
  * the measured cell is kept off its CPU while the host sentinel is timed there (the sentinel takes the CPU, or stops
  * the cell with SIGSTOP), then sent a SIGCONT. Each SIGCONT is counted, and a roundtrip that a pause may have
  * touched still counts as a roundtrip but its latency is not recorded. Included by native/floor_client.h (the C floors) and native/cpp/client_support.hpp
- * (the C++ clients); the Rust client keeps the same rule in its own words, the Go client too with its count allowed
- * three roundtrips late (a goroutine counts it). Everything is static.
+ * (the C++ clients); the Rust client keeps the same rule in its own words. The Go client's count comes late (a
+ * goroutine keeps it), so it drops the slowest roundtrip it holds per pause instead. Everything is static.
  */
 #pragma once
 #include <signal.h>

@@ -268,8 +268,8 @@ func pairURLs(rawURL string, pairs int) []string {
 }
 
 // continued counts the SIGCONTs this process received: each ends a pause (the measured cell kept off its CPU while
-// the host sentinel is timed there, then sent a SIGCONT). A goroutine counts them, so a count can come a little
-// after the SIGCONT: pauseFilter waits lateRoundtrips more for it.
+// the host sentinel is timed there, then sent a SIGCONT). A goroutine counts them, so a count can come several
+// roundtrips after the SIGCONT: pauseFilter holds heldRoundtrips for it.
 var continued atomic.Uint64
 
 func countPauses() {
@@ -282,48 +282,61 @@ func countPauses() {
 	}()
 }
 
-// lateRoundtrips is how many roundtrips after a pause its count may come: the goroutine that counts has to be
-// scheduled, and a paused roundtrip of 50 ms was once recorded with a wait of one (CI, 2026-11-27).
-const lateRoundtrips = 3
+// heldRoundtrips is how many roundtrips after a pause its count may come: the count takes three goroutine hops (the
+// runtime's signal loop, os/signal's, then countPauses'), each at a scheduling point, and each hop's thread may wait
+// for the measured CPU. A paused roundtrip of 50 ms was recorded with a wait of one (CI, 2026-11-27), one of 202 ms
+// with a wait of three (a CI run by hand, 2026-11-29), and under two busy loops with a wait of six (by hand).
+const heldRoundtrips = 32
 
-// pauseFilter keeps one pair's latencies through its window by the rule of native/pauses.h, with the count allowed
-// to come lateRoundtrips roundtrips late instead of one: with c_k the count read at roundtrip k's end, just before
-// its end timestamp (c_0: before the first roundtrip's start), roundtrip k's latency is recorded iff
-// c_{k+lateRoundtrips} == c_{k-1} (iff the window's last count equals c_{k-1} for the roundtrips its end leaves
-// held); otherwise it is dropped. Every roundtrip still counts.
+// pauseFilter keeps one pair's latencies through its window. The rule of native/pauses.h needs the count at each
+// roundtrip's end, which a goroutine's count is not. So each roundtrip is held until heldRoundtrips more have ended,
+// and when the count has moved by m at a roundtrip's end, the m slowest held roundtrips that no earlier count took
+// are dropped: a roundtrip a pause stopped lasted at least the pause (the sentinel's slice, about 1 ms, against
+// 0.05-0.3 ms for a roundtrip here), so it is the slowest since the last pause unless a pause came more than
+// heldRoundtrips late. One latency per pause is left out, not a pause's neighbours. Every roundtrip still counts.
 type pauseFilter struct {
 	last    uint64     // the count read at the last roundtrip's end
-	held    []heldTrip // the roundtrips whose later counts are still to come, oldest first
+	held    []heldTrip // the roundtrips not yet recorded, oldest first
 	dropped int        // latencies not recorded
 }
 
-// heldTrip is a roundtrip's latency with the count read at the end of the roundtrip before it.
+// heldTrip is a held roundtrip's latency, and whether a count took it as paused.
 type heldTrip struct {
 	latency int64
-	before  uint64
+	paused  bool
 }
 
-// next takes the latency of the roundtrip that just ended and the count read at its end, and records the roundtrip
-// lateRoundtrips before it unless a pause touched it.
+// next takes the latency of the roundtrip that just ended and the count read at its end; it takes the slowest held
+// roundtrips as paused for each SIGCONT counted since the last, and records the oldest beyond heldRoundtrips.
 func (f *pauseFilter) next(latency int64, seen uint64, latencies *[]int64) {
-	f.held = append(f.held, heldTrip{latency, f.last})
-	f.last = seen
-	if len(f.held) > lateRoundtrips {
+	f.held = append(f.held, heldTrip{latency: latency})
+	for ; f.last < seen; f.last++ {
+		slowest := -1
+		for i, trip := range f.held {
+			if !trip.paused && (slowest < 0 || trip.latency > f.held[slowest].latency) {
+				slowest = i
+			}
+		}
+		if slowest >= 0 {
+			f.held[slowest].paused = true
+		}
+	}
+	if len(f.held) > heldRoundtrips {
 		f.settle(f.held[0], latencies)
 		f.held = f.held[1:]
 	}
 }
 
-// settle records a held roundtrip whose count did not move since the roundtrip before it, or drops it.
+// settle records a held roundtrip unless a count took it as paused.
 func (f *pauseFilter) settle(trip heldTrip, latencies *[]int64) {
-	if f.last == trip.before {
-		*latencies = append(*latencies, trip.latency)
-	} else {
+	if trip.paused {
 		f.dropped++
+	} else {
+		*latencies = append(*latencies, trip.latency)
 	}
 }
 
-// close ends the window: each roundtrip still held is recorded unless a pause touched it.
+// close ends the window: each roundtrip still held is recorded unless a count took it as paused.
 func (f *pauseFilter) close(latencies *[]int64) {
 	for _, trip := range f.held {
 		f.settle(trip, latencies)
