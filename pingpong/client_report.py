@@ -346,8 +346,10 @@ PAUSES = Record((
     Field("latency_dropped", COUNT, "roundtrips of the window whose latency was not recorded because a SIGCONT came "
                                     "between their start and the end of the roundtrip after them (a pause fell in "
                                     "them; their roundtrips still count). A pause may also drop the roundtrip after "
-                                    "the paused one: a runtime may run its SIGCONT handler late (the Go, Node.js and "
-                                    "Bun clients allow three roundtrips, dropping up to four)"),
+                                    "the paused one: a runtime may run its SIGCONT handler late (the Node.js and Bun "
+                                    "clients allow three roundtrips, dropping up to four). The Go client's count can "
+                                    "come later still: it holds 32 roundtrips and drops the slowest of them per "
+                                    "SIGCONT, one latency per pause"),
 ))
 SETTINGS = Record((
     Field(contract.COMPRESSION_SETTING, OneOf(contract.COMPRESSION_MODES), "the --compression asked for"),
