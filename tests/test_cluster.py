@@ -299,9 +299,10 @@ def test_a_two_by_two_matrix_runs_across_hosts_with_each_side_counted_on_its_own
             # the two clients together; one shared host would count both sides (about four per roundtrip), a host
             # whose counters were lost none. Each host reads its counters at the window's edges as it sees them,
             # interpolated between its samples: three tests at a time, a client host read 390 for 217 (2026-11-28)
+            # and 53 for 40 (2026-11-29), so the edges' error of up to 20 segments is allowed both ways
             for side in ("server", "client"):
                 segments = placement["tcp_counters"][side]["Tcp.OutSegs"]
-                assert 1.5 * roundtrips <= segments <= 3.0 * roundtrips + 20, (side, segments, roundtrips)
+                assert 1.5 * roundtrips - 20 <= segments <= 3.0 * roundtrips + 20, (side, segments, roundtrips)
             assert attempt["tcp_counters"]["Tcp.OutSegs"] == sum(
                 placement["tcp_counters"][side]["Tcp.OutSegs"] for side in ("server", "client"))
             assert attempt["server_cpu_s"] > 0 and attempt["client_cpu_s"] > 0
