@@ -140,7 +140,8 @@ def test_placement_as_a_list_is_a_dimension_of_the_run():
     from pingpong.harness.settings.configuration import sweep_points
 
     resolved = type("Resolved", (), dict(loops=("auto",), compressions=("default",), tls_modes=(False,),
-                                         mallocs=("settled",), young_generations=("fixed",), payload_sizes=(4,), payload_kinds=("text-ascii",),
+                                         mallocs=("settled",), young_generations=("fixed",), payload_sizes=(4,),
+                                         payload_kinds=("text-ascii",),
                                          pairs=(1,), receivers=(1,), idle_connections=(0,), rates=(None,),
                                          workers=(1,), placements=("same-cpu", "split"),
                                          room_placements=("kernel",), interpreters=()))

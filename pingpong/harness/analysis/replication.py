@@ -23,7 +23,8 @@ from pingpong.harness.results.records import RunResult, recorded_setting
 SETTING_KEYS = ("workload", "duration_s", "warmup_s", "repeat", "loop", "compression", "payload_size",
                 "payload_kind", "pairs", "client_processes", "tls", "pinned", "python_packages", "node_packages",
                 "receivers", "idle_connections", "rate", "malloc", "jit_warmup_s", "warmup_helpers", "young_generation",
-                "server_warmup_s", "client_compression", "force_nodelay", "placement", "room_placement", "load_per_worker", "python")
+                "server_warmup_s", "client_compression", "force_nodelay", "placement", "room_placement",
+                "load_per_worker", "python")
 WITHIN_ONE_RUN = "within one run"
 
 

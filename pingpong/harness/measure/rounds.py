@@ -24,8 +24,8 @@ from typing import Callable, Iterable
 
 
 # The settings a server process is started with: units that differ in one of these need another process.
-SERVER_DIMENSIONS = ("loop", "compression", "tls", "malloc", "young_generation", "workers", "placement", "room_placement",
-                     "python")
+SERVER_DIMENSIONS = ("loop", "compression", "tls", "malloc", "young_generation", "workers", "placement",
+                     "room_placement", "python")
 
 
 @dataclass(frozen=True, order=True)

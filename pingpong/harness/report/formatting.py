@@ -458,7 +458,7 @@ def per_worker_text(config: dict[str, Any]) -> str:
 
 
 def young_generation_text(config: dict[str, Any]) -> str:
-    """The settings line's words on V8's young generation: "; V8's young generation fixed ..." when the run held it
+    """The settings line's words on V8's young generation: "; V8's young generation held ..." when the run held it
     (--young-generation fixed), else "" (grows, or a file from before the setting: as Node.js has it)."""
     if config.get("young_generation") != "fixed":
         return ""
