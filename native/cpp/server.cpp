@@ -70,6 +70,24 @@ static std::shared_ptr<asio::ssl::context> tls_context(const Args &args) {
     return context;
 }
 
+// What a room sent each accepted member before its open handler ran (serve's and serve_by_thread's not_open), in order.
+template <typename server>
+using waiting_messages = std::map<websocketpp::connection_hdl, std::vector<typename server::message_ptr>,
+                                  std::owner_less<websocketpp::connection_hdl>>;
+
+// At a member's open, under the rooms' lock: what waited for it, sent in order (a send only queues the frame, so no
+// later message overtakes it), and its entry gone.
+template <typename server>
+static void send_what_waited(server &s, waiting_messages<server> &not_open, websocketpp::connection_hdl hdl) {
+    auto waiting = not_open.find(hdl);
+    if (waiting == not_open.end()) return;
+    for (auto &msg : waiting->second) {
+        websocketpp::lib::error_code ignored;
+        s.send(hdl, msg, ignored);
+    }
+    not_open.erase(waiting);
+}
+
 template <typename config, bool tls>
 static int serve(const Args &args) {
     typedef websocketpp::server<config> server;
@@ -102,8 +120,7 @@ static int serve(const Args &args) {
     // first message was lost so, with three test runs at once on 2 CPUs, 2026-11-28). Until it opens, what the room
     // sends it waits in not_open; its open handler sends that in order, under the lock (a send only queues the frame),
     // so that no later message overtakes it.
-    std::map<websocketpp::connection_hdl, std::vector<typename server::message_ptr>,
-             std::owner_less<websocketpp::connection_hdl>> not_open;
+    waiting_messages<server> not_open;
     s.set_validate_handler([&](websocketpp::connection_hdl hdl) {
         std::string resource = s.get_con_from_hdl(hdl)->get_resource();
         std::string name = resource.substr(0, resource.find('?'));
@@ -117,13 +134,7 @@ static int serve(const Args &args) {
     });
     s.set_open_handler([&](websocketpp::connection_hdl hdl) {
         std::lock_guard<std::mutex> guard(rooms_mutex);
-        auto waiting = not_open.find(hdl);
-        if (waiting == not_open.end()) return;
-        for (auto &msg : waiting->second) {
-            websocketpp::lib::error_code ignored;
-            s.send(hdl, msg, ignored);
-        }
-        not_open.erase(waiting);
+        send_what_waited(s, not_open, hdl);
     });
     auto leave = [&](websocketpp::connection_hdl hdl) {
         std::lock_guard<std::mutex> guard(rooms_mutex);
@@ -245,8 +256,7 @@ static int serve_by_thread(const Args &args) {
     // joined at its open handler, a newcomer whose 101 its room-mate on another thread had read first missed that
     // mate's message (the room's thread count still said 1; a test failed so under load, 2026-11-29). What the room
     // sends it until it opens waits here, and its open handler sends that in order, under the lock.
-    std::map<websocketpp::connection_hdl, std::vector<typename server::message_ptr>,
-             std::owner_less<websocketpp::connection_hdl>> not_open;
+    waiting_messages<server> not_open;
     std::shared_ptr<asio::ssl::context> context;
     if constexpr (tls) {
         context = tls_context(args);
@@ -309,13 +319,7 @@ static int serve_by_thread(const Args &args) {
         s.set_open_handler([&, home](websocketpp::connection_hdl hdl) {
             home->waiting.erase(hdl);
             std::lock_guard<std::mutex> guard(rooms_mutex);
-            auto waiting = not_open.find(hdl);
-            if (waiting == not_open.end()) return;
-            for (auto &msg : waiting->second) {
-                websocketpp::lib::error_code ignored;
-                home->endpoint.send(hdl, msg, ignored);
-            }
-            not_open.erase(waiting);
+            send_what_waited(s, not_open, hdl);
         });
         auto leave = [&, home](websocketpp::connection_hdl hdl) {
             home->waiting.erase(hdl);
