@@ -181,6 +181,17 @@ def worker_group(nodeid: str) -> str:
     return "alone" if runs_alone(nodeid) else Path(nodeid.partition("::")[0]).name
 
 
+def pytest_sessionstart(session):
+    """The compiled programs (Go, Rust, C++) that no run has built yet, built once before any test starts: a run
+    builds them on their first use, and three test workers would otherwise wait on one build beside tests that
+    measure. Once, in pytest-xdist's controller (or the one process without it); a few seconds from the native cache
+    outside the checkout, about 3 minutes on a machine that never built them."""
+    if hasattr(session.config, "workerinput"):
+        return
+    from pingpong.harness.settings.native_build import build_on_first_use
+    build_on_first_use(IMPLEMENTATIONS, ROOT)
+
+
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
     """pytest.ini's --dist loadgroup, by worker_group: the tests that run alone in one worker, one after another and

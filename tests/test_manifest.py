@@ -66,6 +66,10 @@ def test_the_compiled_websocket_programs_are_a_named_set_outside_the_default_mat
         assert set(implementation.sets) - {"lemire"} == set(expected), implementation.name
         if key in native:
             assert implementation.runtime == "native" and implementation.protocol == "websocket"
+        # built on the first run that names them, by their language's set; the C floors come with npm ci
+        expected_build = next((("sh", "native/build.sh", "websocket", language)
+                               for language in ("go", "rust", "cpp") if implementation.name.startswith(language)), ())
+        assert implementation.build == expected_build, implementation.name
 
 
 def test_beyond_the_seed_anchors_are_listed():
@@ -97,6 +101,9 @@ def test_c_floor_is_built_by_the_setup():
     (('compression = ["default"]', 'compression = ["default"]\nsets = ["all"]'), "field 'sets' has 'all'"),
     (('compression = ["default"]', 'compression = ["default"]\nfeatures = ["workers", "threads"]'),
      "field 'features' has workers and threads: a server uses N CPUs one way"),
+    (('compression = ["default"]', 'compression = ["default"]\nbuild = []'), "field 'build' is empty"),
+    (('compression = ["default"]', 'compression = ["default"]\nbuild = ["make"]'),
+     "field 'build' builds files: it needs a \"file:\" requirement"),
     (('[[server]]', '[[client]]'), None),  # a client: valid without a CPU feature ...
     (('[[server]]\n', '[[client]]\nfeatures = ["threads"]\n'), "client 'x': field 'features' has threads"),
 ])
@@ -127,7 +134,11 @@ def test_a_program_that_could_not_be_built_says_why(tmp_path):
     entry = VALID.replace("requires = []", 'requires = ["file:build/x_server"]')
     implementation = load_manifest(write(tmp_path, entry))[0]
     (tmp_path / "build").mkdir()
-    assert "has not been built" in check_availability(implementation, tmp_path).reason
+    assert check_availability(implementation, tmp_path).reason == (
+        "'build/x_server' has not been built (npm ci builds it: sh native/build.sh)")
+    built_on_first_use = load_manifest(write(tmp_path, entry + 'build = ["sh", "build_x.sh"]\n'))[0]
+    assert check_availability(built_on_first_use, tmp_path).reason == (
+        "'build/x_server' has not been built yet: the first run that names it builds it (sh build_x.sh)")
     (tmp_path / "build" / "x_server.unavailable").write_text("cargo not found on PATH (install Rust)\n")
     assert check_availability(implementation, tmp_path).reason == (
         "'build/x_server' could not be built here: cargo not found on PATH (install Rust)")

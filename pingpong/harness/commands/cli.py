@@ -11,10 +11,12 @@ from pathlib import Path
 from pingpong.harness.analysis.published import SETUPS
 from pingpong.harness.commands.parser import COMMANDS, build_parser
 from pingpong.harness.results.files import prepare_results_dir
-from pingpong.harness.settings.catalog import DEFAULT_MANIFEST, load_manifests, nothing_runnable, render_listing, select
+from pingpong.harness.settings.catalog import (DEFAULT_MANIFEST, PROJECT_ROOT, load_manifests, nothing_runnable,
+                                               render_listing, select)
 from pingpong.harness.settings.configuration import (ResolvedOptions, build_configuration, resolve_options,
                                                      with_package_environments, with_tls_files)
 from pingpong.harness.settings.manifest import Implementation, ManifestError, outside_entry_problem
+from pingpong.harness.settings.native_build import build_on_first_use
 from pingpong.harness.settings.usage import UsageError
 from pingpong.harness.system import work_dirs
 from pingpong.harness.system.stop_signals import EXIT_INTERRUPTED, stop_signals_raise_interrupt
@@ -110,6 +112,8 @@ def measure_matrix(options: argparse.Namespace, resolved: ResolvedOptions, comma
     if options.cluster and any(client.outside for client in clients):
         raise UsageError(f"--cluster with {', '.join(c.name for c in clients if c.outside)} (measured from outside): "
                          "not supported yet (its sockets are read on the orchestrator's host)")
+    if not options.cluster:  # the compiled programs it names that no run has built yet (a cluster's hosts: theirs)
+        build_on_first_use([*servers, *clients], PROJECT_ROOT)
     configuration = build_configuration(resolved, command_line, implementations, servers, clients)
     # skip_reason asks only whether TLS is on, so the files are made later (settings_at names them as planned)
     problem = nothing_runnable(servers, clients, [configuration.settings_at(point) for point in configuration.points])

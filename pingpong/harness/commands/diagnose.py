@@ -36,6 +36,7 @@ from pingpong.harness.settings.configuration import (RunConfiguration, add_measu
                                                      with_tls_files)
 from pingpong.harness.settings.environment import describe_environment
 from pingpong.harness.settings.manifest import Implementation
+from pingpong.harness.settings.native_build import build_on_first_use
 from pingpong.harness.settings.usage import UsageError
 from pingpong.harness.system import work_dirs
 from pingpong.harness.system.syscall_trace import STRACE_MISSING, strace_path
@@ -104,6 +105,7 @@ def diagnose_cell(options: argparse.Namespace, configuration: RunConfiguration, 
     """Measure the baseline and its switches, count syscalls, profile both sides if asked, write and print the
     report."""
     baseline = configuration.settings_at(configuration.points[0])
+    build_on_first_use([server, client], PROJECT_ROOT)
     why_not = skip_reason(server, client, baseline)
     if why_not:
         raise UsageError(f"cannot measure {server.name} × {client.name}: {why_not}")

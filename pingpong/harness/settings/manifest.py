@@ -48,6 +48,9 @@ class Implementation:
     sets: tuple[str, ...] = (DEFAULT_SET,)  # named sets it belongs to (--servers native, default, ...)
     measure: str = "contract"  # MEASURE_MODES
     twin: str | None = None  # a plain program: the suite's driver client of the same library, shown beside it
+    # The command (run from the project root) that builds its "file:" requirements, on the first run that names it
+    # when one is missing (native_build.py); () when they come with the set-up
+    build: tuple[str, ...] = ()
 
     @property
     def outside(self) -> bool:
@@ -110,7 +113,7 @@ def _parse_entry(path: Path, role: str, index: int, entry: dict) -> Implementati
         return tuple(value)
 
     known = {"name", "runtime", "protocol", "command", "requires", "loops", "compression", "description", "features",
-             "sets", "measure", "twin"}
+             "sets", "measure", "twin", "build"}
     unknown = sorted(set(entry) - known)
     if unknown:
         raise fail(unknown[0], "is not a known field")
@@ -128,6 +131,7 @@ def _parse_entry(path: Path, role: str, index: int, entry: dict) -> Implementati
         sets=strings("sets") if "sets" in entry else (DEFAULT_SET,),
         measure=text("measure", MEASURE_MODES) if "measure" in entry else "contract",
         twin=text("twin") if "twin" in entry else None,
+        build=strings("build") if "build" in entry else (),
     )
     if not implementation.command:
         raise fail("command", "is empty")
@@ -144,6 +148,10 @@ def _parse_entry(path: Path, role: str, index: int, entry: dict) -> Implementati
     if cpu_features and role != "server" or len(cpu_features) > 1:
         raise fail("features", f"has {' and '.join(cpu_features)}: a server uses N CPUs one way (processes or "
                                f"threads), a client none of them")
+    if "build" in entry and not implementation.build:
+        raise fail("build", "is empty")
+    if implementation.build and not any(r.startswith("file:") for r in implementation.requires):
+        raise fail("build", "builds files: it needs a \"file:\" requirement to know when they are missing")
     if ALL_SET in implementation.sets:
         raise fail("sets", f"has '{ALL_SET}', which names every implementation already")
     for requirement in implementation.requires:
@@ -200,7 +208,7 @@ def check_availability(implementation: Implementation, project_root: Path, pytho
         if kind == "executable" and shutil.which(name) is None and runtime_executable(name, project_root) is None:
             return Availability(False, f"executable '{name}' not found on PATH")
         if kind == "file" and not (project_root / name).exists():
-            return Availability(False, unbuilt_reason(project_root / name, name))
+            return Availability(False, unbuilt_reason(project_root / name, name, implementation.build))
     return Availability(True)
 
 
@@ -216,15 +224,18 @@ def importable(python: str, module: str) -> bool:
     return completed.returncode == 0
 
 
-def unbuilt_reason(path: Path, name: str) -> str:
-    """Why a built program is missing: its build script's one line (FILE.unavailable), else that it was not built."""
+def unbuilt_reason(path: Path, name: str, build: tuple[str, ...] = ()) -> str:
+    """Why a built program is missing: its build script's one line (FILE.unavailable), else that it was not built
+    (and what builds it: the entry's build command on its first use, else the set-up's)."""
     try:
         written = (path.parent / (path.name + UNAVAILABLE_SUFFIX)).read_text().strip().splitlines()
     except OSError:
         written = []
     if written and written[0].strip():
         return f"'{name}' could not be built here: {written[0].strip()}"
-    return f"'{name}' has not been built (npm ci builds it; or run sh native/build.sh)"
+    if build:
+        return f"'{name}' has not been built yet: the first run that names it builds it ({' '.join(build)})"
+    return f"'{name}' has not been built (npm ci builds it: sh native/build.sh)"
 
 
 def resolve_command(implementation: Implementation, project_root: Path, python: str | None = None) -> list[str]:

@@ -159,8 +159,8 @@ def first_error(output: str) -> str:
     return lines[0] if lines else "(no output)"
 
 
-class _Lock:
-    """An exclusive lock on a file, so two runs never build the same environment at once."""
+class FileLock:
+    """An exclusive lock on a file, so two runs never build the same environment (or program) at once."""
 
     def __init__(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -259,7 +259,7 @@ def python_environment(specs: list[str], project_root: Path, interpreter=None) -
     folder = cache_folder() / f"python-{_key(*identity, platform.machine(), requirements)}"
     python = folder / "bin" / "python"
     marker = folder / "installed.json"
-    with _Lock(folder.with_suffix(".lock")), _removed_on_failure(folder):
+    with FileLock(folder.with_suffix(".lock")), _removed_on_failure(folder):
         if not marker.exists():
             what = " ".join(specs) or "the pinned packages"
             on = f" on {interpreter.label}" if interpreter is not None else ""
@@ -296,7 +296,7 @@ def node_environment(specs: list[str], project_root: Path) -> PackageEnvironment
     text = json.dumps(manifest, indent=1)
     folder = cache_folder() / f"node-{_key(text)}"
     marker = folder / "installed.json"
-    with _Lock(folder.with_suffix(".lock")), _removed_on_failure(folder):
+    with FileLock(folder.with_suffix(".lock")), _removed_on_failure(folder):
         if not marker.exists():
             print(f"building a Node.js environment for {' '.join(specs)} in {folder} (once)", file=sys.stderr,
                   flush=True)
