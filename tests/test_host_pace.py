@@ -553,3 +553,85 @@ def test_a_process_that_forgets_close_all_still_ends_its_sentinel_before_the_gua
     pid = int(completed.stdout.split()[0])
     assert "ended process groups" not in completed.stderr
     assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+
+
+# A process with an io_uring ring set up with IORING_SETUP_SQPOLL, as libuv 1.45 to 1.48 set one up for every loop
+# (uvloop 0.19.0's): the kernel starts its polling thread, "iou-sqp-<pid>". io_uring_setup is syscall 425 on x86-64
+# and arm64; its io_uring_params are 120 bytes, flags at byte 8, sq_thread_idle (ms) at byte 16.
+SQPOLL_RING = """
+import ctypes, struct, sys
+params = ctypes.create_string_buffer(120)
+struct.pack_into("I", params, 8, 1 << 1)  # IORING_SETUP_SQPOLL
+struct.pack_into("I", params, 16, 10)
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+if libc.syscall(425, 8, params) < 0:
+    sys.exit(f"io_uring_setup refused: errno {ctypes.get_errno()}")
+"""
+SQPOLL_SERVER = SQPOLL_RING + "import runpy; runpy.run_module('servers.websockets_server', run_name='__main__')\n"
+
+
+def io_uring_allowed() -> bool:
+    completed = subprocess.run([sys.executable, "-c", SQPOLL_RING], capture_output=True, text=True, timeout=30)
+    return completed.returncode == 0
+
+
+SQPOLL_ALLOWED = pytest.mark.skipif(not io_uring_allowed(), reason="this kernel refuses io_uring_setup with "
+                                    "IORING_SETUP_SQPOLL (io_uring off: sysctl kernel.io_uring_disabled, seccomp)")
+
+
+@SQPOLL_ALLOWED
+def test_a_side_with_an_sqpoll_thread_is_found_and_kept_from_signalled_slices(tmp_path):
+    """The SQPOLL thread of a real ring is found in its process group, and a cell stopped by signals (several CPUs)
+    is measured without slices because of it; on one CPU (no one stopped) it is paced. A plain process has none."""
+    from pingpong.harness.measure.pacer import SQPOLL_THREAD, signalled_sqpoll_reason, sqpoll_threads
+    from pingpong.harness.system import processes
+    ring = processes.start("ring", [sys.executable, "-c", SQPOLL_RING + "print('ready', flush=True)\n"
+                                    "import time; time.sleep(60)"], ROOT, tmp_path)
+    plain = processes.start("plain", [sys.executable, "-c", "import time; time.sleep(60)"], ROOT, tmp_path)
+    try:
+        deadline = time.monotonic() + 20
+        while "ready" not in ring.stdout_text() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        found = sqpoll_threads([ring.pid])
+        assert len(found) == 1
+        assert open(f"/proc/{ring.pid}/task/{found[0]}/comm").read().strip() == f"{SQPOLL_THREAD}{ring.pid}"
+        assert sqpoll_threads([plain.pid]) == []
+        reason = signalled_sqpoll_reason([0, 1], [plain.pid, ring.pid])
+        assert reason is not None and f"thread {found[0]}" in reason
+        assert signalled_sqpoll_reason([1], [plain.pid, ring.pid]) is None  # one CPU: preempted, not stopped
+        assert signalled_sqpoll_reason([0, 1], [plain.pid]) is None
+    finally:
+        processes.stop(ring)
+        processes.stop(plain)
+
+
+@SENTINEL_BUILT
+@SQPOLL_ALLOWED
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs: the server on one, the client on the "
+                    "other")
+def test_a_run_with_an_sqpoll_server_on_two_cpus_measures_it_raw_and_says_why(tmp_path):
+    """The websockets server with an SQPOLL ring of its own (tests' manifest entry written here): with the client on
+    the other CPU its windows are measured raw, the attempt saying why; on one CPU they are paced."""
+    manifest = tmp_path / "sqpoll.toml"
+    manifest.write_text(f"""
+[[server]]
+name = "websockets-sqpoll"
+runtime = "python"
+protocol = "websocket"
+command = ["{{python}}", "-c", {json.dumps(SQPOLL_SERVER)}]
+requires = ["python-module:websockets"]
+loops = ["auto", "asyncio", "uvloop"]
+compression = ["default", "off"]
+""")
+    for placement, paced in (("split", False), ("same-cpu", True)):
+        run = run_bench(tmp_path / placement, "--manifest", "manifest.toml", "--manifest", str(manifest),
+                        "--servers", "websockets-sqpoll", "--clients", "websockets", "--repeat", "1",
+                        "--placement", placement)
+        (attempt,) = run["cells"][0]["attempts"]
+        assert attempt["status"] == "ok", attempt["reason"]
+        if paced:
+            assert "off" not in attempt["host_pace"] and attempt["host_pace"]["pauses"] > 0
+        else:
+            assert "io_uring SQPOLL thread" in attempt["host_pace"]["off"]
+            assert attempt["client_report"]["pauses"]["continued"] == 0

@@ -37,7 +37,7 @@ from typing import Any
 from pingpong.contract import RAW_WINDOWS_ENV
 from pingpong.harness.analysis.host_pace import STOP_ORCHESTRATOR, STOP_PREEMPT, STOP_SENTINEL, window_pace_ns
 from pingpong.harness.settings.cell import CellSettings
-from pingpong.harness.system import host_sentinel
+from pingpong.harness.system import host_sentinel, processes
 
 # Chosen by evidence (benchmarks/window_pace.py; docs/methodology.md, "The host's pace in the window"): each pause
 # costs the cell a little beyond its own time (caches the slice took over, a runtime's work on the SIGCONT); with the
@@ -49,6 +49,7 @@ RUN_S = 0.016  # the cell runs this long between two pauses
 SLICE_ROUNDTRIPS = 80  # sentinel roundtrips per pause, on each of the cell's CPUs at once
 MIN_WINDOW_S = 0.1  # a shorter window is measured raw: it would hold a few pauses at most
 GUARD_S = 0.01  # no pause starts this close to the window's planned end, seen from the start event's arrival
+SQPOLL_THREAD = "iou-sqp-"  # how the kernel names an io_uring ring's submission-queue polling thread (its comm)
 
 
 def raw_windows() -> bool:
@@ -75,6 +76,50 @@ def unpaced_reason(settings: CellSettings, server_local: bool) -> str | None:
     return None
 
 
+def stop_mode_for(cpus: list[int], groups: list[int], preempt: bool = True) -> str:
+    """How a Pacer keeps the cell off its CPUs (pure): on one CPU its sentinel pauses the groups itself, so the CPU
+    never idles between them. A cell on several CPUs (or with more groups than a slice line holds) is stopped from
+    here, around every CPU's slice: one sentinel continuing it while another still runs would share that CPU with
+    the cell."""
+    one_cpu = len(cpus) == 1 and len(groups) <= host_sentinel.MAX_GROUPS
+    return STOP_PREEMPT if one_cpu and preempt else STOP_SENTINEL if one_cpu else STOP_ORCHESTRATOR
+
+
+def sqpoll_threads(groups: list[int]) -> list[int]:
+    """The io_uring submission-queue polling threads (IORING_SETUP_SQPOLL: the kernel names each SQPOLL_THREAD
+    followed by its ring owner's PID) in the processes of these process groups."""
+    found = []
+    for pid in (member for group in groups for member in processes.group_members(group)):
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:  # the process exited since the listing
+            continue
+        for tid in tids:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/comm") as file:
+                    if file.read().startswith(SQPOLL_THREAD):
+                        found.append(int(tid))
+            except OSError:
+                continue
+    return found
+
+
+def signalled_sqpoll_reason(cpus: list[int], groups: list[int]) -> str | None:
+    """Why a cell whose pacer would stop it with signals is measured without slices: a side polls an io_uring
+    submission queue from a kernel thread, and each stop and continue of its process sets that thread polling on the
+    side's CPU (libuv 1.45 to 1.48 set up such a ring for every loop: uvloop 0.19.0's does). Measured 2026-11-29
+    (docs/methodology.md, "A pause that wakes a polling thread"): blacksheep on uvloop 0.19.0 with its client on the
+    other CPU, its SQPOLL thread took 58% of the server's CPU with slices, none without, and the cell ran 32% faster
+    with io_uring off. On one CPU no one is stopped (STOP_PREEMPT), so it stays idle and the cell is paced."""
+    if stop_mode_for(cpus, groups) == STOP_PREEMPT:
+        return None
+    found = sqpoll_threads(groups)
+    if not found:
+        return None
+    return (f"a side has an io_uring SQPOLL thread ({SQPOLL_THREAD}..., thread {found[0]}), which polls the side's "
+            f"CPU after every stop and continue of a slice on several CPUs")
+
+
 class Pacer:
     """Pauses the cell's process groups for slices of the host sentinel on its CPUs, from start() until stop()."""
 
@@ -91,11 +136,7 @@ class Pacer:
         self.sentinel_ns = {cpu: 0 for cpu in self.cpus}  # each CPU's sentinel time over the slices
         self.slices_ns: list[float] = []  # per pause: ns per sentinel roundtrip, the mean over the CPUs
         self.error: str | None = None
-        # On one CPU its sentinel pauses the groups itself, so the CPU never idles between them. A cell on several
-        # CPUs (or with more groups than a slice line holds) is stopped from here, around every CPU's slice: one
-        # sentinel continuing it while another still runs would share that CPU with the cell.
-        one_cpu = len(self.cpus) == 1 and len(self.groups) <= host_sentinel.MAX_GROUPS
-        self.stop_mode = (STOP_PREEMPT if one_cpu and preempt else STOP_SENTINEL if one_cpu else STOP_ORCHESTRATOR)
+        self.stop_mode = stop_mode_for(self.cpus, self.groups, preempt)
         self.preempt_refused: str | None = None
         self._sentinels: list[host_sentinel.Sentinel] = []
         self._stop = threading.Event()

@@ -16,7 +16,7 @@ from pingpong.contract import READY_EVENT, WINDOW_END_EVENT, WINDOW_START_EVENT
 from pingpong.harness.measure.boundary import HeldSample, WindowSamples
 from pingpong.harness.measure.start_barrier import window_spread
 from pingpong.harness.settings.cell import CellSettings, cpus_for
-from pingpong.harness.measure.pacer import GUARD_S, Pacer, unpaced_reason
+from pingpong.harness.measure.pacer import GUARD_S, Pacer, signalled_sqpoll_reason, unpaced_reason
 from pingpong.harness.measure.warmup_helpers import HelpersStayPut, WarmupHelpers
 from pingpong.harness.settings.cell import our_cpus
 from pingpong.harness.system import broker as redis_broker
@@ -135,9 +135,10 @@ class WindowWatcher:
         self.pace_cpus = (server_cpus or set()) | (client_cpus or set())
         # the host's pace in the window (measure/pacer.py): the cell paused for slices of the host sentinel on its
         # CPUs; host_pace is the pacer's record, or {"off": why} for a window measured without slices
-        off = unpaced_reason(settings, server_pid is not None)
-        self.pacer = None if off else Pacer(sorted(self.pace_cpus or our_cpus()),
-                                            [pid for pid in (server_pid, *client_pids) if pid is not None])
+        pace_cpus = sorted(self.pace_cpus or our_cpus())
+        groups = [pid for pid in (server_pid, *client_pids) if pid is not None]
+        off = unpaced_reason(settings, server_pid is not None) or signalled_sqpoll_reason(pace_cpus, groups)
+        self.pacer = None if off else Pacer(pace_cpus, groups)
         self.host_pace: dict[str, Any] | None = {"off": off} if off else None
         if self.pacer is not None:
             self.pacer.prepare()
