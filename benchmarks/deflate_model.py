@@ -6,8 +6,11 @@ it. With both sides on one CPU nothing overlaps and a wakeup's cost is CPU the s
 
     T(same-cpu) = CPU(server) + CPU(client)                          (every thread: zlib's pool threads too)
     T(split)    = CPU(server) + CPU(client) + W × w                  (W: the wakeups that cross to the other CPU)
+    CPU(split)  = CPU(same-cpu) + W × c
 
-where w is the host's cost of one cross-CPU wakeup (the run's host figure, the C floor in both placements) and W
+where w is the host's cost of one cross-CPU wakeup (the run's host figure, the C floor in both placements), c the
+part of it the sides are charged as CPU time (the same figure's CPU per roundtrip, split less one CPU, over W; on
+this VM most of w: the floor's CPU per roundtrip grows about fourfold on two CPUs; 0 for files without it), and W
 the roundtrip's four messages, each waking the side on the other CPU (a side's threads share its CPU, so a thread
 pool's hand-offs do not cross). Each placement is predicted from the CPU measured in the *other*, so the check is
 not circular: a CPU figure that moved with the placement, or a wakeup count other than W, shows as an error. Then,
@@ -44,9 +47,11 @@ def side_figures(summary) -> dict[str, float] | None:
             "handoffs": server.voluntary_switches + client.voluntary_switches}
 
 
-def predict(same: dict[str, float], split: dict[str, float], wakeup_us: float) -> dict[str, float]:
-    """Each placement's roundtrip from the other's CPU, and the errors; pure."""
-    same_predicted = split["cpu_us"]
+def predict(same: dict[str, float], split: dict[str, float], wakeup_us: float,
+            charged_us: float = 0.0) -> dict[str, float]:
+    """Each placement's roundtrip from the other's CPU, and the errors; pure. charged_us: the part of one wakeup the
+    sides are charged as CPU time (the host's figure, from the C floor), which the split CPU holds W times over."""
+    same_predicted = split["cpu_us"] - WAKEUPS_PER_ROUNDTRIP * charged_us
     split_predicted = same["cpu_us"] + WAKEUPS_PER_ROUNDTRIP * wakeup_us
     return {"same_cpu_predicted_us": same_predicted, "split_predicted_us": split_predicted,
             "same_cpu_error": same_predicted / same["roundtrip_us"] - 1,
@@ -70,6 +75,7 @@ def main() -> int:
     if host is None:
         raise SystemExit("deflate_model: neither run has the host's figure (run with --host-figure on)")
     wakeup_us = host.wakeup_us.value
+    charged_us = host.cpu_per_wakeup_us.value if host.cpu_per_wakeup_us is not None else 0.0  # none in older files
     summaries = {name: summarize_run(run) for name, run in runs.items()}
     published = SETUPS[args.setup].published
     cells = []
@@ -77,7 +83,10 @@ def main() -> int:
         same, split = side_figures(summaries["same-cpu"][key]), side_figures(summaries["split"][key])
         if same is None or split is None:
             continue
-        row = {"server": key[0], "client": key[1], "same_cpu": same, "split": split, **predict(same, split, wakeup_us)}
+        row = {"server": key[0], "client": key[1], "same_cpu": same, "split": split,
+               **predict(same, split, wakeup_us, charged_us),
+               # what this cell's own sides were charged per wakeup beyond their one-CPU CPU, beside the floor's
+               "charged_per_wakeup_us": (split["cpu_us"] - same["cpu_us"]) / WAKEUPS_PER_ROUNDTRIP}
         if key in published:
             row["published"] = published[key]
             row["wakeup_for_published_us"] = wakeup_for_rate(published[key], same["cpu_us"], WAKEUPS_PER_ROUNDTRIP)
@@ -86,16 +95,18 @@ def main() -> int:
     within = sum(abs(row["same_cpu_error"]) <= TOLERANCE and abs(row["split_error"]) <= TOLERANCE for row in cells)
     print(f"host: {host.sentence()}", file=sys.stderr)
     print(f"{'cell':<28}{'same: meas':>11}{'pred':>8}{'split: meas':>12}{'pred':>8}{'CPU':>7}{'other':>7}"
-          f"{'hand-offs':>10}{'w for published':>16}", file=sys.stderr)
+          f"{'charged':>8}{'hand-offs':>10}{'w for published':>16}", file=sys.stderr)
     for row in cells:
         needed = row.get("wakeup_for_published_us")
         print(f"{row['server'] + ' × ' + row['client']:<28}{row['same_cpu']['roundtrip_us']:>11.0f}"
               f"{row['same_cpu_predicted_us']:>8.0f}{row['split']['roundtrip_us']:>12.0f}"
               f"{row['split_predicted_us']:>8.0f}{row['same_cpu']['cpu_us']:>7.0f}"
-              f"{row['same_cpu']['other_threads_cpu_us']:>7.0f}{row['split']['handoffs']:>10.1f}"
+              f"{row['same_cpu']['other_threads_cpu_us']:>7.0f}{row['charged_per_wakeup_us']:>8.0f}"
+              f"{row['split']['handoffs']:>10.1f}"
               f"{'' if needed is None else f'{needed:.0f} µs':>16}", file=sys.stderr)
     print(f"{within} of {len(cells)} cells predicted within {TOLERANCE:.0%} in both placements", file=sys.stderr)
     print(json.dumps({"files": [str(args.same_cpu), str(args.split)], "host_wakeup_us": wakeup_us,
+                      "host_cpu_per_wakeup_us": charged_us,
                       "wakeups_per_roundtrip": WAKEUPS_PER_ROUNDTRIP, "tolerance": TOLERANCE,
                       "within_both": within, "cells": cells}, indent=1))
     return 0

@@ -110,6 +110,8 @@ def test_the_deflate_model_predicts_each_placement_from_the_others_cpu():
     predicted = predict(same, split, wakeup_us=70.0)
     assert predicted["same_cpu_predicted_us"] == 720.0 and predicted["split_predicted_us"] == 690.0 + 4 * 70.0
     assert round(predicted["split_error"], 3) == -0.03
+    # with 7.5 µs of each wakeup charged as CPU time, the split CPU holds 30 µs more than the one-CPU roundtrip's
+    assert predict(same, split, wakeup_us=70.0, charged_us=7.5)["same_cpu_predicted_us"] == 690.0
     assert wakeup_for_rate(200, 1000.0, 4) == 1000.0  # 5,000 µs a roundtrip less 1,000 of CPU over 4 wakeups
     assert wakeup_for_rate(2000, 1000.0, 4) is None  # already slower than that rate
 

@@ -113,6 +113,19 @@ def test_the_wakeup_cost_is_a_quarter_of_the_roundtrips_difference_per_round():
         wakeup_cost("x", [1.0], [])
 
 
+def test_the_part_of_a_wakeup_charged_as_cpu_time_is_a_quarter_of_the_cpu_difference_per_round():
+    """Both sides' CPU per roundtrip 16 µs on one CPU and 136, 116 and 156 split: 30, 25 and 35 µs of each of four
+    wakeups show as CPU time, median 30; kept through the file; a file without them reads as before."""
+    host = wakeup_cost("raw-tcp-c × raw-tcp-c", [60_000] * 3, [6_000] * 3, [16.0] * 3, [136.0, 116.0, 156.0])
+    assert host.cpu_per_wakeup_us.value == pytest.approx(30.0)
+    assert HostWakeup.from_json(host.to_json()) == host
+    assert "30.0 µs of it shows as the sides' CPU time" in host.sentence()
+    without = wakeup_cost("raw-tcp-c × raw-tcp-c", [60_000] * 3, [6_000] * 3)
+    assert "cpu_per_wakeup_us" not in without.to_json() and HostWakeup.from_json(without.to_json()) == without
+    with pytest.raises(ValueError):
+        wakeup_cost("x", [1.0, 1.0], [2.0, 2.0], [1.0], [2.0])
+
+
 def test_a_flagged_cell_is_set_against_the_same_clients_fastest_unflagged_server_of_its_runtime():
     """Its cost beyond that pair in µs per roundtrip, paired by round: 1e6/500 - 1e6/1000 = 1000 µs each round."""
     run = RunResult(started_at="t", command_line=[], configuration={}, environment={}, implementations={

@@ -39,6 +39,7 @@ def measure_host_wakeup(implementations: list[Implementation], settings: CellSet
                    server_cpus=None, client_cpus=None, profile_dir=None, trace_syscalls=False)
     placements = {"same-cpu": replace(base, placement="same-cpu"), "split": replace(base, placement="split")}
     rates: dict[str, list[float]] = {"same-cpu": [], "split": []}
+    cpu_us: dict[str, list[float]] = {"same-cpu": [], "split": []}  # both sides' CPU µs per roundtrip
     for number in range(1, rounds + 1):
         order = ("same-cpu", "split") if number % 2 else ("split", "same-cpu")
         for placement in order:
@@ -48,4 +49,8 @@ def measure_host_wakeup(implementations: list[Implementation], settings: CellSet
                       file=sys.stderr)
                 return None
             rates[placement].append(attempt.raw_rate)  # the host's own µs, not at the reference pace
-    return wakeup_cost(f"{FLOOR} × {FLOOR}", rates["same-cpu"], rates["split"])
+            if attempt.server_cpu_s is not None and attempt.client_cpu_s is not None and attempt.roundtrips:
+                cpu_us[placement].append((attempt.server_cpu_s + attempt.client_cpu_s) * 1e6 / attempt.roundtrips)
+    complete = len(cpu_us["same-cpu"]) == len(cpu_us["split"]) == rounds
+    return wakeup_cost(f"{FLOOR} × {FLOOR}", rates["same-cpu"], rates["split"],
+                       cpu_us["same-cpu"] if complete else None, cpu_us["split"] if complete else None)
