@@ -546,3 +546,20 @@ def test_the_documented_commands_run_a_cluster(tmp_path):
         lab.close()
     assert netns_lab.wait_until(lambda: not processes_carrying(token), 10), \
         [p.cmdline() for p in processes_carrying(token)]
+
+
+def test_only_an_unretrieved_timeout_is_dropped_from_asyncios_log():
+    """The filter a cluster connection puts on asyncio's logger drops its "never retrieved" record for a
+    TimeoutError, and keeps the same record for any other exception and every other record."""
+    import logging
+
+    from pingpong.harness.cluster.connection import UnretrievedTimeouts
+
+    def record(message: str, exception: BaseException | None) -> logging.LogRecord:
+        info = (type(exception), exception, None) if exception else None
+        return logging.LogRecord("asyncio", logging.ERROR, __file__, 1, message, None, info)
+
+    never = "Future exception was never retrieved\nfuture: <Future finished exception=TimeoutError('Timeout')>"
+    assert not UnretrievedTimeouts().filter(record(never, TimeoutError("Timeout")))
+    assert UnretrievedTimeouts().filter(record(never, ConnectionError("reset")))
+    assert UnretrievedTimeouts().filter(record("Task was destroyed but it is pending!", TimeoutError("Timeout")))
