@@ -32,6 +32,7 @@ from benchmarks.corunning import ROOT, add_copy_options, copy_options_refused, i
 from pingpong.contract import CPP_LEAVE_SINGLE_THREADED_ENV
 from pingpong.harness.analysis.stats import interval_label, median_interval
 from pingpong.harness.settings.environment import suite_commit
+from pingpong.harness.settings.native_build import build_on_first_use
 
 SERVER = "cpp-websocketpp"
 SWITCH = CPP_LEAVE_SINGLE_THREADED_ENV
@@ -57,6 +58,7 @@ def main() -> int:
     if copy_options_refused(args, "thread_tax"):
         return 2
     server, client = implementation("server", SERVER), implementation("client", args.client)
+    build_on_first_use([server, client], ROOT)
     cpu = sorted(os.sched_getaffinity(0))[-1]
     rounds = []
     started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")

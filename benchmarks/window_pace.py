@@ -44,6 +44,7 @@ from pingpong.harness.measure.server import stop_server
 from pingpong.harness.results.stored import read_json
 from pingpong.harness.settings.cell import cpus_for, orchestrator_cpus
 from pingpong.harness.settings.manifest import check_availability
+from pingpong.harness.settings.native_build import build_on_first_use
 from pingpong.harness.system import host_sentinel, kernel_signals, processes
 
 # one cell per runtime: C, Python on asyncio and on uvloop, Node.js, Bun, Go, Rust, C++, and a program measured
@@ -279,6 +280,8 @@ def main() -> int:
     except ValueError as exc:
         print(f"window_pace: --cells: {exc}", file=sys.stderr)
         return 2
+    build_on_first_use([found[(role, name)] for server_name, client_name, _, _ in specs
+                        for role, name in (("server", server_name), ("client", client_name))], ROOT)
     measurer = LocalMeasurer()
     cells = []
     began = datetime.now(timezone.utc).isoformat(timespec="seconds")

@@ -7,7 +7,9 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -81,6 +83,23 @@ def test_a_build_that_fails_leaves_its_note_and_the_entry_unavailable_with_it(tm
     assert check_availability(failing, tmp_path).reason == "'build/a_client' could not be built here: gcc not " \
                                                             "found on PATH"
     assert build_on_first_use([failing], tmp_path) == []  # its note says why: not tried again on every run
+
+
+def test_a_build_past_its_time_is_stopped_said_and_left_not_built_without_a_traceback(tmp_path, capsys):
+    """A build that outlives its timeout: stopped (its process and the child it started gone), one line on stderr,
+    no exception, the entry still not built, and the next call tries again."""
+    hang = "sleep 60 & echo $! > build/a_child.pid; wait"
+    (hanging,) = manifest(tmp_path, entry("a", "a_client", ["sh", "-c", hang]))
+    (tmp_path / "build").mkdir(exist_ok=True)
+    started = time.monotonic()
+    assert build_on_first_use([hanging], tmp_path, timeout_s=1.0) == [("sh", "-c", hang)]
+    assert time.monotonic() - started < 30
+    err = capsys.readouterr().err
+    assert "stopped after 1 s, unfinished: the runs that need it will try again" in err
+    assert "still not built: a" in err
+    child = int((tmp_path / "build" / "a_child.pid").read_text())
+    assert not Path(f"/proc/{child}").exists() or "Z" in Path(f"/proc/{child}/stat").read_text().split()[2]
+    assert builds_needed([hanging], tmp_path) == [("sh", "-c", hang)]
 
 
 def test_a_run_naming_a_program_nobody_built_builds_it_first_and_measures_it(tmp_path):

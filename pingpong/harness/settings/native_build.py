@@ -14,6 +14,7 @@ other (pingpong.harness.system.processes): a stopped or killed run leaves none b
 
 from __future__ import annotations
 
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -48,10 +49,12 @@ def log(message: str) -> None:
     print(f"build: {message}", file=sys.stderr, flush=True)
 
 
-def build_on_first_use(implementations: list[Implementation], project_root: Path) -> list[tuple[str, ...]]:
+def build_on_first_use(implementations: list[Implementation], project_root: Path,
+                       timeout_s: float = BUILD_TIMEOUT_S) -> list[tuple[str, ...]]:
     """Runs, at once, the build commands these entries need (builds_needed), each from the project root; returns the
     commands it ran. A build that fails is not an error here: its script writes FILE.unavailable, and the cells that
-    need it are skipped with that reason (an entry whose command wrote no note reads as not built)."""
+    need it are skipped with that reason (an entry whose command wrote no note reads as not built). One that runs
+    past timeout_s is stopped, said on stderr, and its entries read as not built, as if it had failed."""
     if not builds_needed(implementations, project_root):
         return []
     (project_root / "build").mkdir(exist_ok=True)
@@ -66,9 +69,12 @@ def build_on_first_use(implementations: list[Implementation], project_root: Path
         with work_dirs.temporary("pingpong-build-") as folder:
             running = [processes.start(f"build-{index}", list(command), project_root, Path(folder))
                        for index, command in enumerate(commands)]
+            deadline = started + timeout_s
             try:
                 for process in running:
-                    processes.wait(process.popen, BUILD_TIMEOUT_S)
+                    processes.wait(process.popen, max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                log(f"stopped after {timeout_s:.0f} s, unfinished: the runs that need it will try again")
             finally:
                 for process in running:
                     processes.stop(process)
