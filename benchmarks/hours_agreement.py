@@ -3,8 +3,9 @@ pace and raw, for every cell, the Python × Python cells (the address-layout lot
 
 Reads saved runs (run_bench.py's JSON, paced or not); prints one JSON object on stdout and the sentences on stderr:
 the rates as recorded (at the reference pace, and raw), and at the reference pace taken again from each window's
-recorded slices by their plain mean and by their trimmed mean (host_pace.window_pace_ns), so that runs recorded
-with either pace compare alike.
+recorded slices by their plain mean, by their trimmed mean, and by the trimmed mean with the fast mode replayed in
+the order the windows were measured (host_pace.window_pace_ns, replayed_paces), so that runs recorded with any of
+these paces compare alike.
 Usage: python -m benchmarks.hours_agreement RUN.json RUN.json RUN.json [--tolerance 0.05]
 """
 
@@ -17,7 +18,7 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
-from pingpong.harness.analysis.host_pace import REFERENCE_SENTINEL_NS, run_pace, window_pace_ns
+from pingpong.harness.analysis.host_pace import REFERENCE_SENTINEL_NS, replayed_paces, run_pace, window_pace_ns
 from pingpong.harness.analysis.precision import median_cv, precision_reach
 from pingpong.harness.analysis.replication import agreement, raw_run_medians, run_medians
 from pingpong.harness.results.records import load
@@ -44,6 +45,19 @@ def slice_run_medians(run, estimator) -> dict[tuple[str, str], float]:
     return medians
 
 
+def fast_mode_run_medians(run) -> dict[tuple[str, str], float]:
+    """As slice_run_medians, each window's pace read with the run's fast mode as the pacer would have read it then
+    (its slices and those of the windows before it)."""
+    windows = sorted(((cell, a) for cell in run.cells for a in cell.attempts
+                      if a.ok and a.paced and a.host_pace and a.host_pace.get("slices_ns")),
+                     key=lambda item: item[1].started_at or "")
+    paces = replayed_paces([(a.host_pace.get("stop") or "", a.host_pace["slices_ns"]) for _, a in windows])
+    rates: dict[tuple[str, str], list[float]] = {}
+    for (cell, attempt), pace in zip(windows, paces):
+        rates.setdefault((cell.server, cell.client), []).append(attempt.raw_rate * pace / REFERENCE_SENTINEL_NS)
+    return {key: statistics.median(values) for key, values in rates.items()}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("runs", nargs="+")
@@ -63,7 +77,8 @@ def main() -> int:
             "rounds": paced and paced.rounds, "median_cv_paced": median_cv(run), "median_cv_raw": median_cv(run, True)})
     families = (("paced", run_medians), ("raw", raw_run_medians),
                 ("paced again from the slices, their mean", lambda run: slice_run_medians(run, statistics.fmean)),
-                ("paced again from the slices, trimmed", lambda run: slice_run_medians(run, window_pace_ns)))
+                ("paced again from the slices, trimmed", lambda run: slice_run_medians(run, window_pace_ns)),
+                ("paced again from the slices, fast mode", fast_mode_run_medians))
     for name, medians_of in families:
         medians = [medians_of(run) for run in runs]
         for group, cells in (("all", everything), ("python × python", python), ("the rest", everything - python)):

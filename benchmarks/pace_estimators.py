@@ -1,10 +1,13 @@
 """How a window's pace is best read from its slices: stored default runs taken to the reference pace again from
-each window's slices, with the plain mean of the slices and with their trimmed mean (the fastest and the slowest
-fifth left out: analysis/host_pace.window_pace_ns), against their raw rates.
+each window's slices, with the plain mean of the slices, with their trimmed mean (the fastest and the slowest fifth
+left out), and with the trimmed mean of slices whose fast-mode ones count as the mode's typical slice (the fast mode
+of every slice timed so far in the run, replayed in the order the windows were measured, as the pacer reads it:
+analysis/host_pace.window_pace_ns, SliceLog), against their raw rates.
 
 For each run (run_bench.py's JSON, plain or .json.xz, paced with slices_ns kept): the median over its cells of the
-CV of a cell's rounds, raw and at the reference pace by each estimator, and the median ratio of the trimmed pace to
-the mean one (how far the scale moves). Pure arithmetic on recorded slices: nothing is measured. Prints one JSON
+CV of a cell's rounds and the cells within ±3% (every round within 3% of the cell's median: the range of 6 rounds,
+96.9%), raw and at the reference pace by each estimator, and the median ratio of each pace to the trimmed one (how
+far the scale moves). Pure arithmetic on recorded slices: nothing is measured. Prints one JSON
 object on stdout and a line per run on stderr.
 Usage: python -m benchmarks.pace_estimators RUN.json[.xz] [RUN.json[.xz] ...]
 """
@@ -17,33 +20,57 @@ import statistics
 import sys
 from pathlib import Path
 
-from pingpong.harness.analysis.host_pace import REFERENCE_SENTINEL_NS, window_pace_ns
+from pingpong.harness.analysis.host_pace import REFERENCE_SENTINEL_NS, replayed_paces, window_pace_ns
 from pingpong.harness.results.stored import read_json
 
-ESTIMATORS = {"mean": lambda slices: statistics.fmean(slices), "trimmed": window_pace_ns}
+ESTIMATORS = ("mean", "trimmed", "fast mode")
+WITHIN = 0.03
+
+
+def paced_windows(run: dict) -> list[tuple[tuple[str, str], dict]]:
+    """The run's paced windows that kept their slices, (server, client) and attempt, in the order they were measured
+    (their start times; the file's order within one second)."""
+    found = [((cell["server"], cell["client"]), a) for cell in run["cells"] for a in cell["attempts"]
+             if a["status"] == "ok" and a.get("raw_roundtrips_per_s") and (a.get("host_pace") or {}).get("slices_ns")]
+    return sorted(found, key=lambda item: item[1].get("started_at") or "")
+
+
+def window_paces(run: dict) -> dict[str, list[tuple[tuple[str, str], float, float]]]:
+    """Each estimator's (cell, raw rate, pace) of every paced window of the run (pure)."""
+    windows = paced_windows(run)
+    slices = [a["host_pace"]["slices_ns"] for _, a in windows]
+    paces = {"mean": [statistics.fmean(s) for s in slices], "trimmed": [window_pace_ns(s) for s in slices],
+             "fast mode": replayed_paces([(a["host_pace"].get("stop") or "", a["host_pace"]["slices_ns"])
+                                          for _, a in windows])}
+    return {name: [(key, a["raw_roundtrips_per_s"], pace) for (key, a), pace in zip(windows, values)]
+            for name, values in paces.items()}
+
+
+def within(rates: list[float], share: float = WITHIN) -> bool:
+    """Whether every rate lies within share of their median (the range as the median's interval)."""
+    middle = statistics.median(rates)
+    return min(rates) >= (1 - share) * middle and max(rates) <= (1 + share) * middle
 
 
 def run_figures(run: dict) -> dict | None:
-    """The run's median CV of a cell's rounds, raw and by each estimator, and the trimmed-to-mean scale (pure);
-    None when no window kept its slices."""
-    spreads: dict[str, list[float]] = {name: [] for name in ("raw", *ESTIMATORS)}
-    scales = []
-    for cell in run["cells"]:
-        windows = [a for a in cell["attempts"] if a["status"] == "ok" and a.get("raw_roundtrips_per_s")
-                   and (a.get("host_pace") or {}).get("slices_ns")]
-        if len(windows) < 3:
-            continue
-        spreads["raw"].append(cv([a["raw_roundtrips_per_s"] for a in windows]))
-        for name, estimator in ESTIMATORS.items():
-            spreads[name].append(cv([a["raw_roundtrips_per_s"] * estimator(a["host_pace"]["slices_ns"])
-                                     / REFERENCE_SENTINEL_NS for a in windows]))
-        scales += [window_pace_ns(a["host_pace"]["slices_ns"]) / statistics.fmean(a["host_pace"]["slices_ns"])
-                   for a in windows]
-    if not spreads["raw"]:
+    """The run's median CV of a cell's rounds and its cells within ±3%, raw and by each estimator, and each pace's
+    scale against the trimmed one (pure); None when no window kept its slices."""
+    paces = window_paces(run)
+    by_cell: dict[str, dict[tuple[str, str], list[float]]] = {name: {} for name in ("raw", *ESTIMATORS)}
+    for key, raw, _ in paces["trimmed"]:
+        by_cell["raw"].setdefault(key, []).append(raw)
+    for name in ESTIMATORS:
+        for key, raw, pace in paces[name]:
+            by_cell[name].setdefault(key, []).append(raw * pace / REFERENCE_SENTINEL_NS)
+    cells = [key for key, rates in by_cell["raw"].items() if len(rates) >= 3]
+    if not cells:
         return None
-    return {"cells": len(spreads["raw"]),
-            "median_cv": {name: statistics.median(values) for name, values in spreads.items()},
-            "trimmed_over_mean": statistics.median(scales)}
+    return {"cells": len(cells),
+            "median_cv": {name: statistics.median(cv(by_cell[name][key]) for key in cells) for name in by_cell},
+            "within": {name: sum(within(by_cell[name][key]) for key in cells) for name in by_cell},
+            "over_trimmed": {name: statistics.median(pace / trimmed for (_, _, pace), (_, _, trimmed)
+                                                     in zip(paces[name], paces["trimmed"]))
+                             for name in ESTIMATORS}}
 
 
 def cv(values: list[float]) -> float:
@@ -65,10 +92,11 @@ def main() -> int:
             print(f"pace_estimators: {path}: no paced window kept its slices", file=sys.stderr)
             return 2
         found.append({"run": path, **figures})
-        spread = figures["median_cv"]
-        print(f"{Path(path).name}: {figures['cells']} cells; median CV of a cell's rounds raw {100 * spread['raw']:.1f}%, "
-              f"mean pace {100 * spread['mean']:.1f}%, trimmed {100 * spread['trimmed']:.1f}%; trimmed pace "
-              f"{figures['trimmed_over_mean']:.3f}x the mean", file=sys.stderr)
+        spread, near = figures["median_cv"], figures["within"]
+        print(f"{Path(path).name}: {figures['cells']} cells; median CV of a cell's rounds (cells within "
+              f"±{100 * WITHIN:g}%) raw {100 * spread['raw']:.1f}% ({near['raw']}), " + ", ".join(
+                  f"{name} {100 * spread[name]:.1f}% ({near[name]}, scale {figures['over_trimmed'][name]:.3f})"
+                  for name in ESTIMATORS), file=sys.stderr)
     json.dump({"benchmark": "pace_estimators", "runs": found}, sys.stdout, indent=1)
     print()
     return 0

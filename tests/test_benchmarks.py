@@ -5,6 +5,7 @@ matrix settings passed server_warmup_s after it had become jit_warmup_s), and no
 """
 
 import json
+import lzma
 import subprocess
 import sys
 from dataclasses import replace
@@ -114,6 +115,51 @@ def test_the_deflate_model_predicts_each_placement_from_the_others_cpu():
     assert predict(same, split, wakeup_us=70.0, charged_us=7.5)["same_cpu_predicted_us"] == 690.0
     assert wakeup_for_rate(200, 1000.0, 4) == 1000.0  # 5,000 µs a roundtrip less 1,000 of CPU over 4 wakeups
     assert wakeup_for_rate(2000, 1000.0, 4) is None  # already slower than that rate
+
+
+def test_the_model_charges_each_side_by_its_runtimes_floor():
+    """Each runtime's floor against itself gives a side of that runtime and role its CPU per wakeup (split less one
+    CPU, over the side's 2 wakeups); a cell's prediction then charges its server and client by their runtimes, the
+    rest of a wakeup (w - c) the host's; with every side charged c it is the first model."""
+    from benchmarks.deflate_model import predict, predict_by_runtime, runtime_charges
+    same = {("raw-tcp-node", "raw-tcp-node"): {"server_cpu_us": 25.0, "client_cpu_us": 26.0},
+            ("raw-tcp-python", "raw-tcp-python"): {"server_cpu_us": 37.0, "client_cpu_us": 49.0}}
+    split = {("raw-tcp-node", "raw-tcp-node"): {"server_cpu_us": 61.0, "client_cpu_us": 74.0},
+             ("raw-tcp-python", "raw-tcp-python"): {"server_cpu_us": 75.0, "client_cpu_us": 109.0}}
+    charges = runtime_charges(same, split)
+    assert charges == {("server", "node"): 18.0, ("client", "node"): 24.0, ("server", "python"): 19.0,
+                       ("client", "python"): 30.0}
+    cell_same, cell_split = {"roundtrip_us": 400.0, "cpu_us": 400.0}, {"roundtrip_us": 520.0, "cpu_us": 500.0}
+    by_runtime = predict_by_runtime(cell_same, cell_split, wakeup_us=24.0, charged_us=17.0, server_charge_us=19.0,
+                                    client_charge_us=24.0)
+    assert by_runtime["same_cpu_predicted_us"] == 500.0 - 2 * (19.0 + 24.0)
+    assert by_runtime["split_predicted_us"] == 400.0 + 2 * (19.0 + 24.0) + 4 * (24.0 - 17.0)
+    alike = predict_by_runtime(cell_same, cell_split, 24.0, 17.0, 17.0, 17.0)
+    assert alike == predict(cell_same, cell_split, wakeup_us=24.0, charged_us=17.0)
+
+
+def test_a_slimmed_reference_run_has_no_histograms_says_so_and_still_reports(tmp_path):
+    """slim_reference leaves every encoded histogram out, keeps the rest, says what it left out; report reads it."""
+    from benchmarks.slim_reference import slim
+    run = json.loads(lzma.open(ROOT / "results/reference/2026-11-29-default-9.json.xz").read())
+    slimmed = slim(run)
+    text = json.dumps(slimmed["cells"])
+    assert "latency_histogram" not in text and "HISTFAAA" not in text
+    attempts = sum(len(cell["attempts"]) for cell in run["cells"])
+    assert slimmed["slimmed"]["histograms"] >= attempts
+    assert [c["summary"] for c in slimmed["cells"]] == [c["summary"] for c in run["cells"]]
+    assert "latency_histogram" in json.dumps(run)  # the input is left as it was
+    out = tmp_path / "slim.json.xz"
+    done = subprocess.run([sys.executable, "-m", "benchmarks.slim_reference",
+                           "results/reference/2026-11-29-default-9.json.xz", str(out)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    shown = subprocess.run([sys.executable, "run_bench.py", "report", str(out), "--format", "md"], cwd=ROOT,
+                           capture_output=True, text=True, timeout=120)
+    assert shown.returncode == 0 and "| sanic (uvloop) |" in shown.stdout, shown.stderr[-500:]
+    refused = subprocess.run([sys.executable, "-m", "benchmarks.slim_reference", str(out), str(tmp_path / "x.json")],
+                             cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1
 
 
 def test_bun_faults_reads_the_steady_seconds_and_refuses_an_unknown_mode_in_one_line():

@@ -233,7 +233,7 @@ def test_a_stopping_pacer_stops_the_groups_for_each_slice_and_leaves_them_runnin
     groups = [subprocess.Popen(["taskset", "-c", str(cpu), sys.executable, "-c", "while True: pass"],
                                process_group=0) for _ in range(2)]
     try:
-        pacer = Pacer([cpu], [g.pid for g in groups], preempt=False)
+        pacer = Pacer([cpu], [g.pid for g in groups], preempt=False, slice_log=host_pace.SliceLog())
         pacer.prepare()
         record, seen_stopped = paced_for(pacer, [g.pid for g in groups], 0.5)
         assert not any(stopped(g.pid) for g in groups)
@@ -241,6 +241,10 @@ def test_a_stopping_pacer_stops_the_groups_for_each_slice_and_leaves_them_runnin
         assert record["pauses"] >= 10 and record["error"] is None
         assert 0 < record["paused_s"] < 0.5 and len(record["slices_ns"]) == record["pauses"]
         assert record["sentinel_ns_per_roundtrip"] > 0 and record["cpus"] == [cpu]
+        # read against the fast mode of its own slices and those of the run's earlier windows (none here)
+        assert record["fast_mode"]["slices"] == record["pauses"] and record["sentinel_ns_trimmed"] > 0
+        assert record["sentinel_ns_per_roundtrip"] == pytest.approx(host_pace.window_pace_ns(
+            record["slices_ns"], fast=host_pace.fast_mode(record["slices_ns"])), rel=1e-3)
     finally:
         for group in groups:
             os.killpg(group.pid, signal.SIGKILL)
@@ -518,10 +522,51 @@ def test_the_pace_estimators_are_compared_on_recorded_slices():
             slices[3] = 8 * level  # the host took the vCPU in this slice
         attempts.append({"status": "ok", "raw_roundtrips_per_s": 5000 * 10_000 / level,
                          "host_pace": {"slices_ns": slices}})
-    figures = run_figures({"cells": [{"attempts": attempts}]})
+    figures = run_figures({"cells": [{"server": "s", "client": "c", "attempts": attempts}]})
     assert figures["cells"] == 1 and figures["median_cv"]["trimmed"] == pytest.approx(0, abs=1e-12)
     assert figures["median_cv"]["mean"] > 0.1 and figures["median_cv"]["raw"] > 0.1
-    assert figures["trimmed_over_mean"] == pytest.approx(1.0)
+    assert figures["over_trimmed"]["mean"] == pytest.approx(1.0)
+    assert figures["median_cv"]["fast mode"] == pytest.approx(0, abs=1e-12) and figures["within"]["fast mode"] == 1
+
+
+def test_on_a_calm_host_the_fast_modes_jitter_no_longer_spreads_the_rates():
+    """A cell whose raw rate does not move, 30 windows on a host whose slices only jitter (±4%, its fast mode): by the
+    trimmed mean, the window's pace carries the jitter into the rates at the reference pace; read with the fast mode,
+    every window counts as its typical slice and the rates are as steady as the raw ones. A slow slice (1.4x) still
+    counts at what it read."""
+    from benchmarks.pace_estimators import run_figures
+    import random
+    draw = random.Random(7)
+    attempts = [{"status": "ok", "raw_roundtrips_per_s": 5000.0, "started_at": f"2026-11-29T12:00:{repeat:02d}",
+                 "host_pace": {"slices_ns": [10_000.0 * draw.uniform(0.96, 1.04) for _ in range(12)],
+                               "stop": "preempt"}} for repeat in range(30)]
+    figures = run_figures({"cells": [{"server": "s", "client": "c", "attempts": attempts}]})
+    assert figures["median_cv"]["raw"] == 0 and figures["median_cv"]["trimmed"] > 0.003
+    assert figures["median_cv"]["fast mode"] < figures["median_cv"]["trimmed"] / 2  # the first windows: few slices yet
+    assert figures["within"]["fast mode"] == 1
+    fast = host_pace.fast_mode([10_000.0, 10_200.0, 9_900.0, 10_100.0, 14_000.0, 10_050.0])
+    assert fast.level_ns == 9_900.0 and fast.typical_ns == 10_050.0 and fast.slices == 6
+    assert host_pace.window_pace_ns([10_300.0, 9_800.0, 14_000.0], fast=fast) == pytest.approx(
+        (10_050.0 * 2 + 14_000.0) / 3)
+    assert host_pace.window_pace_ns([10_300.0, 9_800.0], fast=None) == pytest.approx(10_050.0)
+    assert host_pace.fast_mode([]) is None
+
+
+def test_the_slice_log_reads_the_fast_mode_of_every_slice_so_far_by_stop_mode_and_forgets_the_oldest():
+    """A first window is read against its own slices, later ones against all so far; the two sentinel classes keep
+    separate logs; a replay of stored windows gives what the log gave; beyond LOGGED_SLICES the oldest go."""
+    log = host_pace.SliceLog()
+    first = log.add("preempt", [10_000.0] * 10)
+    assert (first.level_ns, first.typical_ns, first.slices) == (10_000.0, 10_000.0, 10)
+    second = log.add("preempt", [8_000.0] * 10)
+    assert second.slices == 20 and second.level_ns == 8_000.0 and second.typical_ns == 8_000.0
+    assert log.add("orchestrator", [13_000.0]).level_ns == 13_000.0
+    windows = [("preempt", [10_000.0] * 10), ("preempt", [8_000.0] * 10), ("orchestrator", [13_000.0])]
+    assert host_pace.replayed_paces(windows) == [10_000.0, 8_000.0, 13_000.0]
+    small = host_pace.SliceLog()
+    small.LOGGED_SLICES = 5
+    small.add("preempt", [1_000.0] * 5)
+    assert small.add("preempt", [2_000.0] * 5).level_ns == 2_000.0
 
 
 def test_runs_at_different_hours_compare_alike_by_either_pace_read_again_from_their_slices():

@@ -4,7 +4,9 @@ A window with the host's pace in it (measure/pacer.py) has the cell's roundtrips
 took, and the host sentinel's ns per roundtrip over its slices. From them:
 - the raw rate: roundtrips per second the cell ran, its pauses left out;
 - the unit-free figure: the cell's roundtrip measured in host-sentinel roundtrips timed in the same window. It
-  carries across hours and hosts as far as the host slows the cell and the sentinel alike;
+  carries across hours as far as the host slows the cell and the sentinel alike; across hosts only for cells whose
+  time goes to the kernel, as the sentinel's does (a faster host of 2026-11-29 ran the C floor at the same figure and
+  the interpreted pairs at 0.52-0.60 of it: docs/methodology.md, "The fast mode's jitter, and another host");
 - the rate at the reference pace: the raw rate as it would be on a host whose sentinel roundtrip takes
   REFERENCE_SENTINEL_NS, i.e. 1e9 / (unit-free figure x REFERENCE_SENTINEL_NS).
 
@@ -22,7 +24,9 @@ level (11.8 us on the EPYC VM of 2026-11-27), so the rates read near what such a
 
 from __future__ import annotations
 
+import collections
 import statistics
+import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,18 +47,77 @@ STOP_ORCHESTRATOR = "orchestrator"  # several CPUs: stopped and continued from t
 TRIM_SHARE = 0.2  # of a window's slices, the fastest and the slowest this share each are left out of its pace
 
 
-def window_pace_ns(slices_ns: list[float], trim: float = TRIM_SHARE) -> float | None:
+@dataclass(frozen=True)
+class FastMode:
+    """The host's fast mode as the slices timed so far show it: its level (the FAST_QUANTILE of every slice, as the
+    report's Pace: line reads it) and the median of the slices within SLOW_FACTOR of that level (what a slice in the
+    fast mode typically reads)."""
+
+    level_ns: float
+    typical_ns: float
+    slices: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"level_ns": round(self.level_ns, 1), "typical_ns": round(self.typical_ns, 1), "slices": self.slices}
+
+
+def fast_mode(slices_ns: list[float]) -> FastMode | None:
+    """The fast mode of these slices (pure); None without slices."""
+    if not slices_ns:
+        return None
+    level = observed_quantile(slices_ns, FAST_QUANTILE)
+    return FastMode(level_ns=level, typical_ns=statistics.median(v for v in slices_ns if v <= SLOW_FACTOR * level),
+                    slices=len(slices_ns))
+
+
+def window_pace_ns(slices_ns: list[float], trim: float = TRIM_SHARE, fast: FastMode | None = None) -> float | None:
     """A window's pace from its slices' ns per sentinel roundtrip: their mean with the fastest and the slowest `trim`
     of them left out (none with fewer than 1 / trim slices); None without slices. A slice the host took the vCPU
     from for milliseconds reads several times slower and says nothing of the cell's running time around it, which
     a plain mean would carry whole into the window's pace: over five default runs the trimmed mean left a cell's
-    rounds 5-20% less spread (benchmarks/pace_estimators.py; docs/methodology.md, the sentinel takes the CPU)."""
+    rounds 5-20% less spread (benchmarks/pace_estimators.py; docs/methodology.md, the sentinel takes the CPU).
+
+    Given the host's fast mode, a slice within SLOW_FACTOR of its level counts as the mode's typical slice: it says
+    the host was fast, and how much it read above or below the typical one is the sentinel's own jitter (and what the
+    cell left in the caches), not the host's pace. On a calm host (5% of slices slow, 2026-11-29 12:09 UTC) the
+    slices' jitter alone had made the rates at the reference pace spread more than the raw ones (a median CV of a
+    cell's rounds of 4.0% against 3.1%); counted so, 2.8% (docs/methodology.md, "The fast mode's jitter")."""
     if not slices_ns:
         return None
+    if fast is not None:
+        slices_ns = [fast.typical_ns if value <= SLOW_FACTOR * fast.level_ns else value for value in slices_ns]
     ordered = sorted(slices_ns)
     cut = int(len(ordered) * trim)
     kept = ordered[cut:len(ordered) - cut] if cut else ordered
     return sum(kept) / len(kept)
+
+
+class SliceLog:
+    """Every slice the pacers of a process timed (measure/pacer.py keeps one, RUN_SLICES), by how they stopped the
+    cell (the two sentinel classes time a roundtrip on scales about 15% apart): the host's fast mode that each
+    window's pace is read against (window_pace_ns). A run's first windows read it from the few slices seen so far, later
+    ones from thousands (the last LOGGED_SLICES, so that a long session follows a host whose fast level moves); each
+    window's record keeps the fast mode it was read against."""
+
+    LOGGED_SLICES = 20_000  # about 5 default runs' slices
+
+    def __init__(self) -> None:
+        self._slices: dict[str, collections.deque[float]] = {}
+        self._lock = threading.Lock()
+
+    def add(self, stop_mode: str, slices_ns: list[float]) -> FastMode | None:
+        """Logs a window's slices; the fast mode of every slice logged in that stop mode, these included."""
+        with self._lock:
+            logged = self._slices.setdefault(stop_mode, collections.deque(maxlen=self.LOGGED_SLICES))
+            logged.extend(slices_ns)
+            return fast_mode(list(logged))
+
+
+def replayed_paces(windows: list[tuple[str, list[float]]]) -> list[float | None]:
+    """The pace of each window, (stop mode, slices) in the order they were measured, as a pacer with a fresh SliceLog
+    would have read it (pure): so that stored runs can be read again with the fast mode."""
+    log = SliceLog()
+    return [window_pace_ns(slices, fast=log.add(stop_mode, slices)) for stop_mode, slices in windows]
 
 
 MIN_BUSY = 0.25  # on one CPU, a cell busy less than this share of its running time waits on more than the CPU

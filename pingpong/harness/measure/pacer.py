@@ -35,7 +35,8 @@ import time
 from typing import Any
 
 from pingpong.contract import RAW_WINDOWS_ENV
-from pingpong.harness.analysis.host_pace import STOP_ORCHESTRATOR, STOP_PREEMPT, STOP_SENTINEL, window_pace_ns
+from pingpong.harness.analysis.host_pace import (STOP_ORCHESTRATOR, STOP_PREEMPT, STOP_SENTINEL, FastMode, SliceLog,
+                                                window_pace_ns)
 from pingpong.harness.settings.cell import CellSettings
 from pingpong.harness.system import host_sentinel, processes
 
@@ -120,13 +121,19 @@ def signalled_sqpoll_reason(cpus: list[int], groups: list[int]) -> str | None:
             f"CPU after every stop and continue of a slice on several CPUs")
 
 
+RUN_SLICES = SliceLog()  # this process's: a run, a diagnose, a test worker
+
+
 class Pacer:
     """Pauses the cell's process groups for slices of the host sentinel on its CPUs, from start() until stop()."""
 
     def __init__(self, cpus: list[int], groups: list[int], run_s: float = RUN_S,
-                 slice_roundtrips: int = SLICE_ROUNDTRIPS, preempt: bool = True) -> None:
+                 slice_roundtrips: int = SLICE_ROUNDTRIPS, preempt: bool = True,
+                 slice_log: SliceLog | None = RUN_SLICES) -> None:
         """preempt: on one CPU, a preempting sentinel where the system allows it (STOP_PREEMPT), else one that stops
-        the groups itself (STOP_SENTINEL); False: the latter always (benchmarks/window_pace.py compares them)."""
+        the groups itself (STOP_SENTINEL); False: the latter always (benchmarks/window_pace.py compares them).
+        slice_log: where the window's slices go and its fast mode comes from; None: the pace is the slices'
+        trimmed mean alone."""
         self.cpus = sorted(cpus)
         self.groups = list(groups)
         self.run_s = run_s
@@ -142,6 +149,9 @@ class Pacer:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._paused = threading.Lock()  # held while the groups are stopped
+        self.slice_log = slice_log
+        self._fast: FastMode | None = None
+        self._logged = False
 
     def prepare(self) -> None:
         """Start (and warm) the sentinels before the window, so no pause pays for a sentinel's start. A preempting
@@ -170,6 +180,9 @@ class Pacer:
             self._thread.join(host_sentinel.ANSWER_TIMEOUT_S + 5)
         with self._paused:  # a pause still in progress has ended
             pass
+        if self.slice_log is not None and not self._logged and self.slices_ns:
+            self._fast = self.slice_log.add(self.stop_mode, self.slices_ns)
+        self._logged = True
         return self.record()
 
     def record(self) -> dict[str, Any]:
@@ -178,10 +191,14 @@ class Pacer:
         per_cpu = {f"cpu{cpu}": round(total / done, 1) for cpu, total in self.sentinel_ns.items()} if done else {}
         return {"cpus": self.cpus, "run_ms": self.run_s * 1000, "slice_roundtrips": self.slice_roundtrips,
                 "pauses": self.pauses, "paused_s": self.paused_ns / 1e9,
-                # the window's pace: its slices' trimmed mean (analysis/host_pace.window_pace_ns); the plain mean
-                # beside it (the pace of files before 2026-11-27 16:40 UTC)
-                "sentinel_ns_per_roundtrip": (round(window_pace_ns(self.slices_ns), 1) if per_cpu else None),
+                # the window's pace: its slices' trimmed mean, those in the host's fast mode counted as its typical
+                # slice (analysis/host_pace.window_pace_ns); the trimmed mean alone (the pace of files before
+                # 2026-11-29 13:00 UTC) and the plain mean (before 2026-11-27 16:40 UTC) beside it
+                "sentinel_ns_per_roundtrip": (round(window_pace_ns(self.slices_ns, fast=self._fast), 1)
+                                              if per_cpu else None),
+                "sentinel_ns_trimmed": (round(window_pace_ns(self.slices_ns), 1) if per_cpu else None),
                 "sentinel_ns_mean": (round(sum(per_cpu.values()) / len(per_cpu), 1) if per_cpu else None),
+                "fast_mode": self._fast.to_json() if self._fast is not None and per_cpu else None,
                 "per_cpu_ns_per_roundtrip": per_cpu,
                 "slices_ns": [round(value) for value in self.slices_ns], "stop": self.stop_mode,
                 "preempt_refused": self.preempt_refused, "error": self.error}
