@@ -141,7 +141,11 @@ def test_a_program_that_could_not_be_built_says_why(tmp_path):
         "'build/x_server' has not been built yet: the first run that names it builds it (sh build_x.sh)")
     (tmp_path / "build" / "x_server.unavailable").write_text("cargo not found on PATH (install Rust)\n")
     assert check_availability(implementation, tmp_path).reason == (
-        "'build/x_server' could not be built here: cargo not found on PATH (install Rust)")
+        "'build/x_server' could not be built here: cargo not found on PATH (install Rust); once that is fixed, "
+        "sh native/build.sh builds it again")
+    assert check_availability(built_on_first_use, tmp_path).reason == (
+        "'build/x_server' could not be built here: cargo not found on PATH (install Rust); once that is fixed, the "
+        "next run that names it builds it again (sh build_x.sh)")
     (tmp_path / "build" / "x_server").write_bytes(b"")
     assert check_availability(implementation, tmp_path).available
 

@@ -5,6 +5,7 @@ building it first and measuring it."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -80,9 +81,18 @@ def test_a_build_that_fails_leaves_its_note_and_the_entry_unavailable_with_it(tm
     (failing,) = manifest(tmp_path, entry("a", "a_client", ["sh", "-c", note]))
     assert build_on_first_use([failing], tmp_path) == [("sh", "-c", note)]
     assert "still not built: a" in capsys.readouterr().err
-    assert check_availability(failing, tmp_path).reason == "'build/a_client' could not be built here: gcc not " \
-                                                            "found on PATH"
+    assert check_availability(failing, tmp_path).reason == (
+        "'build/a_client' could not be built here: gcc not found on PATH; once that is fixed, the next run that names "
+        f"it builds it again (sh -c {note})")
     assert build_on_first_use([failing], tmp_path) == []  # its note says why: not tried again on every run
+    # ... until the system's packages change after it (an apt-get install): then once more
+    packages = tmp_path / "dpkg-status"
+    packages.write_text("")
+    note_file = tmp_path / "build" / "a_client.unavailable"
+    os.utime(packages, (note_file.stat().st_mtime - 60,) * 2)
+    assert builds_needed([failing], tmp_path, packages) == []
+    os.utime(packages, (note_file.stat().st_mtime + 60,) * 2)
+    assert builds_needed([failing], tmp_path, packages) == [("sh", "-c", note)]
 
 
 def test_a_build_past_its_time_is_stopped_said_and_left_not_built_without_a_traceback(tmp_path, capsys):

@@ -232,7 +232,9 @@ def unbuilt_reason(path: Path, name: str, build: tuple[str, ...] = ()) -> str:
     except OSError:
         written = []
     if written and written[0].strip():
-        return f"'{name}' could not be built here: {written[0].strip()}"
+        again = (f"; once that is fixed, the next run that names it builds it again ({' '.join(build)})" if build
+                 else "; once that is fixed, sh native/build.sh builds it again")
+        return f"'{name}' could not be built here: {written[0].strip()}{again}"
     if build:
         return f"'{name}' has not been built yet: the first run that names it builds it ({' '.join(build)})"
     return f"'{name}' has not been built (npm ci builds it: sh native/build.sh)"

@@ -23,6 +23,7 @@ from pingpong.harness.settings.manifest import UNAVAILABLE_SUFFIX, Implementatio
 from pingpong.harness.settings.package_envs import FileLock
 from pingpong.harness.system import processes, work_dirs
 
+PACKAGE_DATABASE = Path("/var/lib/dpkg/status")  # Debian's: written whenever apt-get installs or removes a package
 BUILD_TIMEOUT_S = 1800.0  # a first Rust build on a slow 2-CPU machine takes minutes, not half an hour
 LOCK_NAME = ".first-use-build.lock"  # in build/
 
@@ -33,16 +34,29 @@ def required_files(implementation: Implementation) -> list[str]:
             if kind == "file"]
 
 
-def missing_files(implementation: Implementation, project_root: Path) -> list[str]:
-    """The entry's "file:" requirements that are missing with no note saying why they could not be built: what its
-    build command would make."""
+def stale_note(note: Path, packages: Path = PACKAGE_DATABASE) -> bool:
+    """Whether a note saying why a build failed predates the last change to the system's packages: most such notes
+    name a missing library or compiler (apt-get install ...), so a build is tried once more after an install."""
+    try:
+        return note.stat().st_mtime < packages.stat().st_mtime
+    except OSError:
+        return False
+
+
+def missing_files(implementation: Implementation, project_root: Path,
+                  packages: Path = PACKAGE_DATABASE) -> list[str]:
+    """The entry's "file:" requirements that are missing with no note saying why they could not be built, or a note
+    older than the system's last package change (stale_note): what its build command would make."""
     return [name for name in required_files(implementation) if not (project_root / name).exists()
-            and not (project_root / (name + UNAVAILABLE_SUFFIX)).exists()]
+            and (not (project_root / (name + UNAVAILABLE_SUFFIX)).exists()
+                 or stale_note(project_root / (name + UNAVAILABLE_SUFFIX), packages))]
 
 
-def builds_needed(implementations: list[Implementation], project_root: Path) -> list[tuple[str, ...]]:
+def builds_needed(implementations: list[Implementation], project_root: Path,
+                  packages: Path = PACKAGE_DATABASE) -> list[tuple[str, ...]]:
     """The distinct build commands of those entries that have one and miss a file it makes, in their order."""
-    return list(dict.fromkeys(i.build for i in implementations if i.build and missing_files(i, project_root)))
+    return list(dict.fromkeys(i.build for i in implementations
+                              if i.build and missing_files(i, project_root, packages)))
 
 
 def log(message: str) -> None:
