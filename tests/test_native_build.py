@@ -145,3 +145,25 @@ def test_the_build_script_refuses_what_it_does_not_build_in_one_line(arguments, 
     completed = subprocess.run(["sh", "native/build.sh", *arguments], cwd=ROOT, capture_output=True, text=True,
                                timeout=60)
     assert completed.returncode == 2 and completed.stderr.strip() == message and completed.stdout == ""
+
+
+def test_outside_ci_a_test_needing_a_program_that_could_not_be_built_skips_saying_why():
+    """A test whose parameters name an unbuilt program, or that tests/conftest.py lists as needing one, skips with
+    the program's reason; one that needs none, or only built ones, runs."""
+    from types import SimpleNamespace
+
+    from tests.conftest import native_skip
+    unbuilt = {"cpp-websocketpp": "'build/cpp_ws_client' could not be built here: a header is missing"}
+
+    def item(path: str, name: str, **params):
+        return SimpleNamespace(path=Path(path), originalname=name, name=name,
+                               callspec=SimpleNamespace(params=params) if params else None)
+
+    assert native_skip(item("test_drivers.py", "t", client="cpp-websocketpp"), unbuilt) == (
+        "cpp-websocketpp: 'build/cpp_ws_client' could not be built here: a header is missing")
+    assert native_skip(item("test_drivers.py", "t", client="websockets"), unbuilt) is None
+    assert native_skip(item("test_native_websocket.py", "anything"), unbuilt).startswith("cpp-websocketpp: ")
+    threads = "test_a_threads_servers_room_reaches_its_members_on_every_thread_and_its_own_only"
+    assert native_skip(item("test_room_placement.py", threads), unbuilt).startswith("cpp-websocketpp: ")
+    assert native_skip(item("test_room_placement.py", threads), {"go-gorilla": "no go"}) is None
+    assert native_skip(item("test_rooms.py", "t"), unbuilt) is None
