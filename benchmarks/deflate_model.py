@@ -45,7 +45,8 @@ from pingpong.harness.analysis.summary import summarize_run
 from pingpong.harness.results.records import load
 
 TOLERANCE = 0.25  # the issue's: predictions within 25% of what the suite measures
-WAKEUPS_PER_SIDE = WAKEUPS_PER_ROUNDTRIP // 2  # the server is woken by A's and B's messages, the client's process by both replies
+# the server is woken by A's and B's messages, the client's process by both replies
+WAKEUPS_PER_SIDE = WAKEUPS_PER_ROUNDTRIP // 2
 FLOOR_OF_RUNTIME = {"python": "raw-tcp-python", "node": "raw-tcp-node", "native": "raw-tcp-c", "bun": "raw-tcp-bun"}
 
 

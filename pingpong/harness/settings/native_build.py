@@ -47,9 +47,12 @@ def missing_files(implementation: Implementation, project_root: Path,
                   packages: Path = PACKAGE_DATABASE) -> list[str]:
     """The entry's "file:" requirements that are missing with no note saying why they could not be built, or a note
     older than the system's last package change (stale_note): what its build command would make."""
-    return [name for name in required_files(implementation) if not (project_root / name).exists()
-            and (not (project_root / (name + UNAVAILABLE_SUFFIX)).exists()
-                 or stale_note(project_root / (name + UNAVAILABLE_SUFFIX), packages))]
+    def buildable(name: str) -> bool:
+        note = project_root / (name + UNAVAILABLE_SUFFIX)
+        return not note.exists() or stale_note(note, packages)
+
+    return [name for name in required_files(implementation)
+            if not (project_root / name).exists() and buildable(name)]
 
 
 def builds_needed(implementations: list[Implementation], project_root: Path,
