@@ -4,8 +4,9 @@ pace and raw, for every cell, the Python × Python cells (the address-layout lot
 Reads saved runs (run_bench.py's JSON, paced or not); prints one JSON object on stdout and the sentences on stderr:
 the rates as recorded (at the reference pace, and raw), and at the reference pace taken again from each window's
 recorded slices by their plain mean, by their trimmed mean, and by the trimmed mean with the fast mode replayed in
-the order the windows were measured (host_pace.window_pace_ns, replayed_paces), so that runs recorded with any of
-these paces compare alike.
+the order the windows were measured (host_pace.window_pace_ns, replayed_paces): its typical slice the median of its
+main peak (the pacer's since 2026-11-29 15:00 UTC) and, as before, of every slice in the fast mode; so that runs
+recorded with any of these paces compare alike.
 Usage: python -m benchmarks.hours_agreement RUN.json RUN.json RUN.json [--tolerance 0.05]
 """
 
@@ -18,6 +19,7 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
+from pingpong.harness.analysis.host_modes import SLOW_FACTOR
 from pingpong.harness.analysis.host_pace import REFERENCE_SENTINEL_NS, replayed_paces, run_pace, window_pace_ns
 from pingpong.harness.analysis.precision import median_cv, precision_reach
 from pingpong.harness.analysis.replication import agreement, raw_run_medians, run_medians
@@ -45,13 +47,14 @@ def slice_run_medians(run, estimator) -> dict[tuple[str, str], float]:
     return medians
 
 
-def fast_mode_run_medians(run) -> dict[tuple[str, str], float]:
+def fast_mode_run_medians(run, peak: float | None = None) -> dict[tuple[str, str], float]:
     """As slice_run_medians, each window's pace read with the run's fast mode as the pacer would have read it then
-    (its slices and those of the windows before it)."""
+    (its slices and those of the windows before it); peak: as host_pace.fast_mode's (None: its default)."""
     windows = sorted(((cell, a) for cell in run.cells for a in cell.attempts
                       if a.ok and a.paced and a.host_pace and a.host_pace.get("slices_ns")),
                      key=lambda item: item[1].started_at or "")
-    paces = replayed_paces([(a.host_pace.get("stop") or "", a.host_pace["slices_ns"]) for _, a in windows])
+    paces = replayed_paces([(a.host_pace.get("stop") or "", a.host_pace["slices_ns"]) for _, a in windows],
+                           *(() if peak is None else (peak,)))
     rates: dict[tuple[str, str], list[float]] = {}
     for (cell, attempt), pace in zip(windows, paces):
         rates.setdefault((cell.server, cell.client), []).append(attempt.raw_rate * pace / REFERENCE_SENTINEL_NS)
@@ -78,6 +81,8 @@ def main() -> int:
     families = (("paced", run_medians), ("raw", raw_run_medians),
                 ("paced again from the slices, their mean", lambda run: slice_run_medians(run, statistics.fmean)),
                 ("paced again from the slices, trimmed", lambda run: slice_run_medians(run, window_pace_ns)),
+                ("paced again from the slices, fast mode, every fast slice",
+                 lambda run: fast_mode_run_medians(run, SLOW_FACTOR)),
                 ("paced again from the slices, fast mode", fast_mode_run_medians))
     for name, medians_of in families:
         medians = [medians_of(run) for run in runs]

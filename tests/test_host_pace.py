@@ -19,6 +19,7 @@ import psutil
 import pytest
 
 from pingpong.harness.analysis import host_pace, summary
+from pingpong.harness.analysis.host_modes import SLOW_FACTOR
 from pingpong.harness.analysis.precision import paced_precision
 from pingpong.harness.measure import judge
 from pingpong.harness.measure.boundary import ClientRun, ServerFacts, Turn, WindowSamples, attempt_from
@@ -544,12 +545,38 @@ def test_on_a_calm_host_the_fast_modes_jitter_no_longer_spreads_the_rates():
     assert figures["median_cv"]["raw"] == 0 and figures["median_cv"]["trimmed"] > 0.003
     assert figures["median_cv"]["fast mode"] < figures["median_cv"]["trimmed"] / 2  # the first windows: few slices yet
     assert figures["within"]["fast mode"] == 1
-    fast = host_pace.fast_mode([10_000.0, 10_200.0, 9_900.0, 10_100.0, 14_000.0, 10_050.0])
-    assert fast.level_ns == 9_900.0 and fast.typical_ns == 10_050.0 and fast.slices == 6
-    assert host_pace.window_pace_ns([10_300.0, 9_800.0, 14_000.0], fast=fast) == pytest.approx(
-        (10_050.0 * 2 + 14_000.0) / 3)
+    # the main peak near 10 µs, a second one 9-10% slower (still the fast mode), a slow slice
+    slices = [10_000.0, 10_100.0, 9_900.0, 10_050.0, 10_900.0, 10_950.0, 10_880.0, 14_000.0]
+    fast = host_pace.fast_mode(slices)
+    assert fast.level_ns == 9_900.0 and fast.typical_ns == 10_025.0 and fast.slices == 8  # the main peak's median
+    assert host_pace.fast_mode(slices, peak=SLOW_FACTOR).typical_ns == 10_100.0  # every fast slice's, as before
+    assert host_pace.window_pace_ns([10_300.0, 10_950.0, 14_000.0], fast=fast) == pytest.approx(
+        (10_025.0 * 2 + 14_000.0) / 3)
     assert host_pace.window_pace_ns([10_300.0, 9_800.0], fast=None) == pytest.approx(10_050.0)
     assert host_pace.fast_mode([]) is None
+
+
+def test_a_second_peak_of_the_fast_mode_whose_share_moves_over_the_run_does_not_move_the_rates():
+    """The calm host of 2026-11-29 afternoon: within the fast mode the sentinel read a main peak and another 9% above
+    it, which the cell did not share, in a share that moved over a run (most in its first minute). A cell whose raw
+    rate does not move, 10 windows with half their slices in the upper peak and then 30 with a tenth: read against
+    the median of every fast slice, the first windows' pace stood apart from the later ones'; read against the main
+    peak's, every window's pace is the same, and so are the rates."""
+    from benchmarks.pace_estimators import run_figures
+    import random
+    draw = random.Random(11)
+
+    def window(upper_share: float) -> list[float]:
+        return [(10_900.0 if draw.random() < upper_share else 10_000.0) * draw.uniform(0.995, 1.005)
+                for _ in range(6)]
+    attempts = [{"status": "ok", "raw_roundtrips_per_s": 5000.0, "started_at": f"2026-11-29T15:00:{index:02d}",
+                 "host_pace": {"slices_ns": window(0.5 if index < 10 else 0.1), "stop": "preempt"}}
+                for index in range(40)]
+    figures = run_figures({"cells": [{"server": "s", "client": "c", "attempts": attempts}]})
+    assert figures["median_cv"]["fast mode, every fast slice"] > 0.005
+    assert figures["median_cv"]["fast mode"] < 0.001
+    paces = host_pace.replayed_paces([("preempt", a["host_pace"]["slices_ns"]) for a in attempts])
+    assert max(paces) / min(paces) < 1.002
 
 
 def test_the_slice_log_reads_the_fast_mode_of_every_slice_so_far_by_stop_mode_and_forgets_the_oldest():
