@@ -20,7 +20,8 @@ from dataclasses import asdict
 from pathlib import Path
 
 from pingpong.harness.analysis.host_modes import SLOW_FACTOR
-from pingpong.harness.analysis.host_pace import REFERENCE_SENTINEL_NS, replayed_paces, run_pace, window_pace_ns
+from pingpong.harness.analysis.host_pace import (FAST_PEAK_FACTOR, REFERENCE_SENTINEL_NS, replayed_paces, run_pace,
+                                                window_pace_ns)
 from pingpong.harness.analysis.precision import median_cv, precision_reach
 from pingpong.harness.analysis.replication import agreement, raw_run_medians, run_medians
 from pingpong.harness.results.records import load
@@ -47,14 +48,13 @@ def slice_run_medians(run, estimator) -> dict[tuple[str, str], float]:
     return medians
 
 
-def fast_mode_run_medians(run, peak: float | None = None) -> dict[tuple[str, str], float]:
+def fast_mode_run_medians(run, peak: float = FAST_PEAK_FACTOR) -> dict[tuple[str, str], float]:
     """As slice_run_medians, each window's pace read with the run's fast mode as the pacer would have read it then
-    (its slices and those of the windows before it); peak: as host_pace.fast_mode's (None: its default)."""
+    (its slices and those of the windows before it); peak: as host_pace.fast_mode's."""
     windows = sorted(((cell, a) for cell in run.cells for a in cell.attempts
                       if a.ok and a.paced and a.host_pace and a.host_pace.get("slices_ns")),
                      key=lambda item: item[1].started_at or "")
-    paces = replayed_paces([(a.host_pace.get("stop") or "", a.host_pace["slices_ns"]) for _, a in windows],
-                           *(() if peak is None else (peak,)))
+    paces = replayed_paces([(a.host_pace.get("stop") or "", a.host_pace["slices_ns"]) for _, a in windows], peak)
     rates: dict[tuple[str, str], list[float]] = {}
     for (cell, attempt), pace in zip(windows, paces):
         rates.setdefault((cell.server, cell.client), []).append(attempt.raw_rate * pace / REFERENCE_SENTINEL_NS)

@@ -49,10 +49,10 @@ TRIM_SHARE = 0.2  # of a window's slices, the fastest and the slowest this share
 
 # The fast mode's typical slice is the median of its main peak, the slices within this factor of the fast level. On
 # the calm host of 2026-11-29 afternoon the slices within SLOW_FACTOR of the level formed three peaks, at 1.00, 1.04
-# and 1.09 times it; in windows whose slices sat in the upper two the cell ran no slower (its raw rate 0.99-1.00 of
-# its median), and their share moved over a run (most in its first minute): the median of all of them moved the
-# typical slice, and every rate with it, by 1.7% between a run's first round and its fifth. 1.02, 1.03 and 1.05 read
-# alike over 13 stored runs (docs/methodology.md, "The fast mode's peak").
+# and 1.08-1.10 times it; in windows whose slices sat in the upper two the cell ran no slower (its raw rate
+# 0.993-1.001 of its median), and their share moved over a run (most in its first minute): the median of all of them
+# moved the typical slice, and every rate with it, by 1.7% between a run's first round and its fifth. 1.02, 1.03 and
+# 1.05 read alike over 18 stored runs (docs/methodology.md, "The fast mode's peak").
 FAST_PEAK_FACTOR = 1.03
 
 

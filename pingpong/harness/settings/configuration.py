@@ -28,9 +28,10 @@ QUICK = {"duration": 0.5, "warmup": 0.2, "repeat": 1}  # a smoke run: one round
 # Rounds until precise (benchmarks/window_spread.py measured these on a 2-CPU machine; docs/methodology.md):
 # the spread between rounds did not shrink with longer windows (0.25 to 2 s), so the shortest, cheapest one. On one
 # CPU a cell's rounds differ mostly by the process each got; 0.1 s windows (the shortest the pacer paces) buy an 8th
-# round within the budget where 0.2 s ones stopped at 7: on the calm host of 2026-11-29 24 of 58 cells within ±3%
-# against 13-16, the rates alike (median ratio 0.996-1.004); on a noisy host the pace read from 6 slices instead of
-# 12 costs about as much as the extra round gives (docs/methodology.md, "A shorter window, an 8th round").
+# round within the budget where 0.2 s ones stopped at 7: on the calm host of 2026-11-29 28-31 of 58 cells within ±3%
+# in three runs against 13-16, the rates alike (median ratio 0.996-1.004); on a noisy host the pace read from 6
+# slices instead of 12 should cost about as much as the extra round gives (reasoned from stored slices, not measured:
+# docs/methodology.md, "A shorter window, an 8th round").
 DEFAULT_MATRIX_DURATION_S = 0.1
 DEFAULT_MATRIX_WARMUP_S = 0.2
 # Node.js needs about half a second to compile its hot path: a Node.js client warms up at least this, the first
