@@ -232,3 +232,55 @@ def test_the_fixed_layout_switch_starts_children_unrandomized_and_leaves_the_orc
     if fixed:  # one binary, one place: the two processes map the interpreter at the same address
         assert seen[0][1] == seen[1][1]
     assert (FIXED_ADDRESS_LAYOUT_ENV in describe_environment(ROOT)["measurement_switches"]) == fixed
+
+
+TRACE = """# tracer: nop
+#
+          python-301     [000] d..2. 10.000001: sched_waking: comm=node pid=402 prio=120 target_cpu=001
+          <idle>-0       [001] dNh2. 10.000020: sched_wakeup: comm=node pid=402 prio=120 target_cpu=001
+            node-402     [001] d..2. 10.000100: sched_waking: comm=node pid=403 prio=120 target_cpu=001
+            node-402     [001] d..2. 10.000101: sched_wakeup: comm=node pid=403 prio=120 target_cpu=001
+ Timer-thread 2-410      [000] d..2. 10.000200: sched_waking: comm=python pid=301 prio=120 target_cpu=000
+ Timer-thread 2-410      [000] d..2. 10.000201: sched_wakeup: comm=python pid=301 prio=120 target_cpu=000
+            node-402     [001] d..2. 10.000300: sched_migrate_task: comm=node pid=403 prio=120 orig_cpu=1 dest_cpu=0
+            node-402     [001] d..2. 10.000310: sched_wakeup: comm=node pid=403 prio=120 target_cpu=000
+          python-301     [000] d..2. 10.000400: sched_wakeup: comm=other pid=999 prio=120 target_cpu=001
+"""
+
+
+def test_a_wakeup_crosses_cpus_when_the_wakers_cpu_is_not_the_one_chosen_for_the_woken_thread():
+    """sched_waking is written on the waker's CPU, sched_wakeup names the woken thread's; a wakeup queued to the other
+    CPU (written there by its interrupt) crosses, one on the waker's own CPU does not, one whose waking the trace
+    lacks is counted but not judged; a move counts once; another process's thread counts for no side."""
+    from pingpong.harness.system.wakeup_trace import WakeupCounts, count, event_filter
+    counts = count(TRACE, {"server": {301, 410}, "client": {402, 403}})
+    assert counts == {"server": WakeupCounts(wakeups=1, cross_cpu_wakeups=0, migrations=0),
+                      "client": WakeupCounts(wakeups=3, cross_cpu_wakeups=1, migrations=1)}
+    assert event_filter({403, 12}) == "pid == 12 || pid == 403"
+
+
+@two_cpus
+def test_helpers_across_puts_a_thread_pools_hand_offs_on_the_other_cpu_and_the_trace_counts_them(monkeypatch):
+    """Node.js's ws client inflates aiohttp's deflated messages on its libuv pool: about 20 hand-offs a roundtrip,
+    which stay on the client's CPU when split (2 wakeups a side cross, the messages') and all cross with placement
+    helpers-across, whose record says how many threads it moved; the trace's instance is gone after each window."""
+    from pingpong.harness.system import wakeup_trace
+    if (why_not := wakeup_trace.available()) is not None:
+        pytest.skip(why_not)
+    monkeypatch.setenv(wakeup_trace.ENV, "1")
+    monkeypatch.setenv("PINGPONG_RAW_WINDOWS", "1")  # no pauses: a continued thread is a wakeup too
+    crossings = {}
+    for placement in ("split", "helpers-across"):
+        attempt = run_attempt(by_name("server", "aiohttp"), by_name("client", "node-ws"),
+                              replace(SETTINGS, placement=placement), 1, ROOT)
+        assert attempt.ok and attempt.cpu_placement == placement, attempt.reason
+        server, client = attempt.server_scheduling, attempt.client_scheduling
+        crossings[placement] = (server.cross_cpu_wakeups / attempt.roundtrips,
+                                client.cross_cpu_wakeups / attempt.roundtrips, client.wakeups / attempt.roundtrips)
+        assert not [name for name in os.listdir(wakeup_trace.TRACEFS / "instances")
+                    if name.startswith(f"{wakeup_trace.INSTANCE_PREFIX}{os.getpid()}-")]
+    server_split, client_split, client_woken = crossings["split"]
+    assert 1.8 <= server_split <= 2.2 and 1.8 <= client_split <= 2.2  # one message each way per side
+    assert client_woken > 10  # the pool's hand-offs, on the client's own CPU
+    assert crossings["helpers-across"][1] > 10  # the same hand-offs, crossing
+    assert attempt.warmup_helpers["across"] >= 1

@@ -45,13 +45,19 @@ class TimeBudget:
     # roundtrip's timeline. None in files from before the split
     main_thread_cpu_us: float | None = None
     other_threads_cpu_us: float | None = None
+    # per roundtrip, with PINGPONG_COUNT_WAKEUPS=1 (system/wakeup_trace.py): the side's threads woken, woken from
+    # another CPU than the waker's, moved to another CPU. None when not counted in every attempt
+    wakeups: float | None = None
+    cross_cpu_wakeups: float | None = None
+    migrations: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {"roundtrip_us": self.roundtrip_us, "cpu_us": self.cpu_us, "user_us": self.user_us,
                 "system_us": self.system_us, "run_delay_us": self.run_delay_us, "blocked_us": self.blocked_us,
                 "voluntary_switches": self.voluntary_switches, "involuntary_switches": self.involuntary_switches,
                 "ticks": self.ticks, "main_thread_cpu_us": self.main_thread_cpu_us,
-                "other_threads_cpu_us": self.other_threads_cpu_us}
+                "other_threads_cpu_us": self.other_threads_cpu_us, "wakeups": self.wakeups,
+                "cross_cpu_wakeups": self.cross_cpu_wakeups, "migrations": self.migrations}
 
 
 def window_roundtrips(attempt: Attempt) -> float | None:
@@ -107,4 +113,12 @@ def time_budget(good: list[Attempt], side: str, cpu_us_per_roundtrip: float | No
                                              for reading, roundtrips, _ in measured),
         involuntary_switches=statistics.median(reading.involuntary_switches / roundtrips
                                                for reading, roundtrips, _ in measured),
-        ticks=ticks)
+        ticks=ticks, **{name: per_roundtrip(measured, name) for name in ("wakeups", "cross_cpu_wakeups", "migrations")})
+
+
+def per_roundtrip(measured: list[tuple[Scheduling, float, float]], name: str) -> float | None:
+    """The median over the attempts of a count per roundtrip; None unless every attempt counted it."""
+    counts = [(getattr(reading, name), roundtrips) for reading, roundtrips, _ in measured]
+    if any(value is None for value, _ in counts):
+        return None
+    return statistics.median(value / roundtrips for value, roundtrips in counts)

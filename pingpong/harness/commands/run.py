@@ -27,7 +27,7 @@ from pingpong.harness.settings.cell import CellSettings, our_cpus
 from pingpong.harness.settings.configuration import RunConfiguration
 from pingpong.harness.settings.environment import describe_environment
 from pingpong.harness.settings.usage import UsageError
-from pingpong.harness.system import host_sentinel
+from pingpong.harness.system import host_sentinel, wakeup_trace
 from pingpong.harness.system.stop_signals import EXIT_INTERRUPTED
 
 EXIT_OK, EXIT_CELL_FAILED = 0, 1
@@ -51,6 +51,13 @@ def run_points(configuration: RunConfiguration, measurer: Measurer | None = None
     profiling: run --profile's step (commands/run_profiles.py), after the rounds of a one-point run that was not
     interrupted; the run is saved again with what it adds."""
     points = configuration.points
+    if wakeup_trace.wanted():
+        wakeup_trace.remove_stale()
+        if (why_not := wakeup_trace.available()) is not None:
+            raise UsageError(f"{wakeup_trace.ENV}=1: {why_not}")
+        if not raw_windows():
+            print(f"note: {wakeup_trace.ENV}=1 with the slices on counts each continue of a paused side as a wakeup; "
+                  f"PINGPONG_RAW_WINDOWS=1 leaves them out", file=sys.stderr)
     if configuration.resume and len(points) > 1:
         raise UsageError("--resume continues one matrix, not a run over a list of settings")
     swept = sweep.swept_dimensions(list(points))

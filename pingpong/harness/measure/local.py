@@ -25,7 +25,8 @@ from pingpong.harness.measure.outside import measure_outside
 from pingpong.harness.measure.server import (LocalServer, room_probe, spawn_ahead, start_server, stop_server,
                                              worker_counts)
 from pingpong.harness.measure.start_barrier import StartBarrier
-from pingpong.harness.measure.warmup_helpers import HelpersStayPut, WarmupHelpers, off_reason
+from pingpong.harness.measure.warmup_helpers import (HelpersAcross, HelpersStayPut, WarmupHelpers, helpers_across_for,
+                                                     off_reason)
 from pingpong.harness.measure.window import HeldConnections, WindowWatcher
 from pingpong.harness.results.records import Attempt
 from pingpong.harness.settings.catalog import PROJECT_ROOT
@@ -200,7 +201,8 @@ def _measure_client(started: LocalServer, client: Implementation, settings: Cell
                            started.work_dir, on_ready=barrier.arrived if barrier else None,
                            window_processes=window_processes(settings, shares),
                            runtimes=(started.runtime, client.runtime), broker=started.broker,
-                           warmup_helpers=warmup_helpers_for(settings, [c.pid for c in clients], client_cpus))
+                           warmup_helpers=warmup_helpers_for(settings, [c.pid for c in clients], client_cpus,
+                                                            started))
     if barrier:
         try:
             problem = _wait_at_barrier(barrier, started, clients, settings, server_facts)
@@ -214,9 +216,12 @@ def _measure_client(started: LocalServer, client: Implementation, settings: Cell
     return _await_clients(started, clients, settings, window, server_facts, held, spawn_next)
 
 
-def warmup_helpers_for(settings: CellSettings, client_pids: list[int],
-                       client_cpus: set[int] | None) -> WarmupHelpers | HelpersStayPut:
-    """The client's helper threads over its warm-up (measure/warmup_helpers.py), or why they stay on its CPU."""
+def warmup_helpers_for(settings: CellSettings, client_pids: list[int], client_cpus: set[int] | None,
+                       started: LocalServer | None = None) -> WarmupHelpers | HelpersStayPut | HelpersAcross:
+    """The client's helper threads over its warm-up (measure/warmup_helpers.py), or why they stay on its CPU; with
+    placement helpers-across, both sides' helper threads on the other side's CPUs."""
+    if started is not None and (across := helpers_across_for(settings, started.pid, client_pids)) is not None:
+        return across
     spare = orchestrator_cpus(settings)
     off = off_reason(settings.warmup_helpers, len(client_pids), spare, client_cpus, settings.warmup_s)
     return HelpersStayPut(off) if off else WarmupHelpers(client_pids[0], client_cpus, spare, settings.warmup_s)
@@ -257,7 +262,7 @@ def _measure_waiting_client(started: LocalServer, waiting: WaitingClient, client
                        server_facts)
     window = WindowWatcher(events_fd, started.pid, [process.pid], started.port, settings, started.work_dir,
                            window_processes=1, runtimes=(started.runtime, client_runtime), broker=started.broker,
-                           warmup_helpers=warmup_helpers_for(settings, [process.pid], client_cpus))
+                           warmup_helpers=warmup_helpers_for(settings, [process.pid], client_cpus, started))
     return _await_clients(started, [process], settings, window, server_facts, None, spawn_next)
 
 

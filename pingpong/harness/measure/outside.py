@@ -23,6 +23,7 @@ from pingpong.harness.measure.attempt_plan import (STDERR_TAIL_LINES, process_en
 from pingpong.harness.measure.boundary import ClientFacts, Outcome
 from pingpong.harness.measure.server import LocalServer
 from pingpong.harness.measure.window import WindowWatcher
+from pingpong.harness.measure.warmup_helpers import helpers_across_for
 from pingpong.harness.settings.cell import CellSettings
 from pingpong.harness.settings.manifest import URL_PLACEHOLDER, Implementation, resolve_command
 from pingpong.harness.system import kernel_signals, listeners, processes
@@ -72,7 +73,8 @@ def measure_outside(started: LocalServer, client: Implementation, settings: Cell
     read_fd, write_fd = os.pipe()
     window = WindowWatcher(read_fd, started.pid, [process.pid], started.port, settings, started.work_dir,
                            window_processes=1, count_connections=True,
-                           runtimes=(started.runtime, client.runtime))
+                           runtimes=(started.runtime, client.runtime),
+                           warmup_helpers=helpers_across_for(settings, started.pid, [process.pid]))
     try:
         os.write(write_fd, f"{WINDOW_START_EVENT}\n".encode())
         ended = _ended_within(process, settings.duration_s)

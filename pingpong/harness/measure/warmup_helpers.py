@@ -21,10 +21,10 @@ from __future__ import annotations
 import os
 import threading
 import time
-from typing import Any
+from typing import Any, Callable
 
-from pingpong.harness.settings.cell import WARMUP_HELPERS_SPARE
-from pingpong.harness.system import processes
+from pingpong.harness.settings.cell import HELPERS_ACROSS, WARMUP_HELPERS_SPARE, CellSettings, cpus_for, placement_of
+from pingpong.harness.system import listeners, processes
 # The helper threads come back this long before the warm-up ends: the window must find them on the measured CPU
 # even when the orchestrator's timer runs a few milliseconds late on the CPU it now shares with them.
 BACK_BEFORE_WINDOW_S = 0.05
@@ -144,3 +144,59 @@ class WarmupHelpers:
                 "back_before_window_s": (round(self.window_at - self.back_at, 4)
                                          if self.window_at is not None and self.back_at is not None else None),
                 "all_on_measured": self.all_on_measured}
+
+
+class HelpersAcross:
+    """Placement helpers-across: the sides as split, and every thread of each side's processes but their main ones
+    on the *other* side's CPUs, from the client's ready on (and again at the window's start, for threads started
+    meanwhile: libuv starts its pool on first use). Every hand-off between a side's event loop and its thread pool
+    (Node.js's zlib, Python's executor) then crosses CPUs, as it may on a host whose pool threads run on other
+    cores; the rest of the cell runs as split. The record: {"across": threads moved at the ready, "at_window":
+    more at the window's start}."""
+
+    def __init__(self, server_pids: Callable[[], list[int]], client_pids: list[int], server_cpus: set[int],
+                 client_cpus: set[int]) -> None:
+        self.server_pids, self.client_pids = server_pids, client_pids
+        self.server_cpus, self.client_cpus = server_cpus, client_cpus
+        self.moved: int | None = None
+        self.at_window: int | None = None
+        self._lock = threading.Lock()
+
+    def _move(self) -> int:
+        moved = 0
+        for pids, cpus in ((self.server_pids(), self.client_cpus), (self.client_pids, self.server_cpus)):
+            for pid in pids:
+                for task in helper_threads(pid):
+                    try:
+                        if os.sched_getaffinity(task) != cpus:
+                            os.sched_setaffinity(task, cpus)
+                            moved += 1
+                    except OSError:
+                        pass  # a thread that ended meanwhile
+        return moved
+
+    def released(self) -> None:
+        with self._lock:
+            if self.moved is None:
+                self.moved = self._move()
+
+    def window_started(self) -> None:
+        with self._lock:
+            if self.at_window is None:
+                self.at_window = self._move()
+
+    def close(self) -> None:
+        """Nothing to bring back: the processes end with the attempt."""
+
+    def record(self) -> dict[str, Any]:
+        return {"across": self.moved, "at_window": self.at_window}
+
+
+def helpers_across_for(settings: CellSettings, server_pid: int, client_pids: list[int]) -> HelpersAcross | None:
+    """Placement helpers-across's mover for an attempt (the server's tree read when it moves), or None for any other
+    placement or without two sets of CPUs."""
+    server_cpus, client_cpus = cpus_for(settings)
+    if placement_of(settings) != HELPERS_ACROSS or not server_cpus or not client_cpus:
+        return None
+    return HelpersAcross(lambda: listeners.process_trees([server_pid]).get(server_pid, [server_pid]), client_pids,
+                         server_cpus, client_cpus)

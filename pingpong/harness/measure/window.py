@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import queue
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -17,10 +18,10 @@ from pingpong.harness.measure.boundary import HeldSample, WindowSamples
 from pingpong.harness.measure.start_barrier import window_spread
 from pingpong.harness.settings.cell import CellSettings, cpus_for
 from pingpong.harness.measure.pacer import GUARD_S, Pacer, signalled_sqpoll_reason, unpaced_reason
-from pingpong.harness.measure.warmup_helpers import HelpersStayPut, WarmupHelpers
+from pingpong.harness.measure.warmup_helpers import HelpersAcross, HelpersStayPut, WarmupHelpers
 from pingpong.harness.settings.cell import our_cpus
 from pingpong.harness.system import broker as redis_broker
-from pingpong.harness.system import cpu, kernel_signals, listeners, profilers, scheduling
+from pingpong.harness.system import cpu, kernel_signals, listeners, profilers, scheduling, wakeup_trace
 from pingpong.harness.system.syscall_trace import SyscallTracer
 
 
@@ -85,9 +86,10 @@ class WindowWatcher:
                  work_dir: Path, on_ready: Callable[[], None] | None = None,
                  window_processes: int | None = None, count_connections: bool = False,
                  runtimes: tuple[str, str] | None = None, broker: redis_broker.Broker | None = None,
-                 warmup_helpers: WarmupHelpers | HelpersStayPut | None = None) -> None:
+                 warmup_helpers: WarmupHelpers | HelpersStayPut | HelpersAcross | None = None) -> None:
         self.server_pid = server_pid
-        # the client's helper threads during its warm-up (measure/warmup_helpers.py), or why they stay put
+        # the client's helper threads during its warm-up (measure/warmup_helpers.py), or why they stay put; with
+        # placement helpers-across, both sides' helper threads on the other side's CPUs
         self.warmup_helpers = warmup_helpers
         # --workers: the Redis broker between the server's workers, sampled at the edges (PUBLISH calls, CPU)
         self.broker = broker
@@ -142,6 +144,10 @@ class WindowWatcher:
         self.host_pace: dict[str, Any] | None = {"off": off} if off else None
         if self.pacer is not None:
             self.pacer.prepare()
+        # PINGPONG_COUNT_WAKEUPS=1: the sides' threads' wakeups over the window (system/wakeup_trace.py)
+        self.wakeup_trace = wakeup_trace.WakeupTrace() if wakeup_trace.wanted() else None
+        if self.wakeup_trace is not None:
+            self.wakeup_trace.prepare()
         # the window's edges on this host's wall clock (ns): a cluster run forwards them to the server's host
         self.start_wall_ns: int | None = None
         self.end_wall_ns: int | None = None
@@ -257,6 +263,11 @@ class WindowWatcher:
                     starts += 1
                     if starts < self.window_processes:
                         continue
+                    if self.wakeup_trace is not None:  # first and last: the trace spans the window
+                        trees = self._trees()
+                        self.wakeup_trace.start(
+                            {"server": wakeup_trace.threads_of(trees[0]) if self.server_pid is not None else set(),
+                             "client": wakeup_trace.threads_of([pid for tree in trees[1] for pid in tree])})
                     # The pauses first, from the last process's start to before the first's end: the samples
                     # below read counters, which a paused cell does not move (a multi-process cell's samples took
                     # long enough under load to leave no time for a pause when they came first)
@@ -299,6 +310,8 @@ class WindowWatcher:
                         self.ended.set()  # the last process measuring has closed its window too
                     if start is None or self.wall_s is not None:
                         continue
+                    if self.wakeup_trace is not None:
+                        self.wakeup_trace.halt()
                     if self.pacer is not None:  # first: nothing is sampled while the cell may be paused
                         self.host_pace = self.pacer.stop()
                     checkpoints = []
@@ -317,6 +330,7 @@ class WindowWatcher:
                     # after the window's length is taken, as at its start after the CPU: both readings lag the CPU
                     # samples by about the same time
                     scheduled_to = self._read_scheduling(server_tree, client_pids)
+                    woken_counts = self.wakeup_trace.stop() if self.wakeup_trace is not None else None
                     if self.server_pid is not None:
                         self.server_cpu_s = cpu.cpu_delta(start[1], server_end)
                         self.server_minor_faults = cpu.faults_delta(start[4], faults_end[0])
@@ -327,6 +341,14 @@ class WindowWatcher:
                         if self.server_pid is not None:
                             self.server_scheduling = scheduling.delta(scheduled_from[0], scheduled_to[0])
                         self.client_scheduling = scheduling.delta(scheduled_from[1], scheduled_to[1])
+                        if woken_counts is not None:
+                            self.server_scheduling = scheduling.with_wakeups(self.server_scheduling,
+                                                                             woken_counts["server"])
+                            self.client_scheduling = scheduling.with_wakeups(self.client_scheduling,
+                                                                             woken_counts["client"])
+                    if self.wakeup_trace is not None and self.wakeup_trace.error is not None:
+                        print(f"pingpong: {self.wakeup_trace.error}; this window's wakeups are not counted",
+                              file=sys.stderr)
                     self.tcp_counters = kernel_signals.counter_deltas(start[3], counters_end)
                     if tracers or profiling:  # the client's traffic read once more before they are stopped
                         received_to = self._client_bytes_received(client_pids)
@@ -348,6 +370,8 @@ class WindowWatcher:
                 self.pacer.stop()  # however the events ended, the cell is left running
             if tracers:
                 self._stop_tracers(tracers, None)
+            if self.wakeup_trace is not None:
+                self.wakeup_trace.stop()  # a window that did not end: the instance is removed all the same
             if profiling:
                 self._stop_profilers(profiling)
             self.ended.set()

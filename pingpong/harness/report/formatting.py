@@ -477,6 +477,8 @@ def placement_text(config: dict[str, Any]) -> str:
             "same-cpu": "server and client on one CPU, the orchestrator on another (by room with workers: each "
                         "worker beside its rooms' clients)",
             "split": "server and client on CPUs of their own",
+            "helpers-across": "server and client on CPUs of their own, each side's helper threads (a thread pool) "
+                              "on the other's",
             "unpinned": "not pinned"}.get(placement, f"placement {placement}") + helpers
 
 

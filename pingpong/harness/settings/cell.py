@@ -15,7 +15,8 @@ from pingpong.contract import DEFAULT_MALLOC
 # pair, one client process, one worker, closed loop; broadcast is never serial), split for one with parallelism.
 # unpinned: the kernel places them (--no-pin). same-cpu with --workers N above 1 (by room only): worker i and the
 # client processes of its rooms share one CPU (worker_cpu), so N workers are N copies of the one-worker attempt.
-PLACEMENTS = ("auto", "same-cpu", "split", "unpinned")
+HELPERS_ACROSS = "helpers-across"  # split, each side's helper threads on the other's CPU (measure/warmup_helpers.py)
+PLACEMENTS = ("auto", "same-cpu", "split", "unpinned", HELPERS_ACROSS)
 # What a split attempt gets when the server's --workers N take every CPU of ours (N = 2 on a 2-CPU host): no CPU is
 # left for the clients, so both sides run on all of them and compete for them (recorded as the attempt's
 # cpu_placement; docs/methodology.md, "Placement"). Not a choice: --placement split with fewer workers than CPUs.
@@ -142,7 +143,7 @@ def placement_of(settings: CellSettings) -> str:
         return "same-cpu"
     placement = settings.placement if settings.placement != "auto" else (
         "same-cpu" if is_serial(settings) else "split")
-    return SHARED if placement == "split" and settings.workers >= len(our_cpus()) else placement
+    return SHARED if placement in ("split", HELPERS_ACROSS) and settings.workers >= len(our_cpus()) else placement
 
 
 def plan_cpus(pin: bool, server_workers: int = 1) -> tuple[set[int] | None, set[int] | None]:

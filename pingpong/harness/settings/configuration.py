@@ -132,8 +132,10 @@ def add_measuring_options(parser: argparse.ArgumentParser, duration: float = DEF
     measuring.add_argument("--placement", default=DEFAULT_PLACEMENT, metavar="PLACE[,PLACE...]",
                            help=f"where the two sides run: {' | '.join(PLACEMENTS)} (same-cpu: server and client on "
                                 "one CPU, the orchestrator on another: a serial ping-pong pays no cross-CPU wakeup; "
-                                "split: each side on CPUs of its own; auto: same-cpu for one pair, split for "
-                                "workloads with parallelism); a list is a dimension, e.g. same-cpu,split")
+                                "split: each side on CPUs of its own; helpers-across: split, each side's helper "
+                                "threads on the other's CPU, so a thread pool's hand-offs cross; auto: same-cpu "
+                                "for one pair, split for workloads with parallelism); a list is a dimension, e.g. "
+                                "same-cpu,split")
     measuring.add_argument("--no-pin", action="store_true",
                            help="pin nothing: the kernel places server and client (--placement unpinned)")
     measuring.add_argument("--ready-timeout", type=float, default=DEFAULT_READY_TIMEOUT_S,

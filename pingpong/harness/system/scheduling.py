@@ -16,7 +16,7 @@ PINGPONG_SCHEDULING_READINGS=off turns the readings off (benchmarks/budget_overh
 from __future__ import annotations
 
 import os
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 READINGS_ENV = "PINGPONG_SCHEDULING_READINGS"  # "off": no readings (their cost is measured against it)
@@ -46,6 +46,11 @@ class Scheduling:
     main_thread_cpu_ns: int | None = None
     other_threads_cpu_ns: int | None = None
     main_thread_run_delay_ns: int | None = None  # the main threads' share of run_delay_ns
+    # with PINGPONG_COUNT_WAKEUPS=1 (system/wakeup_trace.py), the kernel's events for the side's threads: woken,
+    # woken from another CPU than the waker's, moved to another CPU. None when not counted
+    wakeups: int | None = None
+    cross_cpu_wakeups: int | None = None
+    migrations: int | None = None
 
     def to_dict(self) -> dict[str, int | None]:
         return asdict(self)
@@ -64,6 +69,14 @@ def combined(readings: list["Scheduling | None"]) -> Scheduling | None:
         return None
     return Scheduling(**{f.name: None if any(getattr(reading, f.name) is None for reading in readings)
                          else sum(getattr(reading, f.name) for reading in readings) for f in fields(Scheduling)})
+
+
+def with_wakeups(reading: Scheduling | None, counts: Any) -> Scheduling | None:
+    """The reading with a wakeup trace's counts for the same side (system/wakeup_trace.py's WakeupCounts)."""
+    if reading is None:
+        return None
+    return replace(reading, wakeups=counts.wakeups, cross_cpu_wakeups=counts.cross_cpu_wakeups,
+                   migrations=counts.migrations)
 
 
 ThreadFigures = tuple[int, int, int, int]  # run delay ns, voluntary switches, involuntary switches, CPU time ns
