@@ -28,7 +28,22 @@ cells and the floors of two runtimes are. Then,
 per cell, the wakeup cost that would stretch the split roundtrip to the published rate, and the count of hand-offs
 (voluntary switches of both sides' threads per roundtrip) that an unpinned host could make cross.
 
+Both placements are measured in the same rounds (`--placement same-cpu,split`), so the check is also made round by
+round, every figure from one round: the C floor's w and c from its cell in that round, the runtimes' charges from
+their floors in that round. Per cell it gives each placement's median error with its order-statistic interval, and
+a verdict: "holds" when both intervals lie within the tolerance, "misses" when one lies wholly outside it, "not
+settled" when the rounds cannot tell. A median within 25% is not yet a model that holds: the one-CPU prediction is a
+difference of two CPU figures, and for a fast cell a few µs of noise in either is tens of per cent of it.
+
+Further placements of the same run (`--from-split`, helpers-across and unpinned, measured with
+PINGPONG_COUNT_WAKEUPS=1, which counts each side's threads woken from another CPU) are predicted from split by
+the crossings counted in both: T(placement) = T(split) + (X(placement) - X(split)) × w. helpers-across puts each
+side's thread pool on the other side's CPU, so Node.js's zlib hand-offs cross as the messages do; the cost of one
+crossing that would stretch a cell's one-CPU roundtrip to the published rate, at that placement's crossings, is the
+host figure the seed's table asks for.
+
 Usage: python -m benchmarks.deflate_model RUN-placement-same-cpu.json RUN-placement-split.json [--setup lemire-2023]
+       [--from-split RUN-placement-helpers-across.json RUN-placement-unpinned.json]
 Prints one JSON object on stdout and a table on stderr.
 """
 
@@ -37,10 +52,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import asdict
 from pathlib import Path
 
 from pingpong.harness.analysis.host_wakeup import WAKEUPS_PER_ROUNDTRIP, HostWakeup
 from pingpong.harness.analysis.published import SETUPS
+from pingpong.harness.analysis.stats import Ratio, median_with_interval, percent
 from pingpong.harness.analysis.summary import summarize_run
 from pingpong.harness.results.records import load
 
@@ -58,6 +75,9 @@ def side_figures(summary) -> dict[str, float] | None:
     return {"roundtrip_us": 1e6 / summary.roundtrips_per_s.median, "cpu_us": server.cpu_us + client.cpu_us,
             "server_cpu_us": server.cpu_us, "client_cpu_us": client.cpu_us,
             "other_threads_cpu_us": (server.other_threads_cpu_us or 0) + (client.other_threads_cpu_us or 0),
+            # both sides' threads woken from another CPU per roundtrip (PINGPONG_COUNT_WAKEUPS=1), or None
+            "crossings": (None if server.cross_cpu_wakeups is None or client.cross_cpu_wakeups is None
+                          else server.cross_cpu_wakeups + client.cross_cpu_wakeups),
             "handoffs": server.voluntary_switches + client.voluntary_switches}
 
 
@@ -98,10 +118,158 @@ def predict_by_runtime(same: dict[str, float], split: dict[str, float], wakeup_u
             "split_error": split_predicted / split["roundtrip_us"] - 1}
 
 
+def round_figures(run) -> dict[tuple[str, str], dict[int, dict[str, float]]]:
+    """Per cell (server, client) and round, the attempt's raw roundtrip µs and each side's CPU µs per roundtrip;
+    pure. A paced window's raw rate (its pauses left out) is used, so both placements are on the host's own scale."""
+    figures: dict[tuple[str, str], dict[int, dict[str, float]]] = {}
+    for cell in run.cells:
+        for attempt in cell.attempts:
+            rate = attempt.raw_roundtrips_per_s or attempt.roundtrips_per_s
+            if (not attempt.ok or not attempt.roundtrips or not rate or attempt.server_cpu_s is None
+                    or attempt.client_cpu_s is None):
+                continue
+            server_us = attempt.server_cpu_s * 1e6 / attempt.roundtrips
+            client_us = attempt.client_cpu_s * 1e6 / attempt.roundtrips
+            sides = (attempt.server_scheduling, attempt.client_scheduling)
+            crossings = (None if any(side is None or side.cross_cpu_wakeups is None for side in sides)
+                         else sum(side.cross_cpu_wakeups for side in sides) / attempt.roundtrips)
+            figures.setdefault((cell.server, cell.client), {})[attempt.repeat] = {
+                "roundtrip_us": 1e6 / rate, "cpu_us": server_us + client_us, "server_cpu_us": server_us,
+                "client_cpu_us": client_us, "crossings": crossings}
+    return figures
+
+
+def paired_by_round(same: dict[tuple[str, str], dict[int, dict[str, float]]],
+                    split: dict[tuple[str, str], dict[int, dict[str, float]]],
+                    runtimes: dict[tuple[str, str], str | None],
+                    floor: str = FLOOR_OF_RUNTIME["native"]) -> dict[tuple[str, str], dict[str, Ratio]]:
+    """Each cell's prediction errors round by round, every figure from the same round: the host's w and c from the
+    C floor's cell in both placements of that round, the runtime charges from that round's floors; per cell the
+    median error of each placement with its order-statistic interval (the coverage it really has), for one charge
+    ("same_cpu_error", "split_error") and by runtime ("by_runtime_same_cpu_error", ...); pure.
+    runtimes: (role, implementation) -> runtime."""
+    errors: dict[tuple[str, str], dict[str, list[float]]] = {}
+    for key in sorted(set(same) & set(split)):
+        for repeat in sorted(set(same[key]) & set(split[key])):
+            floor_same, floor_split = same.get((floor, floor), {}).get(repeat), split.get((floor, floor), {}).get(
+                repeat)
+            if floor_same is None or floor_split is None:
+                continue
+            wakeup_us = (floor_split["roundtrip_us"] - floor_same["roundtrip_us"]) / WAKEUPS_PER_ROUNDTRIP
+            charged_us = (floor_split["cpu_us"] - floor_same["cpu_us"]) / WAKEUPS_PER_ROUNDTRIP
+            found = errors.setdefault(key, {})
+            for name, value in predict(same[key][repeat], split[key][repeat], wakeup_us, charged_us).items():
+                if name.endswith("_error"):
+                    found.setdefault(name, []).append(value)
+            charges = runtime_charges({k: v[repeat] for k, v in same.items() if repeat in v},
+                                      {k: v[repeat] for k, v in split.items() if repeat in v})
+            server_charge = charges.get(("server", runtimes.get(("server", key[0]))))
+            client_charge = charges.get(("client", runtimes.get(("client", key[1]))))
+            if server_charge is not None and client_charge is not None:
+                for name, value in predict_by_runtime(same[key][repeat], split[key][repeat], wakeup_us, charged_us,
+                                                      server_charge, client_charge).items():
+                    if name.endswith("_error"):
+                        found.setdefault("by_runtime_" + name, []).append(value)
+    return {key: {name: median_with_interval(values) for name, values in found.items()}
+            for key, found in errors.items() if found}
+
+
+def predict_crossed(split: dict[str, float], crossed: dict[str, float], wakeup_us: float) -> dict[str, float]:
+    """A placement's roundtrip from the split one by the crossings counted in both (helpers-across: a thread pool's
+    hand-offs cross too; unpinned: wherever the kernel put the threads): each crossing beyond split's costs the
+    host's w; pure."""
+    predicted = split["roundtrip_us"] + (crossed["crossings"] - split["crossings"]) * wakeup_us
+    return {"crossed_predicted_us": predicted, "crossed_error": predicted / crossed["roundtrip_us"] - 1}
+
+
+def crossed_by_round(split: dict[tuple[str, str], dict[int, dict[str, float]]],
+                     same: dict[tuple[str, str], dict[int, dict[str, float]]],
+                     crossed: dict[tuple[str, str], dict[int, dict[str, float]]],
+                     floor: str = FLOOR_OF_RUNTIME["native"]) -> dict[tuple[str, str], Ratio]:
+    """predict_crossed round by round, w from the C floor's cell of the same round in one CPU and split; per cell
+    the median error with its order-statistic interval; pure."""
+    errors: dict[tuple[str, str], list[float]] = {}
+    for key in sorted(set(split) & set(crossed)):
+        for repeat in sorted(set(split[key]) & set(crossed[key])):
+            floor_same, floor_split = same.get((floor, floor), {}).get(repeat), split.get((floor, floor), {}).get(
+                repeat)
+            apart, across = split[key][repeat], crossed[key][repeat]
+            if floor_same is None or floor_split is None or apart["crossings"] is None or across["crossings"] is None:
+                continue
+            wakeup_us = (floor_split["roundtrip_us"] - floor_same["roundtrip_us"]) / WAKEUPS_PER_ROUNDTRIP
+            errors.setdefault(key, []).append(predict_crossed(apart, across, wakeup_us)["crossed_error"])
+    return {key: median_with_interval(values) for key, values in errors.items()}
+
+
+def verdict(same_cpu_error: Ratio, split_error: Ratio, tolerance: float = TOLERANCE) -> str:
+    """"holds" when both placements' intervals lie within ±tolerance, "misses" when either lies wholly outside it,
+    else "not settled" (the rounds cannot tell); an error without an interval is judged on its median; pure."""
+    def bounds(error: Ratio) -> tuple[float, float]:
+        return (error.value, error.value) if error.low is None else (error.low, error.high)
+
+    placed = [bounds(error) for error in (same_cpu_error, split_error)]
+    if any(high < -tolerance or low > tolerance for low, high in placed):
+        return "misses"
+    if all(-tolerance <= low and high <= tolerance for low, high in placed):
+        return "holds"
+    return "not settled"
+
+
 def wakeup_for_rate(rate: float, cpu_us: float, wakeups: float) -> float | None:
     """The cost of one wakeup that would make a roundtrip of cpu_us and that many wakeups run at rate; pure."""
     missing = 1e6 / rate - cpu_us
     return missing / wakeups if wakeups > 0 and missing > 0 else None
+
+
+VERDICTS = ("holds", "not settled", "misses")
+
+
+def print_crossed(rows: list[dict], placement: str, wakeup_us: float) -> None:
+    """A further placement's table on stderr: crossings counted, the roundtrip predicted from split's, the cost of a
+    crossing that would give the published rate."""
+    print(f"{placement} predicted from split: + (crossings there - crossings in split) × w ({wakeup_us:.1f} µs); "
+          f"the error round by round (w from that round's C floor) with its interval", file=sys.stderr)
+    print(f"{'cell':<40}{'crossings: split':>17}{'there':>8}{'split µs':>10}{'there µs':>10}{'predicted':>10}"
+          f"{'error':>8}{'by round':>22}{'a crossing for published':>26}", file=sys.stderr)
+    for row in rows:
+        across = row["from_split"][placement]
+        by_round = across.get("by_round")
+        interval = "" if by_round is None else (
+            f"{by_round['value']:+.0%}" + ("" if by_round["low"] is None else
+                                           f" [{by_round['low']:+.0%}, {by_round['high']:+.0%}]"))
+        needed = across.get("wakeup_for_published_us")
+        print(f"{row['server'] + ' × ' + row['client']:<40}{across['split_crossings']:>17.2f}"
+              f"{across['crossings']:>8.2f}{row['split']['roundtrip_us']:>10.0f}{across['roundtrip_us']:>10.0f}"
+              f"{across['crossed_predicted_us']:>10.0f}{across['crossed_error']:>+8.0%}{interval:>22}"
+              f"{'' if needed is None else f'{needed:.0f} µs':>26}", file=sys.stderr)
+
+
+def print_by_round(rows: list[dict]) -> None:
+    """The paired check's table on stderr: per cell each placement's median error with its interval, and verdicts."""
+    def shown(error: dict | None) -> str:
+        if error is None:
+            return f"{'':>22}"
+        interval = "" if error["low"] is None else f" [{error['low']:+.0%}, {error['high']:+.0%}]"
+        return f"{error['value']:>+5.0%}{interval:>17}"
+
+    coverage = next(iter(rows[0]["by_round"].values()))
+    print(f"Round by round, each round's figures from that round (the C floor's w and c, the runtimes' floors); "
+          f"medians over {coverage['n']} rounds with intervals covering {percent(coverage['coverage'] or 0)} "
+          f"(order statistics); a verdict holds when both intervals lie within ±{TOLERANCE:.0%}, misses when one "
+          f"lies wholly outside", file=sys.stderr)
+    print(f"{'cell':<40}{'one CPU':>22}{'two CPUs':>22}{'verdict':>13}"
+          f"{'by runtime: one CPU':>22}{'two CPUs':>22}{'verdict':>13}", file=sys.stderr)
+    for row in rows:
+        errors = row["by_round"]
+        print(f"{row['server'] + ' × ' + row['client']:<40}{shown(errors['same_cpu_error'])}"
+              f"{shown(errors['split_error'])}{row['verdict_by_round']:>13}"
+              f"{shown(errors.get('by_runtime_same_cpu_error'))}{shown(errors.get('by_runtime_split_error'))}"
+              f"{row.get('verdict_by_round_by_runtime', ''):>13}", file=sys.stderr)
+    for name, label in (("verdict_by_round", "one charge for all"), ("verdict_by_round_by_runtime", "by runtime")):
+        counted = [row[name] for row in rows if name in row]
+        if counted:
+            print(f"{label}: " + ", ".join(f"{counted.count(kind)} {kind}" for kind in VERDICTS)
+                  + f" of {len(counted)}", file=sys.stderr)
 
 
 def main() -> int:
@@ -109,8 +277,20 @@ def main() -> int:
     parser.add_argument("same_cpu", type=Path)
     parser.add_argument("split", type=Path)
     parser.add_argument("--setup", default="lemire-2023", choices=sorted(SETUPS))
+    parser.add_argument("--from-split", type=Path, nargs="+", default=[], metavar="RUN-placement-P.json",
+                        help="the same run's other placements (helpers-across, unpinned), measured with "
+                             "PINGPONG_COUNT_WAKEUPS=1: their roundtrips predicted from split's and the crossings "
+                             "counted in both")
     args = parser.parse_args()
     runs = {"same-cpu": load(args.same_cpu), "split": load(args.split)}
+    further = []
+    for path in args.from_split:
+        run = load(path)
+        placements = {attempt.cpu_placement for cell in run.cells for attempt in cell.attempts}
+        if len(placements) != 1 or None in placements or placements & set(runs):
+            raise SystemExit(f"deflate_model: {path} is not one further placement's point of the run")
+        runs[placements.pop()] = run
+        further.append(list(runs)[-1])
     host = HostWakeup.from_json(runs["split"].host_wakeup) or HostWakeup.from_json(runs["same-cpu"].host_wakeup)
     if host is None:
         raise SystemExit("deflate_model: neither run has the host's figure (run with --host-figure on)")
@@ -124,6 +304,10 @@ def main() -> int:
     charges = runtime_charges(figures["same-cpu"], figures["split"])
     published = SETUPS[args.setup].published
     floors = set(FLOOR_OF_RUNTIME.values())
+    by_round = {name: round_figures(run) for name, run in runs.items()}
+    paired = paired_by_round(by_round["same-cpu"], by_round["split"], runtimes)
+    crossed_paired = {placement: crossed_by_round(by_round["split"], by_round["same-cpu"], by_round[placement])
+                      for placement in further}
     cells = []
     for key in sorted(set(figures["same-cpu"]) & set(figures["split"])):
         same, split = figures["same-cpu"][key], figures["split"][key]
@@ -140,6 +324,27 @@ def main() -> int:
             row["by_runtime"] = {"server_charge_us": server_charge, "client_charge_us": client_charge,
                                  **predict_by_runtime(same, split, wakeup_us, charged_us, server_charge,
                                                       client_charge)}
+        by_round = paired.get(key, {})
+        if "same_cpu_error" in by_round:
+            row["by_round"] = {name: asdict(error) for name, error in by_round.items()}
+            row["verdict_by_round"] = verdict(by_round["same_cpu_error"], by_round["split_error"])
+            if "by_runtime_same_cpu_error" in by_round:
+                row["verdict_by_round_by_runtime"] = verdict(by_round["by_runtime_same_cpu_error"],
+                                                             by_round["by_runtime_split_error"])
+        for placement in further:
+            crossed = figures[placement].get(key)
+            if crossed is None or crossed["crossings"] is None or split["crossings"] is None:
+                continue
+            there = row.setdefault("from_split", {})[placement] = {
+                "roundtrip_us": crossed["roundtrip_us"], "crossings": crossed["crossings"],
+                "split_crossings": split["crossings"], **predict_crossed(split, crossed, wakeup_us)}
+            if key in crossed_paired[placement]:
+                there["by_round"] = asdict(crossed_paired[placement][key])
+            if key in published:
+                # every crossing of that placement at one cost: the cost that stretches the one-CPU roundtrip to
+                # the published rate
+                there["wakeup_for_published_us"] = wakeup_for_rate(published[key], same["roundtrip_us"],
+                                                                    crossed["crossings"])
         if key in published:
             row["published"] = published[key]
             row["wakeup_for_published_us"] = wakeup_for_rate(published[key], same["cpu_us"], WAKEUPS_PER_ROUNDTRIP)
@@ -178,6 +383,15 @@ def main() -> int:
     print(f"{within} of {len(checked)} cells predicted within {TOLERANCE:.0%} in both placements with one charge for "
           f"every side (the C floor's)" + (f"; {within_by_runtime} of {len(by_runtime)} with each side charged by "
                                            f"its runtime's floor" if by_runtime else ""), file=sys.stderr)
+    judged = [row for row in checked if "verdict_by_round" in row]
+    if judged:
+        print_by_round(judged)
+    for placement in further:
+        crossed_rows = [row for row in cells if placement in row.get("from_split", {})]
+        if crossed_rows:
+            print_crossed(crossed_rows, placement, wakeup_us)
+    verdicts = {name: {kind: sum(row.get(name) == kind for row in judged) for kind in VERDICTS}
+                for name in ("verdict_by_round", "verdict_by_round_by_runtime")}
     print(json.dumps({"files": [str(args.same_cpu), str(args.split)], "host_wakeup_us": wakeup_us,
                       "host_cpu_per_wakeup_us": charged_us,
                       "wakeups_per_roundtrip": WAKEUPS_PER_ROUNDTRIP, "tolerance": TOLERANCE,
@@ -185,7 +399,7 @@ def main() -> int:
                                              for (role, runtime), charge in sorted(charges.items())],
                       "within_both": within, "checked": len(checked),
                       "within_both_by_runtime": within_by_runtime if by_runtime else None,
-                      "checked_by_runtime": len(by_runtime), "cells": cells}, indent=1))
+                      "checked_by_runtime": len(by_runtime), "by_round": verdicts, "cells": cells}, indent=1))
     return 0
 
 

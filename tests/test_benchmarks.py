@@ -138,6 +138,43 @@ def test_the_model_charges_each_side_by_its_runtimes_floor():
     assert alike == predict(cell_same, cell_split, wakeup_us=24.0, charged_us=17.0)
 
 
+def test_the_models_check_pairs_each_round_with_that_rounds_floor_and_says_when_the_rounds_cannot_tell():
+    """Round by round, the host's w and c come from the C floor's cell of the same round, so a round where the host
+    was slower moves the floor and the cell together; per cell the median error with its interval, and a verdict
+    that holds or misses only when the interval says so."""
+    from benchmarks.deflate_model import paired_by_round, verdict
+    from pingpong.harness.analysis.stats import Ratio
+    floor, cell = ("raw-tcp-c", "raw-tcp-c"), ("sanic", "node-ws")
+    same, split = {floor: {}, cell: {}}, {floor: {}, cell: {}}
+    for repeat, slower in enumerate([1.0, 1.5, 1.0, 1.2, 1.0, 1.1], start=1):  # the host's pace of each round
+        same[floor][repeat] = {"roundtrip_us": 30 * slower, "cpu_us": 30 * slower, "server_cpu_us": 15 * slower,
+                               "client_cpu_us": 15 * slower}
+        split[floor][repeat] = {"roundtrip_us": 110 * slower, "cpu_us": 90 * slower,  # w = 20 µs, c = 15 µs
+                                "server_cpu_us": 45 * slower, "client_cpu_us": 45 * slower}
+        same[cell][repeat] = {"roundtrip_us": 200 * slower, "cpu_us": 200 * slower}
+        # the cell apart: its CPU plus 4 c, and 4 (w - c) more of wall time: the model exactly, at every pace
+        split[cell][repeat] = {"roundtrip_us": 280 * slower, "cpu_us": 260 * slower}
+    errors = paired_by_round(same, split, runtimes={})[cell]
+    assert abs(errors["same_cpu_error"].value) < 1e-9 and abs(errors["split_error"].value) < 1e-9
+    assert abs(errors["split_error"].low) < 1e-9 and abs(errors["split_error"].high) < 1e-9  # every round alike
+    assert errors["same_cpu_error"].n == 6 and errors["same_cpu_error"].coverage > 0.96  # min-max of 6
+    assert "by_runtime_same_cpu_error" not in errors  # no runtime floors in the run
+    # both sides of the C floor's runtime: each charged its floor's side per wakeup of that round, 15 µs, so c
+    native = {("server", "sanic"): "native", ("client", "node-ws"): "native"}
+    by_runtime = paired_by_round(same, split, runtimes=native)[cell]
+    assert abs(by_runtime["by_runtime_split_error"].value) < 1e-9 and by_runtime["by_runtime_split_error"].n == 6
+    # round 3 lost its floor: that round is left out, not judged with another round's host
+    del split[floor][3]
+    assert paired_by_round(same, split, runtimes={})[cell]["split_error"].n == 5
+
+    def error(low, value, high):
+        return Ratio(value, low, high, 0.96, "order-statistic", 9)
+    assert verdict(error(-0.1, 0.0, 0.2), error(-0.2, -0.1, 0.0)) == "holds"
+    assert verdict(error(-0.1, 0.0, 0.2), error(-0.4, -0.3, -0.26)) == "misses"  # wholly below -25%
+    assert verdict(error(-0.1, 0.0, 0.3), error(-0.2, -0.1, 0.0)) == "not settled"  # its interval reaches +30%
+    assert verdict(Ratio(0.3, None, None, None, None, 1), error(-0.1, 0, 0.1)) == "misses"  # one round: its value
+
+
 def test_a_slimmed_reference_run_has_no_histograms_says_so_and_still_reports(tmp_path):
     """slim_reference leaves every encoded histogram out, keeps the rest, says what it left out; report reads it."""
     from benchmarks.slim_reference import slim
@@ -204,3 +241,19 @@ def test_warmup_helpers_reads_its_settings_and_refuses_bad_ones_in_one_line():
                                cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert completed.returncode == 2 and completed.stdout == ""
     assert completed.stderr.strip() == "warmup_helpers: --cells: 'sanic:nosuch' is not SERVER:CLIENT of manifest.toml"
+
+
+def test_the_crossed_placement_is_predicted_from_split_by_the_crossings_counted_in_both():
+    """Each crossing counted beyond split's costs the host's w, taken round by round from the C floor's cell."""
+    from benchmarks.deflate_model import crossed_by_round, predict_crossed
+    split = {"roundtrip_us": 500.0, "crossings": 4.0}
+    crossed = {"roundtrip_us": 900.0, "crossings": 24.0}
+    assert predict_crossed(split, crossed, wakeup_us=20.0) == {"crossed_predicted_us": 900.0, "crossed_error": 0.0}
+    floor, cell = ("raw-tcp-c", "raw-tcp-c"), ("aiohttp", "node-ws")
+    same_rounds = {floor: {1: {"roundtrip_us": 30.0}, 2: {"roundtrip_us": 30.0}}}
+    split_rounds = {floor: {1: {"roundtrip_us": 110.0, "crossings": 4.0}, 2: {"roundtrip_us": 150.0, "crossings": 4.0}},
+                    cell: {1: split, 2: split}}
+    crossed_rounds = {cell: {1: crossed, 2: {"roundtrip_us": 1300.0, "crossings": 24.0}}}
+    # round 1: w = 20 µs, exact; round 2: w = 30 µs, 500 + 20 × 30 = 1100 against 1300
+    errors = crossed_by_round(split_rounds, same_rounds, crossed_rounds)[cell]
+    assert errors.n == 2 and errors.low == 1100 / 1300 - 1 and errors.high == 0.0
