@@ -284,3 +284,24 @@ def test_helpers_across_puts_a_thread_pools_hand_offs_on_the_other_cpu_and_the_t
     assert client_woken > 10  # the pool's hand-offs, on the client's own CPU
     assert crossings["helpers-across"][1] > 10  # the same hand-offs, crossing
     assert attempt.warmup_helpers["across"] >= 1
+
+
+def test_a_wakeup_trace_left_by_a_killed_run_is_removed_by_the_next_and_a_live_ones_kept():
+    """An orchestrator killed with its window open leaves its tracefs instance, events on; the next run removes the
+    instances whose process is gone, never another live run's."""
+    from pingpong.harness.system import wakeup_trace
+    if (why_not := wakeup_trace.available()) is not None:
+        pytest.skip(why_not)
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    instances = wakeup_trace.TRACEFS / "instances"
+    left, live = (instances / f"{wakeup_trace.INSTANCE_PREFIX}{pid}-1" for pid in (gone.pid, os.getpid()))
+    try:
+        os.mkdir(left)
+        os.mkdir(live)
+        wakeup_trace.remove_stale()
+        assert not left.exists() and live.exists()
+    finally:
+        for path in (left, live):
+            if path.exists():
+                os.rmdir(path)

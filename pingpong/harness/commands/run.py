@@ -51,8 +51,8 @@ def run_points(configuration: RunConfiguration, measurer: Measurer | None = None
     profiling: run --profile's step (commands/run_profiles.py), after the rounds of a one-point run that was not
     interrupted; the run is saved again with what it adds."""
     points = configuration.points
+    wakeup_trace.remove_stale()  # a run killed while it counted left its instance, its events on: not for ours
     if wakeup_trace.wanted():
-        wakeup_trace.remove_stale()
         if (why_not := wakeup_trace.available()) is not None:
             raise UsageError(f"{wakeup_trace.ENV}=1: {why_not}")
         if not raw_windows():

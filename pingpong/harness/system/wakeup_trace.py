@@ -185,6 +185,7 @@ class WakeupTrace:
             self.error = f"wakeup trace: {exc}"
             return None
         finally:
+            self.started = False  # counted once; a second stop (the watcher's last word) finds nothing to do
             self._remove()
 
     def _remove(self) -> None:
