@@ -104,7 +104,10 @@ HOST_PROBE_ENV = "PINGPONG_HOST_PROBE"
 # A measurement switch too: with "1", the measured windows run without the host sentinel's slices inside them (the
 # in-window pace, harness/measure/pacer.py), as every window did before: raw rates only, nothing paused.
 RAW_WINDOWS_ENV = "PINGPONG_RAW_WINDOWS"
-MEASUREMENT_SWITCHES = (CPP_LEAVE_SINGLE_THREADED_ENV, FIXED_ADDRESS_LAYOUT_ENV, RAW_WINDOWS_ENV)
+# A measurement switch too: with "1", every window counts each side's threads woken, woken from another CPU and
+# moved (harness/system/wakeup_trace.py); each event costs the woken side about a µs (benchmarks/wakeup_counting.py).
+COUNT_WAKEUPS_ENV = "PINGPONG_COUNT_WAKEUPS"
+MEASUREMENT_SWITCHES = (CPP_LEAVE_SINGLE_THREADED_ENV, FIXED_ADDRESS_LAYOUT_ENV, RAW_WINDOWS_ENV, COUNT_WAKEUPS_ENV)
 # Switches that measure nothing any more, and why: one set to "1" is refused rather than left off without a word.
 RETIRED_SWITCHES = {HOST_PROBE_ENV: "the host's pace is measured inside every window now (docs/methodology.md, "
                                     "\"The host's pace in the window\")"}

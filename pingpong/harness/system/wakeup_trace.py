@@ -8,7 +8,9 @@ VM costs an interrupt to the other vCPU and often its return from halt (the host
 ping-pong with its sides on two CPUs crosses 4 times a roundtrip; a thread pool's hand-offs (Node.js's zlib) cross
 too when the pool's threads run on another CPU than the loop, which only an unpinned side allows.
 
-PINGPONG_COUNT_WAKEUPS=1 turns it on (off by default: each event costs the woken side's CPU about a microsecond).
+PINGPONG_COUNT_WAKEUPS=1 turns it on (off by default: each event costs the woken side about a microsecond, and a
+wakeup is two events: aiohttp × ws with its ~50 events a roundtrip ran 0.90× of its rate uncounted,
+benchmarks/wakeup_counting.py).
 It needs root and tracefs at /sys/kernel/tracing (it mounts it there when it is not, as root may). The instance
 is named after our pid and removed when the window ends, and by `remove_stale` for instances whose process is gone.
 Threads started inside the window are not counted (as the scheduling readings leave them out).
@@ -22,7 +24,9 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-ENV = "PINGPONG_COUNT_WAKEUPS"
+from pingpong.contract import COUNT_WAKEUPS_ENV
+
+ENV = COUNT_WAKEUPS_ENV
 TRACEFS = Path("/sys/kernel/tracing")
 INSTANCE_PREFIX = "pingpong-"
 EVENTS = ("sched/sched_waking", "sched/sched_wakeup", "sched/sched_migrate_task")
@@ -34,8 +38,8 @@ FIELD = re.compile(r"(\w+)=(\S+)")
 
 
 def wanted() -> bool:
-    """Whether the windows count wakeups (PINGPONG_COUNT_WAKEUPS=1)."""
-    return os.environ.get(ENV, "").strip().lower() in ("1", "on", "true", "yes")
+    """Whether the windows count wakeups (PINGPONG_COUNT_WAKEUPS=1, a measurement switch: "1" or nothing)."""
+    return os.environ.get(ENV) == "1"
 
 
 @dataclass(frozen=True)
