@@ -257,3 +257,17 @@ def test_the_crossed_placement_is_predicted_from_split_by_the_crossings_counted_
     # round 1: w = 20 µs, exact; round 2: w = 30 µs, 500 + 20 × 30 = 1100 against 1300
     errors = crossed_by_round(split_rounds, same_rounds, crossed_rounds)[cell]
     assert errors.n == 2 and errors.low == 1100 / 1300 - 1 and errors.high == 0.0
+
+
+def test_the_counting_cost_is_taken_over_its_events_two_a_wakeup_and_one_a_move():
+    """benchmarks.wakeup_counting divides the µs the counting added by the events it traced: each wakeup is a
+    sched_waking and a sched_wakeup, each move one sched_migrate_task; an attempt without counts has none."""
+    from types import SimpleNamespace
+    from benchmarks.wakeup_counting import events_per_roundtrip
+    server = SimpleNamespace(wakeups=200, migrations=0)
+    client = SimpleNamespace(wakeups=2400, migrations=10)
+    assert events_per_roundtrip(SimpleNamespace(server_scheduling=server, client_scheduling=client,
+                                                roundtrips=100)) == (2 * 200 + 2 * 2400 + 10) / 100
+    uncounted = SimpleNamespace(wakeups=None, migrations=None)
+    assert events_per_roundtrip(SimpleNamespace(server_scheduling=server, client_scheduling=uncounted,
+                                                roundtrips=100)) is None
