@@ -451,6 +451,8 @@ def test_kill_9_of_the_orchestrator_in_a_slice_leaves_no_process_stopped_or_runn
 def test_a_window_that_was_to_be_paced_and_was_not_fails_rather_than_mixing_raw_rates_in():
     """The sentinel failed, or no pause: the attempt fails with why, so a cell's rates stay on one scale."""
     for record, why in ((pace_record(pauses=0), "0 pauses"),
+                        ({**pace_record(pauses=0), "start_late_s": 0.31},  # the watcher handled the start late
+                         "0 pauses (at least 1 needed); the pauses began 0.310 s after the window's start event"),
                         ({**pace_record(pauses=0), "error": "the host sentinel failed: it exited"}, "it exited")):
         outcome = judge.judge_attempt([client_run()], None, WindowSamples(wall_s=0.2, host_pace=record), SETTINGS,
                                       ServerFacts())

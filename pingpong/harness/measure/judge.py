@@ -123,7 +123,9 @@ def unpaced_failure(measured: Measured, window: WindowSamples | None, client: Cl
     pace = window.host_pace if window else None
     if not pace or pace.get("off") or measured.raw_roundtrips_per_s is not None or measured.pace_not_applied:
         return None
-    why = pace.get("error") or f"{pace.get('pauses', 0)} pauses (at least {MIN_PAUSES} needed)"
+    late = pace.get("start_late_s")
+    why = pace.get("error") or (f"{pace.get('pauses', 0)} pauses (at least {MIN_PAUSES} needed)"
+                                + (f"; the pauses began {late:.3f} s after the window's start event" if late else ""))
     return Outcome("error", f"the host's pace could not be measured in the window: {why}", client, server)
 
 

@@ -145,6 +145,9 @@ class Pacer:
         self.error: str | None = None
         self.stop_mode = stop_mode_for(self.cpus, self.groups, preempt)
         self.preempt_refused: str | None = None
+        # seconds from the window's start event's arrival to the pauses' start: a watcher that handles the event
+        # late leaves the window fewer pauses (none when later than the window)
+        self.start_late_s: float | None = None
         self._sentinels: list[host_sentinel.Sentinel] = []
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -167,8 +170,11 @@ class Pacer:
         except OSError as exc:
             self.error = f"the host sentinel could not start: {exc}"
 
-    def start(self, until: float) -> None:
-        """Pause every run_s until stop() or the monotonic time `until` (after prepare())."""
+    def start(self, until: float, event_at: float | None = None) -> None:
+        """Pause every run_s until stop() or the monotonic time `until` (after prepare()). event_at: when the
+        window's start event arrived (monotonic); the record keeps how late the pauses began after it."""
+        if event_at is not None:
+            self.start_late_s = time.monotonic() - event_at
         if self.error is None and self._sentinels:
             self._thread = threading.Thread(target=self._run, args=(until,), daemon=True, name="pacer")
             self._thread.start()
@@ -201,7 +207,8 @@ class Pacer:
                 "fast_mode": self._fast.to_json() if self._fast is not None and per_cpu else None,
                 "per_cpu_ns_per_roundtrip": per_cpu,
                 "slices_ns": [round(value) for value in self.slices_ns], "stop": self.stop_mode,
-                "preempt_refused": self.preempt_refused, "error": self.error}
+                "preempt_refused": self.preempt_refused, "error": self.error,
+                "start_late_s": None if self.start_late_s is None else round(self.start_late_s, 4)}
 
     def _signal(self, signal_number: int) -> None:
         for group in self.groups:

@@ -272,7 +272,8 @@ class WindowWatcher:
                     # below read counters, which a paused cell does not move (a multi-process cell's samples took
                     # long enough under load to leave no time for a pause when they came first)
                     if self.pacer is not None:
-                        self.pacer.start(min(self.starts_at) + self.settings.duration_s - GUARD_S)
+                        self.pacer.start(min(self.starts_at) + self.settings.duration_s - GUARD_S,
+                                         event_at=self.starts_at[-1])
                     # Inside the measured window, so kept cheap (sampling_s records how cheap): CPU and
                     # counters first, then the scheduling figures, then each connection's TCP_NODELAY (forced
                     # first, if asked).
