@@ -139,6 +139,19 @@ def round_figures(run) -> dict[tuple[str, str], dict[int, dict[str, float]]]:
     return figures
 
 
+def round_host(same: dict[tuple[str, str], dict[int, dict[str, float]]],
+               split: dict[tuple[str, str], dict[int, dict[str, float]]], repeat: int,
+               floor: str = FLOOR_OF_RUNTIME["native"]) -> tuple[float, float | None] | None:
+    """The host's figure of one round: one wakeup's cost w and the part of it charged as CPU, c (None without the
+    floor's CPU), from the floor's cell in both placements of that round; None when the round lacks either; pure."""
+    together, apart = same.get((floor, floor), {}).get(repeat), split.get((floor, floor), {}).get(repeat)
+    if together is None or apart is None:
+        return None
+    charged = (None if together.get("cpu_us") is None or apart.get("cpu_us") is None
+               else (apart["cpu_us"] - together["cpu_us"]) / WAKEUPS_PER_ROUNDTRIP)
+    return (apart["roundtrip_us"] - together["roundtrip_us"]) / WAKEUPS_PER_ROUNDTRIP, charged
+
+
 def paired_by_round(same: dict[tuple[str, str], dict[int, dict[str, float]]],
                     split: dict[tuple[str, str], dict[int, dict[str, float]]],
                     runtimes: dict[tuple[str, str], str | None],
@@ -149,20 +162,20 @@ def paired_by_round(same: dict[tuple[str, str], dict[int, dict[str, float]]],
     ("same_cpu_error", "split_error") and by runtime ("by_runtime_same_cpu_error", ...); pure.
     runtimes: (role, implementation) -> runtime."""
     errors: dict[tuple[str, str], dict[str, list[float]]] = {}
+    repeats = {repeat for cells in (same, split) for rounds in cells.values() for repeat in rounds}
+    charges_of = {repeat: runtime_charges({k: v[repeat] for k, v in same.items() if repeat in v},
+                                          {k: v[repeat] for k, v in split.items() if repeat in v})
+                  for repeat in repeats}
     for key in sorted(set(same) & set(split)):
         for repeat in sorted(set(same[key]) & set(split[key])):
-            floor_same, floor_split = same.get((floor, floor), {}).get(repeat), split.get((floor, floor), {}).get(
-                repeat)
-            if floor_same is None or floor_split is None:
+            if (host := round_host(same, split, repeat, floor)) is None or host[1] is None:
                 continue
-            wakeup_us = (floor_split["roundtrip_us"] - floor_same["roundtrip_us"]) / WAKEUPS_PER_ROUNDTRIP
-            charged_us = (floor_split["cpu_us"] - floor_same["cpu_us"]) / WAKEUPS_PER_ROUNDTRIP
+            wakeup_us, charged_us = host
             found = errors.setdefault(key, {})
             for name, value in predict(same[key][repeat], split[key][repeat], wakeup_us, charged_us).items():
                 if name.endswith("_error"):
                     found.setdefault(name, []).append(value)
-            charges = runtime_charges({k: v[repeat] for k, v in same.items() if repeat in v},
-                                      {k: v[repeat] for k, v in split.items() if repeat in v})
+            charges = charges_of[repeat]
             server_charge = charges.get(("server", runtimes.get(("server", key[0]))))
             client_charge = charges.get(("client", runtimes.get(("client", key[1]))))
             if server_charge is not None and client_charge is not None:
@@ -191,12 +204,11 @@ def crossed_by_round(split: dict[tuple[str, str], dict[int, dict[str, float]]],
     errors: dict[tuple[str, str], list[float]] = {}
     for key in sorted(set(split) & set(crossed)):
         for repeat in sorted(set(split[key]) & set(crossed[key])):
-            floor_same, floor_split = same.get((floor, floor), {}).get(repeat), split.get((floor, floor), {}).get(
-                repeat)
+            host = round_host(same, split, repeat, floor)
             apart, across = split[key][repeat], crossed[key][repeat]
-            if floor_same is None or floor_split is None or apart["crossings"] is None or across["crossings"] is None:
+            if host is None or apart["crossings"] is None or across["crossings"] is None:
                 continue
-            wakeup_us = (floor_split["roundtrip_us"] - floor_same["roundtrip_us"]) / WAKEUPS_PER_ROUNDTRIP
+            wakeup_us = host[0]
             errors.setdefault(key, []).append(predict_crossed(apart, across, wakeup_us)["crossed_error"])
     return {key: median_with_interval(values) for key, values in errors.items()}
 
@@ -289,8 +301,9 @@ def main() -> int:
         placements = {attempt.cpu_placement for cell in run.cells for attempt in cell.attempts}
         if len(placements) != 1 or None in placements or placements & set(runs):
             raise SystemExit(f"deflate_model: {path} is not one further placement's point of the run")
-        runs[placements.pop()] = run
-        further.append(list(runs)[-1])
+        placement = placements.pop()
+        runs[placement] = run
+        further.append(placement)
     host = HostWakeup.from_json(runs["split"].host_wakeup) or HostWakeup.from_json(runs["same-cpu"].host_wakeup)
     if host is None:
         raise SystemExit("deflate_model: neither run has the host's figure (run with --host-figure on)")
@@ -324,13 +337,13 @@ def main() -> int:
             row["by_runtime"] = {"server_charge_us": server_charge, "client_charge_us": client_charge,
                                  **predict_by_runtime(same, split, wakeup_us, charged_us, server_charge,
                                                       client_charge)}
-        by_round = paired.get(key, {})
-        if "same_cpu_error" in by_round:
-            row["by_round"] = {name: asdict(error) for name, error in by_round.items()}
-            row["verdict_by_round"] = verdict(by_round["same_cpu_error"], by_round["split_error"])
-            if "by_runtime_same_cpu_error" in by_round:
-                row["verdict_by_round_by_runtime"] = verdict(by_round["by_runtime_same_cpu_error"],
-                                                             by_round["by_runtime_split_error"])
+        paired_errors = paired.get(key, {})
+        if "same_cpu_error" in paired_errors:
+            row["by_round"] = {name: asdict(error) for name, error in paired_errors.items()}
+            row["verdict_by_round"] = verdict(paired_errors["same_cpu_error"], paired_errors["split_error"])
+            if "by_runtime_same_cpu_error" in paired_errors:
+                row["verdict_by_round_by_runtime"] = verdict(paired_errors["by_runtime_same_cpu_error"],
+                                                             paired_errors["by_runtime_split_error"])
         for placement in further:
             crossed = figures[placement].get(key)
             if crossed is None or crossed["crossings"] is None or split["crossings"] is None:

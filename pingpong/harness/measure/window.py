@@ -263,6 +263,7 @@ class WindowWatcher:
                     starts += 1
                     if starts < self.window_processes:
                         continue
+                    trees = None
                     if self.wakeup_trace is not None:  # first and last: the trace spans the window
                         trees = self._trees()
                         self.wakeup_trace.start(
@@ -279,7 +280,7 @@ class WindowWatcher:
                     # first, if asked).
                     sampling_began = time.thread_time()
                     self.start_wall_ns = time.time_ns()
-                    server_tree, client_trees = self._trees()
+                    server_tree, client_trees = trees or self._trees()
                     client_pids = [pid for tree in client_trees for pid in tree]
                     counted_from = self._count_connections(client_pids)
                     start = (time.monotonic(), cpu.sample(server_tree, self.cpu_source),

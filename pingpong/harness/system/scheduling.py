@@ -19,6 +19,8 @@ import os
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
+from pingpong.harness.system.wakeup_trace import WakeupCounts
+
 READINGS_ENV = "PINGPONG_SCHEDULING_READINGS"  # "off": no readings (their cost is measured against it)
 
 
@@ -71,8 +73,8 @@ def combined(readings: list["Scheduling | None"]) -> Scheduling | None:
                          else sum(getattr(reading, f.name) for reading in readings) for f in fields(Scheduling)})
 
 
-def with_wakeups(reading: Scheduling | None, counts: Any) -> Scheduling | None:
-    """The reading with a wakeup trace's counts for the same side (system/wakeup_trace.py's WakeupCounts)."""
+def with_wakeups(reading: Scheduling | None, counts: WakeupCounts) -> Scheduling | None:
+    """The reading with a wakeup trace's counts for the same side."""
     if reading is None:
         return None
     return replace(reading, wakeups=counts.wakeups, cross_cpu_wakeups=counts.cross_cpu_wakeups,
