@@ -29,6 +29,17 @@ def test_delta_counts_survivors_and_new_threads_and_drops_what_exited():
     assert cpu.cpu_delta(before, after) == pytest.approx((2_000 + 400 + 2_000) / 1e9)
 
 
+def test_a_side_whose_processes_all_exited_before_the_windows_end_has_no_cpu_figure():
+    """Every process of the start sample gone from the end one: unknown (None), not 0.0; one of two still there
+    counts alone; a side with nothing at the start used nothing."""
+    before = {(10, 0): 1_000, (20, 0): 7_000}
+    assert cpu.window_cpu_s(before, {}) is None
+    assert cpu.window_cpu_s({(10, 10): 1_000, (10, 11): 5_000}, {(30, 30): 9_000}) is None
+    assert cpu.window_cpu_s(before, {(20, 0): 9_500}) == pytest.approx(2_500 / 1e9)
+    assert cpu.window_cpu_s({(10, 10): 1_000}, {(10, 10): 1_000, (10, 12): 400}) == pytest.approx(400 / 1e9)
+    assert cpu.window_cpu_s({}, {}) == 0.0
+
+
 def test_the_process_clock_id_is_the_kernels_for_a_pid():
     """MAKE_PROCESS_CPUCLOCK(pid, CPUCLOCK_SCHED): ~pid shifted by 3, low bits 2; it reads our own CPU time."""
     assert cpu.process_clock_id(1) == -14

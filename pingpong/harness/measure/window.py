@@ -334,9 +334,9 @@ class WindowWatcher:
                     scheduled_to = self._read_scheduling(server_tree, client_pids)
                     woken_counts = self.wakeup_trace.stop() if self.wakeup_trace is not None else None
                     if self.server_pid is not None:
-                        self.server_cpu_s = cpu.cpu_delta(start[1], server_end)
+                        self.server_cpu_s = cpu.window_cpu_s(start[1], server_end)
                         self.server_minor_faults = cpu.faults_delta(start[4], faults_end[0])
-                    self.client_cpu_s = cpu.cpu_delta(start[2], client_end)
+                    self.client_cpu_s = cpu.window_cpu_s(start[2], client_end)
                     self.client_minor_faults = cpu.faults_delta(start[5], faults_end[1])
                     self._interior_faults(start[0])
                     if scheduled_from is not None and scheduled_to is not None:

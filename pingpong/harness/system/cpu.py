@@ -124,6 +124,15 @@ def cpu_delta(before: Sample, after: Sample) -> float:
     return total / 1e9
 
 
+def window_cpu_s(before: Sample, after: Sample) -> float | None:
+    """A side's CPU seconds over a window, as cpu_delta; None when none of the processes sampled at its start was
+    still there at its end: a side that exited before the end was read (a watcher thread late under load) has no
+    window figure, where cpu_delta would say it used no CPU at all (a client host's 0.0 of 2026-11-29)."""
+    if before and not {pid for pid, _ in before} & {pid for pid, _ in after}:
+        return None
+    return cpu_delta(before, after)
+
+
 def parse_minor_faults(text: bytes) -> int:
     """minflt, the minor page faults a process has taken, from /proc/PID/stat (field 10, counted after the name's
     last ')' like parse_stat_ticks)."""
