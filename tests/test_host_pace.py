@@ -709,3 +709,31 @@ compression = ["default", "off"]
         else:
             assert "io_uring SQPOLL thread" in attempt["host_pace"]["off"]
             assert attempt["client_report"]["pauses"]["continued"] == 0
+
+
+def test_the_cells_slopes_against_the_pace_are_read_and_a_slope_from_other_runs_is_applied():
+    """benchmarks/cell_elasticity: in two runs, one cell slows exactly as the sentinel (slope 1) and one 1.5 times as
+    much: the slopes read 1 and 1.5; at the pace the first's rounds do not spread and the second's do; a slope taken
+    from the other run leaves neither spread; one slope for the run lies between."""
+    from benchmarks.cell_elasticity import cell_points, read_runs
+    levels = [10_000.0, 13_000.0, 16_000.0, 20_000.0, 25_000.0]
+
+    def run(start: int) -> dict:
+        cells = []
+        for server, elasticity in (("follows", 1.0), ("steeper", 1.5)):
+            attempts = [{"status": "ok", "raw_roundtrips_per_s": 5000 * (10_000 / level) ** elasticity,
+                         "started_at": f"2026-11-29T0{start}:00:{index:02d}.{server == 'steeper':d}",
+                         "host_pace": {"slices_ns": [level] * 12, "stop": "preempt"}}
+                        for index, level in enumerate(levels)]
+            cells.append({"server": server, "client": "c", "attempts": attempts})
+        return {"cells": cells}
+    figures = read_runs({"one": cell_points(run(1)), "two": cell_points(run(2))})
+    slopes = {cell["server"]: cell["median_slope"] for cell in figures["cells"]}
+    assert slopes == {"follows": pytest.approx(1.0), "steeper": pytest.approx(1.5)}
+    first = figures["runs"][0]
+    assert first["cells"] == 2 and 1.0 < first["slope_for_the_run"] < 1.5
+    # the median over the cells: of none and the steeper cell's spread
+    assert first["median_cv"]["raw"] > 0.2 and first["median_cv"]["pace"] > 0.05
+    assert first["median_cv"]["slope per cell, from the other runs"] == pytest.approx(0, abs=1e-9)
+    assert first["median_cv"]["slope per cell, round left out"] == pytest.approx(0, abs=1e-9)
+    assert first["over_raw"]["pace"] == pytest.approx(first["median_cv"]["pace"] / first["median_cv"]["raw"], abs=1e-3)
