@@ -4,7 +4,10 @@ left out), and with the trimmed mean of slices whose fast-mode ones count as the
 of every slice timed so far in the run, replayed in the order the windows were measured, as the pacer reads it:
 analysis/host_pace.window_pace_ns, SliceLog). The typical slice two ways: the median of every slice in the fast mode
 (within 1.15x of its level; the pacer's until 2026-11-29 15:00 UTC) and the median of its main peak (within 1.03x:
-"fast mode", the pacer's since).
+"fast mode", the pacer's since). And "fast intervals": the cell's rate over the running pieces between pauses whose
+neighbouring slices were all in the fast mode, at the mode's typical slice (analysis/host_pace.fast_intervals; windows
+recorded since 2026-11-29 20:30 UTC keep their pieces; a window without them, or without a fast one, is read by the
+fast mode).
 
 For each run (run_bench.py's JSON, plain or .json.xz, paced with slices_ns kept): the median over its cells of the
 CV of a cell's rounds and the cells within ±3% (the median's interval as the report's Precision: line takes it: the
@@ -23,11 +26,12 @@ import sys
 from pathlib import Path
 
 from pingpong.harness.analysis.host_modes import SLOW_FACTOR
-from pingpong.harness.analysis.host_pace import REFERENCE_SENTINEL_NS, replayed_paces, window_pace_ns
+from pingpong.harness.analysis.host_pace import (REFERENCE_SENTINEL_NS, SliceLog, fast_intervals, replayed_paces,
+                                                window_pace_ns)
 from pingpong.harness.analysis.stats import RATE_DISTURBED_SIDE, summarize
 from pingpong.harness.results.stored import read_json
 
-ESTIMATORS = ("mean", "trimmed", "fast mode, every fast slice", "fast mode")
+ESTIMATORS = ("mean", "trimmed", "fast mode, every fast slice", "fast mode", "fast intervals")
 WITHIN = 0.03
 
 
@@ -46,9 +50,22 @@ def window_paces(run: dict) -> dict[str, list[tuple[tuple[str, str], float, floa
     stopped = [(a["host_pace"].get("stop") or "", a["host_pace"]["slices_ns"]) for _, a in windows]
     paces = {"mean": [statistics.fmean(s) for s in slices], "trimmed": [window_pace_ns(s) for s in slices],
              "fast mode, every fast slice": replayed_paces(stopped, SLOW_FACTOR),
-             "fast mode": replayed_paces(stopped)}
+             "fast mode": replayed_paces(stopped), "fast intervals": fast_interval_paces(windows)}
     return {name: [(key, a["raw_roundtrips_per_s"], pace) for (key, a), pace in zip(windows, values)]
             for name, values in paces.items()}
+
+
+def fast_interval_paces(windows: list[tuple[tuple[str, str], dict]]) -> list[float | None]:
+    """Each window's pace such that raw x pace is the cell's rate over its fast pieces at the fast mode's typical
+    slice (the fast mode replayed as for "fast mode"); a window without a fast piece takes its "fast mode" pace."""
+    log = SliceLog()
+    found = []
+    for _, attempt in windows:
+        pace = attempt["host_pace"]
+        fast = log.add(pace.get("stop") or "", pace["slices_ns"])
+        pieces = fast_intervals(pace.get("intervals"), pace["slices_ns"], fast)
+        found.append(fast.typical_ns * pieces["rate_ratio"] if pieces else window_pace_ns(pace["slices_ns"], fast=fast))
+    return found
 
 
 def within(rates: list[float], share: float = WITHIN) -> bool:
@@ -71,12 +88,30 @@ def run_figures(run: dict) -> dict | None:
     cells = [key for key, rates in by_cell["raw"].items() if len(rates) >= 3]
     if not cells:
         return None
-    return {"cells": len(cells),
+    return {"cells": len(cells), "pieces": pieces_figures(run),
             "median_cv": {name: statistics.median(cv(by_cell[name][key]) for key in cells) for name in by_cell},
             "within": {name: sum(within(by_cell[name][key]) for key in cells) for name in by_cell},
             "over_trimmed": {name: statistics.median(pace / trimmed for (_, _, pace), (_, _, trimmed)
                                                      in zip(paces[name], paces["trimmed"]))
                              for name in ESTIMATORS}}
+
+
+def pieces_figures(run: dict) -> dict:
+    """How many of the run's paced windows kept their running pieces, how many had a fast one, and the median share
+    of a window's running time in its fast pieces (pure)."""
+    windows = paced_windows(run)
+    log = SliceLog()
+    kept, shares = 0, []
+    for _, attempt in windows:
+        pace = attempt["host_pace"]
+        fast = log.add(pace.get("stop") or "", pace["slices_ns"])
+        intervals = pace.get("intervals")
+        if intervals and "running_ns" in intervals:
+            kept += 1
+            found = fast_intervals(intervals, pace["slices_ns"], fast)
+            shares.append(found["running_share"] if found else 0.0)
+    return {"windows": len(windows), "with_pieces": kept, "with_a_fast_piece": sum(share > 0 for share in shares),
+            "median_fast_share": statistics.median(shares) if shares else None}
 
 
 def cv(values: list[float]) -> float:
@@ -102,7 +137,8 @@ def main() -> int:
         print(f"{Path(path).name}: {figures['cells']} cells; median CV of a cell's rounds (cells within "
               f"±{100 * WITHIN:g}%) raw {100 * spread['raw']:.1f}% ({near['raw']}), " + ", ".join(
                   f"{name} {100 * spread[name]:.1f}% ({near[name]}, scale {figures['over_trimmed'][name]:.3f})"
-                  for name in ESTIMATORS), file=sys.stderr)
+                  for name in ESTIMATORS) + "; windows with their running pieces {with_pieces} of {windows}, with a "
+              "fast one {with_a_fast_piece}".format(**figures["pieces"]), file=sys.stderr)
     json.dump({"benchmark": "pace_estimators", "runs": found}, sys.stdout, indent=1)
     print()
     return 0

@@ -9,7 +9,9 @@ compiled clients and a program measured from outside. From the same processes:
 - bias: each paced sub-window's raw rate per running second over the mean of the unpaced ones beside it (paired),
   the median of those ratios with its order-statistic interval: the pauses must not change what the cell does;
 - precision: the CV of the unpaced sub-windows' rates (raw), and of the paced ones' rates at the reference pace;
-- the unit-free figure: the cell's roundtrip in sentinel roundtrips, the median over the paced sub-windows.
+- the unit-free figure: the cell's roundtrip in sentinel roundtrips, the median over the paced sub-windows;
+- the fast pieces: the CV of the paced sub-windows' rates read over their running pieces beside fast slices only
+  (analysis/host_pace.fast_intervals), at the fast mode's typical slice.
 --slices RUN_MS:ROUNDTRIPS[,...] paces with each setting in turn (the evidence for pacer.RUN_S and
 SLICE_ROUNDTRIPS): the paced CV and the share of the time paused for each.
 Prints one JSON object on stdout; a table on stderr.
@@ -132,8 +134,9 @@ def measure_cell(server, client, loop: str, seconds: float, window_s: float, sli
                     if pacer:
                         pacer.prepare()
                     began, segments_before = roundtrips_now(client_process.pid, started.port)
-                    if pacer:
-                        pacer.start(began + window_s)
+                    if pacer:  # the client's segments read in its pauses too, as in the matrix
+                        pacer.start(began + window_s, connections=lambda: kernel_signals.HeldConnections(
+                            [client_process.pid], started.port))
                     time.sleep(window_s)
                     record = pacer.stop() if pacer else None
                     if record and record["stop"] != (STOP_PREEMPT if setting[2] else STOP_SENTINEL):
@@ -179,9 +182,15 @@ def figures(windows: list[dict], slices: list[tuple[float, int]]) -> dict:
         if not paced:
             continue
         at_reference = [rate * w["pace"]["sentinel_ns_per_roundtrip"] / REFERENCE_SENTINEL_NS for rate, w in paced]
+        # the rate over the fast pieces (analysis/host_pace.fast_intervals), at the fast mode's typical slice
+        fast_pieces = [rate * w["pace"]["fast_intervals"]["rate_ratio"] * w["pace"]["fast_mode"]["typical_ns"]
+                       / REFERENCE_SENTINEL_NS for rate, w in paced
+                       if w["pace"].get("fast_intervals") and w["pace"].get("fast_mode")]
         unit_free = [1e9 / rate / w["pace"]["sentinel_ns_per_roundtrip"] for rate, w in paced]
         per_setting[setting_name(setting)] = {
             "windows": len(paced), "paced_raw_cv": cv([rate for rate, _ in paced]), "paced_cv": cv(at_reference),
+            "fast_pieces_windows": len(fast_pieces),
+            "fast_pieces_cv": cv(fast_pieces) if len(fast_pieces) > 2 else None,
             "bias": statistics.median(ratios_by_setting[setting]) if ratios_by_setting.get(setting) else None,
             "sentinel_roundtrips_per_roundtrip": statistics.median(unit_free),
             "paused_share": statistics.fmean(w["pace"]["paused_s"] / w["wall_s"] for _, w in paced),
@@ -221,7 +230,10 @@ def show_cell(cell: dict) -> None:
         fit = setting.get("elasticity")
         return (f", elasticity {fit['elasticity']:.2f} (CV left {100 * fit['left_at_fitted']:.1f}% fitted)"
                 if fit else "")
-    shown = "; ".join(f"{name}: bias {s['bias']:.3f}, paced CV {100 * s['paced_cv']:.1f}%, "
+    def pieces(setting: dict) -> str:
+        return (f", fast pieces' CV {100 * setting['fast_pieces_cv']:.1f}% ({setting['fast_pieces_windows']} windows)"
+                if setting.get("fast_pieces_cv") is not None else "")
+    shown = "; ".join(f"{name}: bias {s['bias']:.3f}, paced CV {100 * s['paced_cv']:.1f}%{pieces(s)}, "
                       f"{s['sentinel_roundtrips_per_roundtrip']:.2f} sentinel rt, paused "
                       f"{100 * s['paused_share']:.1f}%{elastic(s)}"
                       for name, s in cell["slices"].items() if s["paced_cv"] is not None and s["bias"] is not None)

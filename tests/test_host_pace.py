@@ -371,6 +371,13 @@ def test_a_run_paces_a_driver_a_compiled_client_and_a_program_measured_from_outs
             assert attempt["roundtrips_per_s"] == pytest.approx(
                 raw * pace["sentinel_ns_per_roundtrip"] / host_pace.REFERENCE_SENTINEL_NS)
             assert attempt["running_s"] == pytest.approx(attempt["elapsed_s"] - pace["paused_s"])
+            # the client's received segments between the pauses: two a roundtrip (A's and B's message) over the
+            # pacer's span, which starts as the orchestrator sees the window start and so covers a little less
+            pieces = pace["intervals"]
+            assert len(pieces["running_ns"]) == len(pieces["segments_in"]) == pace["pauses"] + 1, client
+            assert 1.0 < sum(pieces["segments_in"]) / attempt["roundtrips"] <= 2.05, (client, pieces)
+            assert sum(pieces["running_ns"]) / 1e9 <= attempt["running_s"] * 1.02
+            assert min(pieces["segments_in"]) >= 0 and min(pieces["running_ns"]) >= 0
             report = attempt["client_report"]
             if client == "websockets-plain":
                 continue
@@ -737,3 +744,43 @@ def test_the_cells_slopes_against_the_pace_are_read_and_a_slope_from_other_runs_
     assert first["median_cv"]["slope per cell, from the other runs"] == pytest.approx(0, abs=1e-9)
     assert first["median_cv"]["slope per cell, round left out"] == pytest.approx(0, abs=1e-9)
     assert first["over_raw"]["pace"] == pytest.approx(first["median_cv"]["pace"] / first["median_cv"]["raw"], abs=1e-3)
+
+
+def test_a_windows_running_pieces_are_cut_at_its_pauses_and_the_fast_ones_read_alone():
+    """Readings of the client's received segments as the pauses begin, in each pause and as they end: a piece runs
+    from a pause's end to the next one's start. The pieces around a slow slice are left out of the fast pieces'
+    rate; without a fast piece, or without pieces, there is none."""
+    pieces = host_pace.running_intervals((1_000, 100), [(17_000, 1_000, 180), (34_000, 1_000, 260)], (51_000, 340))
+    assert pieces == {"running_ns": [16_000, 16_000, 16_000], "segments_in": [80, 80, 80]}
+    fast = host_pace.FastMode(level_ns=10_000.0, typical_ns=10_000.0, slices=2)
+    # the second slice slow: only the first piece (before the first slice, fast) is fast on both of its sides
+    uneven = {"running_ns": [10_000, 10_000, 10_000], "segments_in": [60, 30, 30]}
+    found = host_pace.fast_intervals(uneven, [10_000.0, 14_000.0], fast)
+    assert found["rate_ratio"] == pytest.approx(6 / 4) and found["running_share"] == pytest.approx(1 / 3)
+    assert host_pace.fast_intervals(uneven, [10_000.0, 10_500.0], fast)["rate_ratio"] == pytest.approx(1.0)
+    assert host_pace.fast_intervals(uneven, [14_000.0, 14_000.0], fast) is None  # every piece beside a slow slice
+    assert host_pace.fast_intervals(None, [10_000.0, 10_000.0], fast) is None
+    assert host_pace.fast_intervals({"error": "no connection"}, [10_000.0, 10_000.0], fast) is None
+    assert host_pace.fast_intervals(uneven, [10_000.0], fast) is None  # pieces that do not match the slices
+
+
+def test_the_fast_pieces_estimator_reads_a_windows_rate_where_the_host_ran_fast():
+    """benchmarks/pace_estimators, "fast intervals": a cell that runs at 5,000/s where the host is fast and 3,000/s
+    beside a slow slice (the sentinel only 1.3x slower there, so the pace takes out less than the cell lost): read from
+    its fast pieces its rounds agree; by the fast mode's pace they spread; a window without pieces takes that pace."""
+    from benchmarks.pace_estimators import run_figures
+    attempts = []
+    for index, slow_slices in enumerate([0, 1, 2, 0, 1, 2]):
+        slices = [13_000.0] * slow_slices + [10_000.0] * (4 - slow_slices)
+        rates = [5.0 if all(slices[j] < 11_000 for j in (k - 1, k) if 0 <= j < 4) else 3.0 for k in range(5)]
+        running = [16_000_000] * 5
+        segments = [int(2 * rate * 16_000) for rate in rates]
+        raw = sum(segments) / 2 / (sum(running) / 1e9)
+        attempts.append({"status": "ok", "raw_roundtrips_per_s": raw, "started_at": f"2026-11-29T20:00:{index:02d}",
+                         "host_pace": {"slices_ns": slices, "stop": "preempt",
+                                       "intervals": {"running_ns": running, "segments_in": segments}}})
+    figures = run_figures({"cells": [{"server": "s", "client": "c", "attempts": attempts}]})
+    assert figures["median_cv"]["fast intervals"] == pytest.approx(0, abs=1e-9)
+    assert figures["median_cv"]["fast mode"] > 0.05 and figures["median_cv"]["raw"] > 0.1
+    assert figures["pieces"] == {"windows": 6, "with_pieces": 6, "with_a_fast_piece": 6,
+                                 "median_fast_share": pytest.approx(0.6)}

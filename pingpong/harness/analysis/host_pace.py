@@ -131,6 +131,47 @@ def replayed_paces(windows: list[tuple[str, list[float]]], peak: float = FAST_PE
     return [window_pace_ns(slices, fast=log.add(stop_mode, slices, peak)) for stop_mode, slices in windows]
 
 
+def running_intervals(start: tuple[int, int], pauses: list[tuple[int, int, int]],
+                      end: tuple[int, int]) -> dict[str, list[int]]:
+    """A paced window's running time cut at its pauses, with the data segments the cell's client received in each
+    piece (pure). start: (monotonic ns, segments so far) as the pauses began; pauses: (monotonic ns it began, ns it
+    lasted, segments read while it held the cell) each; end: (monotonic ns, segments) as they ended. Piece k runs up
+    to pause k, the last one from the last pause to the end."""
+    running: list[int] = []
+    segments: list[int] = []
+    since_ns, since_count = start
+    for began_ns, paused_ns, count in pauses:
+        running.append(max(0, began_ns - since_ns))
+        segments.append(count - since_count)
+        since_ns, since_count = began_ns + paused_ns, count
+    running.append(max(0, end[0] - since_ns))
+    segments.append(end[1] - since_count)
+    return {"running_ns": running, "segments_in": segments}
+
+
+def fast_intervals(intervals: dict[str, Any] | None, slices_ns: list[float],
+                   fast: FastMode | None) -> dict[str, float] | None:
+    """How the cell ran while the host ran fast (pure): over the window's running pieces (running_intervals) whose
+    neighbouring slices were all in the host's fast mode (within SLOW_FACTOR of its level), the cell's rate against
+    its rate over every piece ("rate_ratio"), and their share of the running time ("running_share"). None without
+    pieces, a fast mode, a fast piece or segments. The cell measured only where the host ran fast needs no
+    assumption of how a slow stretch slows it (docs/methodology.md, "What the pace leaves on a noisy host")."""
+    if not intervals or fast is None or "running_ns" not in intervals:
+        return None
+    running, segments = intervals["running_ns"], intervals["segments_in"]
+    if len(running) != len(slices_ns) + 1 or not slices_ns:
+        return None
+    in_fast_mode = [value <= SLOW_FACTOR * fast.level_ns for value in slices_ns]
+    chosen = [k for k in range(len(running))
+              if all(in_fast_mode[j] for j in (k - 1, k) if 0 <= j < len(slices_ns))]
+    chosen_ns = sum(running[k] for k in chosen)
+    chosen_segments = sum(segments[k] for k in chosen)
+    if not chosen_ns or not chosen_segments or not sum(running) or not sum(segments):
+        return None
+    return {"rate_ratio": (chosen_segments / chosen_ns) / (sum(segments) / sum(running)),
+            "running_share": chosen_ns / sum(running)}
+
+
 MIN_BUSY = 0.25  # on one CPU, a cell busy less than this share of its running time waits on more than the CPU
 # (a CPU-bound cell is busy 0.83-1.0 of it; two C-floor windows of 2026-11-27 read 0.48-0.52, the host slow)
 

@@ -32,13 +32,14 @@ import os
 import signal
 import threading
 import time
-from typing import Any
+from typing import Any, Callable
 
 from pingpong.contract import RAW_WINDOWS_ENV
 from pingpong.harness.analysis.host_pace import (STOP_ORCHESTRATOR, STOP_PREEMPT, STOP_SENTINEL, FastMode, SliceLog,
-                                                window_pace_ns)
+                                                fast_intervals, running_intervals, window_pace_ns)
 from pingpong.harness.settings.cell import CellSettings
 from pingpong.harness.system import host_sentinel, processes
+from pingpong.harness.system.kernel_signals import HeldConnections
 
 # Chosen by evidence (benchmarks/window_pace.py; docs/methodology.md, "The host's pace in the window"): each pause
 # costs the cell a little beyond its own time (caches the slice took over, a runtime's work on the SIGCONT); with the
@@ -155,6 +156,13 @@ class Pacer:
         self.slice_log = slice_log
         self._fast: FastMode | None = None
         self._logged = False
+        # the client's received segments read at the pauses' start, in each pause and at their end: the cell's
+        # running pieces between pauses (analysis/host_pace.running_intervals)
+        self._connections: Callable[[], HeldConnections] | None = None
+        self._held: HeldConnections | None = None
+        self._counted_from: tuple[int, int] | None = None
+        self._pause_counts: list[tuple[int, int, int]] = []
+        self._intervals: dict[str, Any] | None = None
 
     def prepare(self) -> None:
         """Start (and warm) the sentinels before the window, so no pause pays for a sentinel's start. A preempting
@@ -170,9 +178,14 @@ class Pacer:
         except OSError as exc:
             self.error = f"the host sentinel could not start: {exc}"
 
-    def start(self, until: float, event_at: float | None = None) -> None:
+    def start(self, until: float, event_at: float | None = None,
+              connections: Callable[[], HeldConnections] | None = None) -> None:
         """Pause every run_s until stop() or the monotonic time `until` (after prepare()). event_at: when the
-        window's start event arrived (monotonic); the record keeps how late the pauses began after it."""
+        window's start event arrived (monotonic); the record keeps how late the pauses began after it.
+        connections: opens the client's connections to the server (kernel_signals.HeldConnections), whose received
+        segments are then read as the pauses begin, in each pause (from here, while the cell does not run) and as
+        they end: the record's "intervals"."""
+        self._connections = connections
         if event_at is not None:
             self.start_late_s = time.monotonic() - event_at
         if self.error is None and self._sentinels:
@@ -186,6 +199,16 @@ class Pacer:
             self._thread.join(host_sentinel.ANSWER_TIMEOUT_S + 5)
         with self._paused:  # a pause still in progress has ended
             pass
+        if self._held is not None and not (self._thread is not None and self._thread.is_alive()):
+            try:
+                if self._counted_from is not None and self._intervals is None:
+                    self._intervals = running_intervals(self._counted_from, self._pause_counts,
+                                                        (time.monotonic_ns(), self._held.segments_in()))
+            except (OSError, ValueError) as exc:
+                self._intervals = {"error": f"the client's connections could not be read: {exc}"}
+            finally:
+                self._held.close()
+                self._held = None
         if self.slice_log is not None and not self._logged and self.slices_ns:
             self._fast = self.slice_log.add(self.stop_mode, self.slices_ns)
         self._logged = True
@@ -208,7 +231,10 @@ class Pacer:
                 "per_cpu_ns_per_roundtrip": per_cpu,
                 "slices_ns": [round(value) for value in self.slices_ns], "stop": self.stop_mode,
                 "preempt_refused": self.preempt_refused, "error": self.error,
-                "start_late_s": None if self.start_late_s is None else round(self.start_late_s, 4)}
+                "start_late_s": None if self.start_late_s is None else round(self.start_late_s, 4),
+                "intervals": self._intervals,
+                "fast_intervals": ({name: round(value, 4) for name, value in found.items()}
+                                   if (found := fast_intervals(self._intervals, self.slices_ns, self._fast)) else None)}
 
     def _signal(self, signal_number: int) -> None:
         for group in self.groups:
@@ -221,6 +247,15 @@ class Pacer:
         sentinels = self._sentinels
         groups = tuple(self.groups)
         by_sentinel = self.stop_mode != STOP_ORCHESTRATOR
+        if self._connections is not None:
+            try:
+                self._held = self._connections()
+                if not self._held.connections:
+                    self._intervals = {"error": "no connection of the client's to the server's port was found"}
+                else:
+                    self._counted_from = (time.monotonic_ns(), self._held.segments_in())
+            except (OSError, ValueError) as exc:
+                self._intervals = {"error": f"the client's connections could not be read: {exc}"}
         while not self._stop.wait(self.run_s):
             if time.monotonic() >= until:
                 return
@@ -233,6 +268,7 @@ class Pacer:
                 try:
                     for sentinel in sentinels:
                         sentinel.ask(self.slice_roundtrips, groups if by_sentinel else ())
+                    counted = self._count_in_pause()
                     answers = [sentinel.answer() for sentinel in sentinels]
                 except (OSError, ValueError) as exc:
                     self._signal(signal.SIGCONT)  # a sentinel that failed mid-slice may have left them stopped
@@ -246,6 +282,19 @@ class Pacer:
                 totals = [total for total, _ in answers]
                 self.pauses += 1
                 self.paused_ns += paused_ns or 0
+                if counted is not None:
+                    self._pause_counts.append((began, paused_ns or 0, counted))
                 for cpu, total in zip(self.cpus, totals):
                     self.sentinel_ns[cpu] += total
                 self.slices_ns.append(sum(totals) / len(totals) / self.slice_roundtrips)
+
+    def _count_in_pause(self) -> int | None:
+        """The client's received segments, read while the cell is held for a slice; None when they are not read
+        (a failed reading ends the window's intervals, and says why)."""
+        if self._held is None or self._counted_from is None or self._intervals is not None:
+            return None
+        try:
+            return self._held.segments_in()
+        except (OSError, ValueError) as exc:
+            self._intervals = {"error": f"the client's connections could not be read: {exc}"}
+            return None

@@ -233,6 +233,15 @@ class WindowWatcher:
                                                           "would take longer than the window)"},
                         "client": self._client_sockets(client_trees[:self.window_processes], False)}
 
+    def _held_connections(self) -> Callable[[], kernel_signals.HeldConnections] | None:
+        """What opens the clients' connections for the pacer to read between its pauses (in its own thread, so the
+        window's start is not held up); None for idle connections by the thousand, whose borrowing would not be
+        cheap."""
+        if self.settings.idle_connections or self.port is None:
+            return None
+        return lambda: kernel_signals.HeldConnections(
+            [pid for tree in self._trees()[1] for pid in tree], self.port)
+
     def _client_sockets(self, client_trees: list[list[int]], force: bool) -> dict[str, Any]:
         return kernel_signals.merge_socket_readings(
             [kernel_signals.inspect_sockets(tree, self.port, force) for tree in client_trees], force)
@@ -274,7 +283,7 @@ class WindowWatcher:
                     # long enough under load to leave no time for a pause when they came first)
                     if self.pacer is not None:
                         self.pacer.start(min(self.starts_at) + self.settings.duration_s - GUARD_S,
-                                         event_at=self.starts_at[-1])
+                                         event_at=self.starts_at[-1], connections=self._held_connections())
                     # Inside the measured window, so kept cheap (sampling_s records how cheap): CPU and
                     # counters first, then the scheduling figures, then each connection's TCP_NODELAY (forced
                     # first, if asked).
