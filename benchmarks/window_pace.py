@@ -36,7 +36,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from benchmarks.rounds_setup import ROOT, implementations_by_role, matrix_settings
-from pingpong.harness.analysis.host_pace import REFERENCE_SENTINEL_NS, STOP_PREEMPT, STOP_SENTINEL
+from pingpong.harness.analysis.host_pace import (REFERENCE_SENTINEL_NS, STOP_PREEMPT, STOP_SENTINEL, FastMode,
+                                                fast_intervals)
 from pingpong.harness.analysis.stats import median_interval
 from pingpong.harness.measure.attempt_plan import client_command, process_environment, room_path
 from pingpong.harness.measure.local import LocalMeasurer
@@ -147,7 +148,7 @@ def measure_cell(server, client, loop: str, seconds: float, window_s: float, sli
                     windows.append({"paced": paced, "slices": list(setting) if setting else None,
                                     "roundtrips": (segments_after - segments_before) / 2, "wall_s": ended - began,
                                     "running_s": ended - began - paused,
-                                    "pace": {key: value for key, value in record.items() if key != "slices_ns"}
+                                    "pace": record
                                     if record else None})
         finally:
             with processes.interrupts_deferred():
@@ -183,9 +184,8 @@ def figures(windows: list[dict], slices: list[tuple[float, int]]) -> dict:
             continue
         at_reference = [rate * w["pace"]["sentinel_ns_per_roundtrip"] / REFERENCE_SENTINEL_NS for rate, w in paced]
         # the rate over the fast pieces (analysis/host_pace.fast_intervals), at the fast mode's typical slice
-        fast_pieces = [rate * w["pace"]["fast_intervals"]["rate_ratio"] * w["pace"]["fast_mode"]["typical_ns"]
-                       / REFERENCE_SENTINEL_NS for rate, w in paced
-                       if w["pace"].get("fast_intervals") and w["pace"].get("fast_mode")]
+        fast_pieces = [rate * found["rate_ratio"] * w["pace"]["fast_mode"]["typical_ns"] / REFERENCE_SENTINEL_NS
+                       for rate, w in paced if (found := fast_pieces_of(w["pace"]))]
         unit_free = [1e9 / rate / w["pace"]["sentinel_ns_per_roundtrip"] for rate, w in paced]
         per_setting[setting_name(setting)] = {
             "windows": len(paced), "paced_raw_cv": cv([rate for rate, _ in paced]), "paced_cv": cv(at_reference),
@@ -200,6 +200,18 @@ def figures(windows: list[dict], slices: list[tuple[float, int]]) -> dict:
                                      [w["pace"]["sentinel_ns_per_roundtrip"] for _, w in paced])}
     result["slices"] = per_setting
     return result
+
+
+def fast_pieces_of(pace: dict) -> dict | None:
+    """A paced sub-window's fast pieces read again from its record (its slices kept since 2026-11-29 20:40 UTC), or
+    as recorded."""
+    fast = pace.get("fast_mode")
+    if fast is None:
+        return None
+    if pace.get("slices_ns") is None:
+        return pace.get("fast_intervals")
+    return fast_intervals(pace.get("intervals"), pace["slices_ns"],
+                          FastMode(level_ns=fast["level_ns"], typical_ns=fast["typical_ns"], slices=fast["slices"]))
 
 
 def elasticity(rates: list[float], paces: list[float]) -> dict | None:
