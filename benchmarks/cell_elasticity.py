@@ -110,7 +110,8 @@ def read_runs(runs: dict[str, dict[Cell, Points]]) -> dict:
         found.append({"run": name, "cells": len(cells), "slope_for_the_run": round(pooled, 3),
                       "median_cv": {estimator: round(value, 4) for estimator, value in median_cv.items()},
                       "over_raw": {estimator: round(value / median_cv["raw"], 3)
-                                   for estimator, value in median_cv.items() if estimator != "raw"}})
+                                   for estimator, value in median_cv.items() if estimator != "raw"}
+                      if median_cv["raw"] else None})
     by_cell: dict[Cell, list[float]] = {}
     for cells in slopes.values():
         for key, value in cells.items():

@@ -38,6 +38,8 @@ def test_a_side_whose_processes_all_exited_before_the_windows_end_has_no_cpu_fig
     assert cpu.window_cpu_s(before, {(20, 0): 9_500}) == pytest.approx(2_500 / 1e9)
     assert cpu.window_cpu_s({(10, 10): 1_000}, {(10, 10): 1_000, (10, 12): 400}) == pytest.approx(400 / 1e9)
     assert cpu.window_cpu_s({}, {}) == 0.0
+    # the process is still there, its thread of the start gone: a process, not a thread, must remain
+    assert cpu.window_cpu_s({(10, 10): 1_000}, {(10, 12): 400}) == pytest.approx(400 / 1e9)
 
 
 def test_the_process_clock_id_is_the_kernels_for_a_pid():

@@ -163,6 +163,8 @@ class Pacer:
         self._counted_from: tuple[int, int] | None = None
         self._pause_counts: list[tuple[int, int, int]] = []
         self._intervals: dict[str, Any] | None = None
+        self._held_lock = threading.Lock()  # whichever of stop() and the pacer's thread ends last closes _held
+        self._stopped = False  # stop() has run: the pacer's thread closes what it still holds as it ends
 
     def prepare(self) -> None:
         """Start (and warm) the sentinels before the window, so no pause pays for a sentinel's start. A preempting
@@ -183,8 +185,10 @@ class Pacer:
         """Pause every run_s until stop() or the monotonic time `until` (after prepare()). event_at: when the
         window's start event arrived (monotonic); the record keeps how late the pauses began after it.
         connections: opens the client's connections to the server (kernel_signals.HeldConnections), whose received
-        segments are then read as the pauses begin, in each pause (from here, while the cell does not run) and as
-        they end: the record's "intervals"."""
+        segments are then read as the pauses begin, in each pause and as they end: the record's "intervals". On one
+        CPU a pause's reading is taken once the sentinel has been asked for its slice (this thread runs on the
+        orchestrator's CPU, not the cell's); on several, once the cell is stopped and before the sentinels run, so
+        that it never competes with their slices."""
         self._connections = connections
         if event_at is not None:
             self.start_late_s = time.monotonic() - event_at
@@ -199,16 +203,18 @@ class Pacer:
             self._thread.join(host_sentinel.ANSWER_TIMEOUT_S + 5)
         with self._paused:  # a pause still in progress has ended
             pass
-        if self._held is not None and not (self._thread is not None and self._thread.is_alive()):
-            try:
-                if self._counted_from is not None and self._intervals is None:
-                    self._intervals = running_intervals(self._counted_from, self._pause_counts,
-                                                        (time.monotonic_ns(), self._held.segments_in()))
-            except (OSError, ValueError) as exc:
-                self._intervals = {"error": f"the client's connections could not be read: {exc}"}
-            finally:
-                self._held.close()
-                self._held = None
+        with self._held_lock:
+            self._stopped = True
+            if self._held is not None and not (self._thread is not None and self._thread.is_alive()):
+                try:
+                    if self._counted_from is not None and self._intervals is None:
+                        self._intervals = running_intervals(self._counted_from, self._pause_counts,
+                                                            (time.monotonic_ns(), self._held.segments_in()))
+                except Exception as exc:  # noqa: BLE001 - a reading never costs the window its figures
+                    self._intervals = {"error": f"the client's connections could not be read: {exc}"}
+                finally:
+                    self._held.close()
+                    self._held = None
         if self.slice_log is not None and not self._logged and self.slices_ns:
             self._fast = self.slice_log.add(self.stop_mode, self.slices_ns)
         self._logged = True
@@ -244,17 +250,29 @@ class Pacer:
                 pass  # a group that has ended: the judge tells why
 
     def _run(self, until: float) -> None:
+        try:
+            self._pace(until)
+        finally:
+            with self._held_lock:  # stop() gave up waiting for this thread: what it holds is closed here
+                if self._stopped and self._held is not None:
+                    self._held.close()
+                    self._held = None
+
+    def _pace(self, until: float) -> None:
         sentinels = self._sentinels
         groups = tuple(self.groups)
         by_sentinel = self.stop_mode != STOP_ORCHESTRATOR
         if self._connections is not None:
             try:
-                self._held = self._connections()
+                with self._held_lock:
+                    if self._stopped:
+                        return
+                    self._held = self._connections()
                 if not self._held.connections:
                     self._intervals = {"error": "no connection of the client's to the server's port was found"}
                 else:
                     self._counted_from = (time.monotonic_ns(), self._held.segments_in())
-            except (OSError, ValueError) as exc:
+            except Exception as exc:  # noqa: BLE001 - a reading never costs the window its pauses
                 self._intervals = {"error": f"the client's connections could not be read: {exc}"}
         while not self._stop.wait(self.run_s):
             if time.monotonic() >= until:
@@ -263,12 +281,15 @@ class Pacer:
                 if self._stop.is_set():
                     return
                 began = time.monotonic_ns()
+                counted = None
                 if not by_sentinel:
                     self._signal(signal.SIGSTOP)
+                    counted = self._count_in_pause()
                 try:
                     for sentinel in sentinels:
                         sentinel.ask(self.slice_roundtrips, groups if by_sentinel else ())
-                    counted = self._count_in_pause()
+                    if by_sentinel:
+                        counted = self._count_in_pause()
                     answers = [sentinel.answer() for sentinel in sentinels]
                 except (OSError, ValueError) as exc:
                     self._signal(signal.SIGCONT)  # a sentinel that failed mid-slice may have left them stopped
@@ -295,6 +316,6 @@ class Pacer:
             return None
         try:
             return self._held.segments_in()
-        except (OSError, ValueError) as exc:
+        except Exception as exc:  # noqa: BLE001 - a reading never leaves the cell stopped or the pauses ended
             self._intervals = {"error": f"the client's connections could not be read: {exc}"}
             return None

@@ -99,7 +99,11 @@ def _borrow(pid: int, fd: int) -> socket.socket:
             raise SocketAccessError(errno, f"pidfd_getfd(pid {pid}, fd {fd}): {os.strerror(errno)}")
     finally:
         os.close(pidfd)
-    return socket.socket(fileno=copy)
+    try:
+        return socket.socket(fileno=copy)
+    except OSError as exc:  # the number was reused for something else since the listing: the copy is not kept
+        os.close(copy)
+        raise SocketAccessError(exc.errno, f"fd {fd} of pid {pid}: {exc.strerror}") from None
 
 
 def inspect_sockets(pids: list[int], port: int, force: bool = False) -> dict:
@@ -224,18 +228,21 @@ class HeldConnections:
 
     def __init__(self, pids: list[int], port: int) -> None:
         self._held: list[socket.socket] = []
+        seen: set[int] = set()  # sockets by inode: one that two processes of the tree share counts once
         try:
             for pid in pids:
                 for fd in _socket_descriptors(pid):
                     try:
                         borrowed = _borrow(pid, fd)
                     except SocketAccessError as exc:
-                        if exc.errno in (errno.EBADF, errno.ESRCH):
+                        if exc.errno in (errno.EBADF, errno.ESRCH, errno.ENOTSOCK):  # closed, exited or reused
                             continue
                         raise
-                    if not self._keeps(borrowed, port):
+                    inode = os.fstat(borrowed.fileno()).st_ino
+                    if inode in seen or not self._keeps(borrowed, port):
                         borrowed.close()
                         continue
+                    seen.add(inode)
                     self._held.append(borrowed)
         except BaseException:
             self.close()
