@@ -106,6 +106,29 @@ def _borrow(pid: int, fd: int) -> socket.socket:
         raise SocketAccessError(exc.errno, f"fd {fd} of pid {pid}: {exc.strerror}") from None
 
 
+def _borrowed_sockets(pids: list[int]):
+    """A copy of every socket descriptor of these processes, in turn (the caller closes each); one closed, exited or
+    reused since the listing is passed over."""
+    for pid in pids:
+        for fd in _socket_descriptors(pid):
+            try:
+                yield _borrow(pid, fd)
+            except SocketAccessError as exc:
+                if exc.errno in (errno.EBADF, errno.ESRCH, errno.ENOTSOCK):
+                    continue
+                raise
+
+
+def _connects_to(borrowed: socket.socket, port: int) -> bool:
+    """Whether a borrowed socket is a TCP connection with port at its far end."""
+    if borrowed.family not in (socket.AF_INET, socket.AF_INET6) or borrowed.type != socket.SOCK_STREAM:
+        return False
+    try:
+        return borrowed.getpeername()[1] == port
+    except OSError:  # listening or not connected
+        return False
+
+
 def inspect_sockets(pids: list[int], port: int, force: bool = False) -> dict:
     """TCP_NODELAY of each connection of these processes with port at either end, as the kernel has it.
 
@@ -117,22 +140,15 @@ def inspect_sockets(pids: list[int], port: int, force: bool = False) -> dict:
     """
     values, families, count = [], set(), 0
     try:
-        for pid in pids:
-            for fd in _socket_descriptors(pid):
-                try:
-                    borrowed = _borrow(pid, fd)
-                except SocketAccessError as exc:
-                    if exc.errno in (errno.EBADF, errno.ESRCH):  # closed or exited meanwhile
-                        continue
-                    raise
-                with borrowed:
-                    if not _connected_on(borrowed, port):
-                        continue
-                    count += 1
-                    if force:
-                        borrowed.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                    values.append(bool(borrowed.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)))
-                    families.add("ipv6" if borrowed.family == socket.AF_INET6 else "ipv4")
+        for borrowed in _borrowed_sockets(pids):
+            with borrowed:
+                if not _connected_on(borrowed, port):
+                    continue
+                count += 1
+                if force:
+                    borrowed.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                values.append(bool(borrowed.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)))
+                families.add("ipv6" if borrowed.family == socket.AF_INET6 else "ipv4")
     except OSError as exc:
         return {"sockets": count, "error": str(exc)}
     return {"sockets": count, "tcp_nodelay": values, "forced": force, "families": sorted(families)}
@@ -198,23 +214,9 @@ def connection_counters(pids: list[int], port: int) -> dict[int, dict[str, int]]
     by the connection's local port. Sockets are borrowed as inspect_sockets does: microseconds per descriptor, so
     this can mark a measured window's edges. Raises SocketAccessError when a socket cannot be reached."""
     found: dict[int, dict[str, int]] = {}
-    for pid in pids:
-        for fd in _socket_descriptors(pid):
-            try:
-                borrowed = _borrow(pid, fd)
-            except SocketAccessError as exc:
-                if exc.errno in (errno.EBADF, errno.ESRCH):  # closed or exited meanwhile
-                    continue
-                raise
-            with borrowed:
-                if borrowed.family not in (socket.AF_INET, socket.AF_INET6) or borrowed.type != socket.SOCK_STREAM:
-                    continue
-                try:
-                    peer_port = borrowed.getpeername()[1]
-                except OSError:  # listening or not connected
-                    continue
-                if peer_port != port:
-                    continue
+    for borrowed in _borrowed_sockets(pids):
+        with borrowed:
+            if _connects_to(borrowed, port):
                 raw = borrowed.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, TCP_INFO_LENGTH)
                 found[borrowed.getsockname()[1]] = parse_tcp_info(raw)
     return found
@@ -230,32 +232,16 @@ class HeldConnections:
         self._held: list[socket.socket] = []
         seen: set[int] = set()  # sockets by inode: one that two processes of the tree share counts once
         try:
-            for pid in pids:
-                for fd in _socket_descriptors(pid):
-                    try:
-                        borrowed = _borrow(pid, fd)
-                    except SocketAccessError as exc:
-                        if exc.errno in (errno.EBADF, errno.ESRCH, errno.ENOTSOCK):  # closed, exited or reused
-                            continue
-                        raise
-                    inode = os.fstat(borrowed.fileno()).st_ino
-                    if inode in seen or not self._keeps(borrowed, port):
-                        borrowed.close()
-                        continue
-                    seen.add(inode)
-                    self._held.append(borrowed)
+            for borrowed in _borrowed_sockets(pids):
+                inode = os.fstat(borrowed.fileno()).st_ino
+                if inode in seen or not _connects_to(borrowed, port):
+                    borrowed.close()
+                    continue
+                seen.add(inode)
+                self._held.append(borrowed)
         except BaseException:
             self.close()
             raise
-
-    @staticmethod
-    def _keeps(borrowed: socket.socket, port: int) -> bool:
-        if borrowed.family not in (socket.AF_INET, socket.AF_INET6) or borrowed.type != socket.SOCK_STREAM:
-            return False
-        try:
-            return borrowed.getpeername()[1] == port
-        except OSError:  # listening or not connected
-            return False
 
     @property
     def connections(self) -> int:
