@@ -18,8 +18,9 @@ Prints one JSON object on stdout; a table on stderr.
 - elasticity: how far the cell's rate moves with the sentinel's pace across the paced windows (1: exactly as the
   sentinel's, which the reference pace assumes), and what a fitted one would leave.
 --summarize FILE prints a stored run's figures again from its sub-windows.
+--placement split puts a cell's sides on two CPUs (the cell stopped from the orchestrator around both slices).
 Usage: python -m benchmarks.window_pace [--seconds 20] [--window 0.2] [--cells S:C[:LOOP],...] [--slices 16:80:preempt]
-                                        [--summarize FILE]
+                                        [--placement same-cpu|split] [--summarize FILE]
 """
 
 from __future__ import annotations
@@ -36,8 +37,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from benchmarks.rounds_setup import ROOT, implementations_by_role, matrix_settings
-from pingpong.harness.analysis.host_pace import (REFERENCE_SENTINEL_NS, STOP_PREEMPT, STOP_SENTINEL, FastMode,
-                                                fast_intervals)
+from pingpong.harness.analysis.host_pace import (REFERENCE_SENTINEL_NS, STOP_ORCHESTRATOR, STOP_PREEMPT,
+                                                STOP_SENTINEL, FastMode, fast_intervals)
 from pingpong.harness.analysis.stats import median_interval
 from pingpong.harness.measure.attempt_plan import client_command, process_environment, room_path
 from pingpong.harness.measure.local import LocalMeasurer
@@ -103,10 +104,10 @@ def roundtrips_now(pid: int, port: int) -> tuple[float, int]:
 
 
 def measure_cell(server, client, loop: str, seconds: float, window_s: float, slices: list[tuple[float, int]],
-                 measurer: LocalMeasurer) -> list[dict]:
+                 measurer: LocalMeasurer, placement: str = "same-cpu") -> list[dict]:
     """The cell's sub-windows, each {"paced": bool, "slices": [run_s, roundtrips]|None, "roundtrips", "wall_s",
     "running_s", "pace": the pacer's record|None}."""
-    settings = replace(matrix_settings("same-cpu"), duration_s=seconds + 30, warmup_s=0.5, loop=loop)
+    settings = replace(matrix_settings(placement), duration_s=seconds + 30, warmup_s=0.5, loop=loop)
     server_cpus, client_cpus = cpus_for(settings)
     windows: list[dict] = []
     with tempfile.TemporaryDirectory(prefix="pingpong-window-pace-") as work:
@@ -140,7 +141,8 @@ def measure_cell(server, client, loop: str, seconds: float, window_s: float, sli
                             [client_process.pid], started.port))
                     time.sleep(window_s)
                     record = pacer.stop() if pacer else None
-                    if record and record["stop"] != (STOP_PREEMPT if setting[2] else STOP_SENTINEL):
+                    expected = (STOP_ORCHESTRATOR if len(cpus) > 1 else STOP_PREEMPT if setting[2] else STOP_SENTINEL)
+                    if record and record["stop"] != expected:
                         raise RuntimeError(f"slices asked {setting_name(setting)} were paused as {record['stop']} "
                                            f"({record.get('preempt_refused') or 'the cell is on several CPUs'})")
                     ended, segments_after = roundtrips_now(client_process.pid, started.port)
@@ -285,6 +287,9 @@ def main() -> int:
                         help="RUN_MS:SENTINEL_ROUNDTRIPS[:preempt|:stop][,...] to pace with, in turn (default "
                              "%(default)s; preempt: a sentinel in the real-time class takes the CPU, stop: it stops "
                              "the cell with SIGSTOP)")
+    parser.add_argument("--placement", choices=("same-cpu", "split"), default="same-cpu",
+                        help="each cell on one CPU (the matrix's; the sentinel takes the CPU) or its sides on two "
+                             "(the cell stopped from here around both CPUs' slices)")
     parser.add_argument("--summarize", metavar="FILE", help="print the figures of a stored run again, from its "
                         "sub-windows (with each setting's elasticity), instead of measuring")
     args = parser.parse_args()
@@ -318,7 +323,8 @@ def main() -> int:
                               "skipped": f"not available here: {', '.join(missing)}"})
                 continue
             try:
-                windows = measure_cell(server, client, loop, args.seconds, args.window, slices, measurer)
+                windows = measure_cell(server, client, loop, args.seconds, args.window, slices, measurer,
+                                       args.placement)
             except RuntimeError as exc:
                 cells.append({"runtime": label, "server": server_name, "client": client_name, "error": str(exc)})
                 continue
@@ -332,6 +338,7 @@ def main() -> int:
     measured = [c for c in cells if c.get("bias")]
     print(f"bias within ±{100 * BIAS_TARGET:g}%: {len(within)} of {len(measured)} runtimes", file=sys.stderr)
     json.dump({"benchmark": "window_pace", "started_at": began, "seconds": args.seconds, "window_s": args.window,
+               "placement": args.placement,
                "slices": [list(s) for s in slices], "reference_sentinel_ns": REFERENCE_SENTINEL_NS,
                "bias_target": BIAS_TARGET, "cells": cells}, sys.stdout, indent=1)
     print()
