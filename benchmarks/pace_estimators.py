@@ -26,8 +26,8 @@ import sys
 from pathlib import Path
 
 from pingpong.harness.analysis.host_modes import SLOW_FACTOR
-from pingpong.harness.analysis.host_pace import (REFERENCE_SENTINEL_NS, SliceLog, fast_intervals, replayed_paces,
-                                                window_pace_ns)
+from pingpong.harness.analysis.host_pace import (REFERENCE_SENTINEL_NS, FastMode, SliceLog, fast_intervals,
+                                                replayed_paces, window_pace_ns)
 from pingpong.harness.analysis.stats import RATE_DISTURBED_SIDE, summarize
 from pingpong.harness.results.stored import read_json
 
@@ -55,17 +55,24 @@ def window_paces(run: dict) -> dict[str, list[tuple[tuple[str, str], float, floa
             for name, values in paces.items()}
 
 
-def fast_interval_paces(windows: list[tuple[tuple[str, str], dict]]) -> list[float | None]:
-    """Each window's pace such that raw x pace is the cell's rate over its fast pieces at the fast mode's typical
-    slice (the fast mode replayed as for "fast mode"); a window without a fast piece takes its "fast mode" pace."""
+def replayed_pieces(windows: list[tuple[tuple[str, str], dict]]) -> list[tuple[FastMode, dict | None]]:
+    """Each window's fast mode, replayed in the order the windows were measured as for "fast mode", and its fast
+    pieces read against it (analysis/host_pace.fast_intervals; None without)."""
     log = SliceLog()
     found = []
     for _, attempt in windows:
         pace = attempt["host_pace"]
         fast = log.add(pace.get("stop") or "", pace["slices_ns"])
-        pieces = fast_intervals(pace.get("intervals"), pace["slices_ns"], fast)
-        found.append(fast.typical_ns * pieces["rate_ratio"] if pieces else window_pace_ns(pace["slices_ns"], fast=fast))
+        found.append((fast, fast_intervals(pace.get("intervals"), pace["slices_ns"], fast)))
     return found
+
+
+def fast_interval_paces(windows: list[tuple[tuple[str, str], dict]]) -> list[float | None]:
+    """Each window's pace such that raw x pace is the cell's rate over its fast pieces at the fast mode's typical
+    slice; a window without a fast piece takes its "fast mode" pace."""
+    return [fast.typical_ns * pieces["rate_ratio"] if pieces
+            else window_pace_ns(attempt["host_pace"]["slices_ns"], fast=fast)
+            for (_, attempt), (fast, pieces) in zip(windows, replayed_pieces(windows))]
 
 
 def within(rates: list[float], share: float = WITHIN) -> bool:
@@ -100,17 +107,11 @@ def pieces_figures(run: dict) -> dict:
     """How many of the run's paced windows kept their running pieces, how many had a fast one, and the median share
     of a window's running time in its fast pieces (pure)."""
     windows = paced_windows(run)
-    log = SliceLog()
-    kept, shares = 0, []
-    for _, attempt in windows:
-        pace = attempt["host_pace"]
-        fast = log.add(pace.get("stop") or "", pace["slices_ns"])
-        intervals = pace.get("intervals")
-        if intervals and "running_ns" in intervals:
-            kept += 1
-            found = fast_intervals(intervals, pace["slices_ns"], fast)
-            shares.append(found["running_share"] if found else 0.0)
-    return {"windows": len(windows), "with_pieces": kept, "with_a_fast_piece": sum(share > 0 for share in shares),
+    shares = [pieces["running_share"] if pieces else 0.0
+              for (_, attempt), (_, pieces) in zip(windows, replayed_pieces(windows))
+              if "running_ns" in (attempt["host_pace"].get("intervals") or {})]
+    return {"windows": len(windows), "with_pieces": len(shares),
+            "with_a_fast_piece": sum(share > 0 for share in shares),
             "median_fast_share": statistics.median(shares) if shares else None}
 
 

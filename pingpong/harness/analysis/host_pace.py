@@ -154,9 +154,9 @@ def fast_intervals(intervals: dict[str, Any] | None, slices_ns: list[float],
     """How the cell ran while the host ran fast (pure): over the window's running pieces (running_intervals) whose
     neighbouring slices were both in the host's fast mode (within SLOW_FACTOR of its level), the cell's rate against
     its rate over every piece ("rate_ratio"), and their share of the running time ("running_share"); the last piece,
-    after the last slice, is in neither. None without
-    pieces, a fast mode, a fast piece or segments. The cell measured only where the host ran fast needs no
-    assumption of how a slow stretch slows it (docs/methodology.md, "What the pace leaves on a noisy host")."""
+    after the last slice, is in neither. None without pieces, a fast mode, a fast piece or segments. The cell
+    measured only where the host ran fast needs no assumption of how a slow stretch slows it (docs/methodology.md,
+    "What the pace leaves on a noisy host")."""
     if not intervals or fast is None or "running_ns" not in intervals:
         return None
     running, segments = intervals["running_ns"], intervals["segments_in"]
