@@ -104,9 +104,10 @@ def roundtrips_now(pid: int, port: int) -> tuple[float, int]:
 
 
 def measure_cell(server, client, loop: str, seconds: float, window_s: float, slices: list[tuple[float, int]],
-                 measurer: LocalMeasurer, placement: str = "same-cpu") -> list[dict]:
+                 measurer: LocalMeasurer, placement: str = "same-cpu", pacer_class: type[Pacer] = Pacer) -> list[dict]:
     """The cell's sub-windows, each {"paced": bool, "slices": [run_s, roundtrips]|None, "roundtrips", "wall_s",
-    "running_s", "pace": the pacer's record|None}."""
+    "running_s", "pace": the pacer's record|None}. pacer_class: what runs in the paced sub-windows
+    (benchmarks/split_pacing_controls.py passes pacers that pause nothing)."""
     settings = replace(matrix_settings(placement), duration_s=seconds + 30, warmup_s=0.5, loop=loop)
     server_cpus, client_cpus = cpus_for(settings)
     windows: list[dict] = []
@@ -132,7 +133,7 @@ def measure_cell(server, client, loop: str, seconds: float, window_s: float, sli
                 plan = [(index % 4) in (1, 2) for index in range(count)]  # ABBA: unpaced, paced, paced, unpaced
                 for index, paced in enumerate(plan):
                     setting = slices[(index // 4) % len(slices)] if paced else None
-                    pacer = Pacer(cpus, groups, *setting) if paced else None
+                    pacer = pacer_class(cpus, groups, *setting) if paced else None
                     if pacer:
                         pacer.prepare()
                     began, segments_before = roundtrips_now(client_process.pid, started.port)
@@ -141,7 +142,8 @@ def measure_cell(server, client, loop: str, seconds: float, window_s: float, sli
                             [client_process.pid], started.port))
                     time.sleep(window_s)
                     record = pacer.stop() if pacer else None
-                    expected = (STOP_ORCHESTRATOR if len(cpus) > 1 else STOP_PREEMPT if setting[2] else STOP_SENTINEL)
+                    expected = (None if record is None else STOP_ORCHESTRATOR if len(cpus) > 1
+                                else STOP_PREEMPT if setting[2] else STOP_SENTINEL)
                     if record and record["stop"] != expected:
                         raise RuntimeError(f"slices asked {setting_name(setting)} were paused as {record['stop']} "
                                            f"({record.get('preempt_refused') or 'the cell is on several CPUs'})")

@@ -6,6 +6,7 @@ matrix settings passed server_warmup_s after it had become jit_warmup_s), and no
 
 import json
 import lzma
+import statistics
 import subprocess
 import sys
 from dataclasses import replace
@@ -224,6 +225,32 @@ def test_window_pace_takes_cells_as_its_usage_writes_them_and_refuses_unknown_on
                                capture_output=True, text=True, timeout=60)
     assert completed.returncode == 2
     assert completed.stderr.strip() == "window_pace: --cells: 'sanic' is not SERVER:CLIENT[:LOOP[:LABEL]]"
+
+
+def test_attempt_pace_bias_pairs_rounds_and_reads_where_a_paced_window_ran_slow():
+    """benchmarks/attempt_pace_bias: a round's paced attempts against its unpaced ones (a round missing either is
+    left out), and the pieces between a window's pauses against its middle ones; bad cells are one-line errors."""
+    from benchmarks.attempt_pace_bias import cell_figures, piece_profile
+    rounds = {1: {"paced": [98.0, 96.0], "unpaced": [100.0, 100.0], "reference": [90.0, 90.0]},
+              2: {"paced": [99.0], "unpaced": [99.0], "reference": [95.0]},
+              3: {"paced": [200.0], "unpaced": [100.0]},
+              4: {"paced": [50.0]}}  # no unpaced attempt: left out
+    figures = cell_figures(rounds)
+    assert figures["rounds"] == 3 and figures["ratios"] == pytest.approx([0.97, 1.0, 2.0])
+    assert figures["median_ratio"] == pytest.approx(1.0)
+    assert figures["unpaced_median"] == pytest.approx(100.0) and figures["paced_median"] == pytest.approx(99.0)
+    assert figures["reference_cv"] == pytest.approx(statistics.stdev([90, 95]) / 92.5)
+    # piece 1 (after the first pause) at three quarters of the middle pieces' rate, the last at 0.9
+    window = {"running_ns": [16, 16, 16, 16, 16, 10], "segments_in": [160, 120, 160, 160, 160, 90]}
+    assert piece_profile([window, None, {"error": "no connection"}]) == pytest.approx([1.0, 0.75, 1.0, 1.0, 1.0, 0.9])
+    assert piece_profile([None]) is None
+    for argv, error in ((["--cells", "sanic"], "attempt_pace_bias: --cells: 'sanic' is not SERVER:CLIENT"),
+                        (["--cells", "sanic:nosuch"], "attempt_pace_bias: --cells: unknown implementations: nosuch"),
+                        (["--rounds", "2"], "attempt_pace_bias: --per-round must be at least 1 and --rounds at "
+                                            "least 3")):
+        completed = subprocess.run([sys.executable, "-m", "benchmarks.attempt_pace_bias", *argv], cwd=ROOT,
+                                   capture_output=True, text=True, timeout=60)
+        assert completed.returncode == 2 and completed.stderr.strip() == error, completed.stderr
 
 
 def test_warmup_helpers_reads_its_settings_and_refuses_bad_ones_in_one_line():
