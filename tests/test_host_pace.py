@@ -236,8 +236,14 @@ def test_a_stopping_pacer_stops_the_groups_for_each_slice_and_leaves_them_runnin
     try:
         pacer = Pacer([cpu], [g.pid for g in groups], preempt=False, slice_log=host_pace.SliceLog())
         pacer.prepare()
+        pacer.warm_slice()  # the slice before the warm-up: the groups running after it, the slice not a pause
+        assert not any(stopped(g.pid) for g in groups) and pacer.pauses == 0 and pacer.warm_slice_ns > 0
+        taken = pacer.warm_slice_ns
+        pacer.warm_slice()  # once a window
+        assert pacer.warm_slice_ns == taken
         record, seen_stopped = paced_for(pacer, [g.pid for g in groups], 0.5)
         assert not any(stopped(g.pid) for g in groups)
+        assert record["warm_slice_ms"] == pytest.approx(taken / 1e6, abs=1e-3)
         assert seen_stopped and record["stop"] == "sentinel"
         assert record["pauses"] >= 10 and record["error"] is None
         assert 0 < record["paused_s"] < 0.5 and len(record["slices_ns"]) == record["pauses"]
@@ -371,6 +377,10 @@ def test_a_run_paces_a_driver_a_compiled_client_and_a_program_measured_from_outs
             assert attempt["roundtrips_per_s"] == pytest.approx(
                 raw * pace["sentinel_ns_per_roundtrip"] / host_pace.REFERENCE_SENTINEL_NS)
             assert attempt["running_s"] == pytest.approx(attempt["elapsed_s"] - pace["paused_s"])
+            # one slice as the client connected, before its warm-up: a driver and a compiled client say so; a
+            # program measured from outside is watched only from its window on
+            assert (pace["warm_slice_ms"] is None) == (client == "websockets-plain"), (client, pace["warm_slice_ms"])
+            assert pace["warm_slice_ms"] is None or pace["warm_slice_ms"] > 0
             # the client's received segments between the pauses: two a roundtrip (A's and B's message) over the
             # pacer's span, which starts as the orchestrator sees the window start and so covers a little less
             pieces = pace["intervals"]
@@ -851,3 +861,67 @@ def test_the_pacer_reads_the_clients_segments_in_each_pause_and_gives_its_copies
     assert record["fast_intervals"] is not None
     assert refused["pauses"] >= 1 and refused["intervals"] == {
         "error": "no connection of the client's to the server's port was found"}
+
+
+@SENTINEL_BUILT
+def test_the_pacing_controls_run_the_real_pacer_and_pacers_that_pause_nothing_on_one_cpu():
+    """benchmarks/split_pacing_controls (through window_pace.measure_cell, which a cell on one CPU had broken):
+    each arm's paced sub-windows against their unpaced neighbours; the real pacer pauses the cell, a control pacer
+    pauses nothing; an unknown arm is a one-line error."""
+    completed = subprocess.run([sys.executable, "-m", "benchmarks.split_pacing_controls", "--seconds", "0.8",
+                                "--window", "0.1", "--repeat", "1", "--arms", "nothing,pauses,wake",
+                                "--placement", "same-cpu"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert completed.returncode == 0, completed.stderr[-1500:]
+    arms = {arm["arm"]: arm for arm in json.loads(completed.stdout)["arms"]}
+    assert set(arms) == {"nothing", "pauses", "wake"}
+    for name, arm in arms.items():
+        paced = [window for window in arm["raw_windows"] if window["paced"]]
+        assert len(arm["raw_windows"]) == 8 and len(paced) == 4 and arm["bias"]["pairs"] == 4, name
+        assert all(window["roundtrips"] > 0 for window in arm["raw_windows"]), name
+        pauses = [window["pace"]["pauses"] for window in paced]
+        assert (min(pauses) >= 3) if name == "pauses" else (max(pauses) == 0), (name, pauses)
+        assert 0.5 < arm["bias"]["median_ratio"] < 2, name
+    refused = subprocess.run([sys.executable, "-m", "benchmarks.split_pacing_controls", "--arms", "pauses,sleep"],
+                             cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 2 and refused.stderr.strip() == (
+        "split_pacing_controls: --arms: unknown arm 'sleep'; known: pauses, wake, thread-at-start, idle-thread, "
+        "nothing")
+
+
+class FailingSentinel:
+    """A sentinel whose slice fails as it is answered, counting the slices it was asked for."""
+
+    def __init__(self) -> None:
+        self.asked = 0
+
+    def ask(self, roundtrips: int, groups: tuple[int, ...] = ()) -> None:
+        self.asked += 1
+
+    def answer(self):
+        raise OSError("the host sentinel exited (code 1)")
+
+
+@SENTINEL_BUILT
+def test_the_slice_before_the_warm_up_keeps_its_deadline_and_a_failed_one_leaves_the_window_paced():
+    """Pacer.warm_slice: none begins after its deadline; one whose sentinel fails leaves the cell running, says why,
+    and the window's pauses run on sentinels started again."""
+    cpu = sorted(os.sched_getaffinity(0))[-1]
+    busy = subprocess.Popen(["taskset", "-c", str(cpu), sys.executable, "-c", "while True: pass"], process_group=0)
+    try:
+        pacer = Pacer([cpu], [busy.pid], preempt=False, slice_log=None)
+        pacer.prepare()
+        failing = FailingSentinel()
+        pacer._sentinels = [failing]
+        pacer.warm_slice(not_after=time.monotonic() - 1)  # the window may have begun: no slice
+        assert failing.asked == 0 and pacer.warm_slice_ns is None and pacer.warm_slice_error is None
+        pacer.warm_slice()
+        assert failing.asked == 1 and not stopped(busy.pid)
+        assert pacer.error is None and "exited" in pacer.warm_slice_error and pacer.warm_slice_ns is None
+        assert pacer._sentinels and pacer._sentinels[0] is not failing  # started again for the pauses
+        record, _ = paced_for(pacer, [busy.pid], 0.3)
+        assert record["pauses"] >= 5 and record["error"] is None and not stopped(busy.pid)
+        assert record["warm_slice_ms"] is None and record["warm_slice_error"] == pacer.warm_slice_error
+    finally:
+        os.killpg(busy.pid, signal.SIGKILL)
+        busy.wait()
+        host_sentinel.close_all()

@@ -19,6 +19,8 @@ The window's running time is its length less its pauses; the sentinel's ns per r
 is the pace the cell ran at (analysis/host_pace.py turns both into the rate at the reference pace). Each client
 counts the SIGCONTs and keeps a paused roundtrip out of its latency histogram (client_report.PAUSES).
 
+One more slice is taken as the first client process connects, before its warm-up (Pacer.warm_slice), and not
+counted: a fresh process pays more for its first pauses than for the later ones (Bun: about 1.5% of a 0.1 s window).
 Pauses run from the window's start (as the orchestrator sees it) until GUARD_S before its planned end, so every
 pause lies inside the client's own window, which runs for its whole --duration of wall time. Stopped groups are
 always continued, whatever ends the pacing; a kill -9 of the orchestrator mid-slice leaves them to the guardian,
@@ -165,6 +167,8 @@ class Pacer:
         self._intervals: dict[str, Any] | None = None
         self._held_lock = threading.Lock()  # whichever of stop() and the pacer's thread ends last closes _held
         self._stopped = False  # stop() has run: the pacer's thread closes what it still holds as it ends
+        self.warm_slice_ns: int | None = None  # the slice before the warm-up (warm_slice), if one was taken
+        self.warm_slice_error: str | None = None  # why that slice failed (its sentinels were started again)
 
     def prepare(self) -> None:
         """Start (and warm) the sentinels before the window, so no pause pays for a sentinel's start. A preempting
@@ -179,6 +183,39 @@ class Pacer:
             self._sentinels = [host_sentinel.sentinel_on(cpu) for cpu in self.cpus]
         except OSError as exc:
             self.error = f"the host sentinel could not start: {exc}"
+
+    def warm_slice(self, not_after: float | None = None) -> None:
+        """One slice as the client has connected, before its warm-up, not counted among the window's pauses: a
+        process's first pauses cost it more than the later ones (a fresh Bun client paused from its window's start
+        ran 0.971-0.978 times its unpaced attempts' rate, 0.990-0.991 with this slice: docs/methodology.md, "The
+        pace's bias through the matrix's own attempts"), and the warm-up is where such costs belong. not_after
+        (monotonic): no slice begins later, so that none falls in the window, where no count would leave it out. A
+        sentinel that fails here is started again for the window's pauses (warm_slice_error says what failed)."""
+        if self.error is not None or not self._sentinels or self.warm_slice_ns is not None:
+            return
+        by_sentinel = self.stop_mode != STOP_ORCHESTRATOR
+        with self._paused:
+            if self._stop.is_set() or (not_after is not None and time.monotonic() > not_after):
+                return
+            began = time.monotonic_ns()
+            if not by_sentinel:
+                self._signal(signal.SIGSTOP)
+            try:
+                for sentinel in self._sentinels:
+                    sentinel.ask(self.slice_roundtrips, tuple(self.groups) if by_sentinel else ())
+                answers = [sentinel.answer() for sentinel in self._sentinels]
+            except (OSError, ValueError) as exc:
+                self._signal(signal.SIGCONT)  # as a pause's failure: the cell is never left stopped
+                for cpu in self.cpus:
+                    host_sentinel.discard(cpu)
+                self._signal(signal.SIGCONT)  # again: a stopping sentinel may have stopped them as it was ended
+                self.warm_slice_error = f"the host sentinel failed in the slice before the warm-up: {exc}"
+                self._sentinels = []
+                self.prepare()  # new sentinels for the window's pauses; one that cannot start sets error
+                return
+            if not by_sentinel:
+                self._signal(signal.SIGCONT)
+            self.warm_slice_ns = answers[0][1] if by_sentinel else time.monotonic_ns() - began
 
     def start(self, until: float, event_at: float | None = None,
               connections: Callable[[], HeldConnections] | None = None) -> None:
@@ -238,6 +275,8 @@ class Pacer:
                 "slices_ns": [round(value) for value in self.slices_ns], "stop": self.stop_mode,
                 "preempt_refused": self.preempt_refused, "error": self.error,
                 "start_late_s": None if self.start_late_s is None else round(self.start_late_s, 4),
+                "warm_slice_ms": None if self.warm_slice_ns is None else round(self.warm_slice_ns / 1e6, 3),
+                "warm_slice_error": self.warm_slice_error,
                 "intervals": self._intervals,
                 "fast_intervals": ({name: round(value, 4) for name, value in found.items()}
                                    if (found := fast_intervals(self._intervals, self.slices_ns, self._fast)) else None)}
@@ -296,6 +335,7 @@ class Pacer:
                     self.error = f"the host sentinel failed: {exc}"
                     for cpu in self.cpus:
                         host_sentinel.discard(cpu)
+                    self._signal(signal.SIGCONT)  # again: a stopping sentinel may have stopped them as it was ended
                     return
                 if not by_sentinel:
                     self._signal(signal.SIGCONT)

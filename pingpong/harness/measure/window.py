@@ -29,6 +29,9 @@ from pingpong.harness.system.syscall_trace import SyscallTracer
 # with the roundtrips shows in every part, one the window pays once (a heap that grows, a garbage collector's new
 # pages) in one, and what a client does at the window's edges in none
 INTERIOR_EDGES = (0.25, 0.5, 0.75)
+# the pacer's slice before the warm-up (pacer.Pacer.warm_slice) is taken only with a warm-up this long at least: a
+# shorter one could let the client's window begin during the slice, a pause no count would leave out
+WARM_SLICE_MIN_WARMUP_S = 0.05
 
 
 def window_share(received_at_start: int | None, received_when_attached: int | None,
@@ -200,6 +203,9 @@ class WindowWatcher:
                     event = line.strip().decode(errors="replace")
                     if event == READY_EVENT:
                         self.ready_at.append(arrived)
+                        if (self.pacer is not None and len(self.ready_at) == 1 and not self.starts_at
+                                and self.settings.warmup_s >= WARM_SLICE_MIN_WARMUP_S):
+                            self._events.put(READY_EVENT)  # the pacer's slice before the warm-up, in _watch
                         if self.warmup_helpers is not None:
                             self.warmup_helpers.released()
                         if self.on_ready is not None:
@@ -268,6 +274,11 @@ class WindowWatcher:
                     continue
                 if event is None:
                     break
+                if event == READY_EVENT:  # a first client connected: one slice before its warm-up (pacer.warm_slice)
+                    if self.pacer is not None and not self.starts_at:  # before the window (timed as it arrives)
+                        # no later than halfway through the warm-up: a watcher that comes late takes no slice
+                        self.pacer.warm_slice(not_after=self.ready_at[0] + self.settings.warmup_s / 2)
+                    continue
                 if event == WINDOW_START_EVENT:
                     starts += 1
                     if starts < self.window_processes:
