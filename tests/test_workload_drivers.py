@@ -35,6 +35,10 @@ SERVER_SETTINGS = CellSettings(duration_s=1, warmup_s=0, loop="auto", compressio
                                payload_kind="text-ascii", ready_timeout_s=20, stall_timeout_s=5, pin=False,
                                relay_silence_s=QUICK_RELAY_SILENCE_S)
 SHORT = ["--duration", "0.3", "--warmup", "0.1", "--stall-timeout", "5"]
+# a receivers process started before its sender waits for the sender's process to start and connect: beside the other
+# test workers that took up to 4.8 s here (benchmarks/newcomer_wait.py), and a receivers process that gave up after 5 s
+# failed a CI run of 2026-11-29 ("ack pipe: closed by every receivers process")
+RECEIVERS_WAITING = ["--duration", "0.3", "--warmup", "0.1", "--stall-timeout", "30"]
 TIMEOUT_S = 60
 
 
@@ -180,7 +184,7 @@ def test_broadcast_across_processes_waits_for_every_ack(shared_servers):
         for client, count in (("aiohttp", 12), ("picows", 2)):
             receivers_processes.append(start_client(
                 client, ["--url", url, "--workload", "broadcast", "--broadcast-role", "receivers", "--receivers",
-                         str(count), *SHORT], env={ACK_FD_ENV: str(ack_write), **events.env},
+                         str(count), *RECEIVERS_WAITING], env={ACK_FD_ENV: str(ack_write), **events.env},
                 pass_fds=(ack_write, events.write_fd)))
         os.close(ack_write)
         events.started()

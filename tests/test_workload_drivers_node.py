@@ -29,6 +29,10 @@ SETTINGS = CellSettings(duration_s=0.3, warmup_s=0.1, loop="auto", compression="
                         payload_kind="text-ascii", ready_timeout_s=20, stall_timeout_s=5, pin=False,
                         relay_silence_s=QUICK_RELAY_SILENCE_S)
 SHORT = ["--duration", "0.3", "--warmup", "0.1", "--stall-timeout", "5"]
+# a receivers process started before its sender waits for the sender's process to start and connect: beside the other
+# test workers that took up to 4.8 s here (benchmarks/newcomer_wait.py), and a receivers process that gave up after 5 s
+# failed a CI run of 2026-11-29 ("ack pipe: closed by every receivers process")
+RECEIVERS_WAITING = ["--duration", "0.3", "--warmup", "0.1", "--stall-timeout", "30"]
 WEBSOCKET_JS_CLIENTS = ["node-ws", "node-builtin", "bun"]
 RAW_TCP_JS_CLIENTS = ["raw-tcp-node", "raw-tcp-bun"]
 ACK_FD_ENV = "PINGPONG_ACK_FD"  # pingpong/contract.py's ACK_FD_ENV, once the Python side has it
@@ -155,7 +159,7 @@ def test_broadcast_over_two_processes_waits_for_the_ack_pipe(sender, receiver, s
     try:
         receivers = subprocess.Popen(
             client_command(receiver) + ["--url", url, "--workload", "broadcast", "--broadcast-role", "receivers",
-                                        "--receivers", "2", *SHORT],
+                                        "--receivers", "2", *RECEIVERS_WAITING],
             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, pass_fds=(ack_write, events_write),
             env={**os.environ, ACK_FD_ENV: str(ack_write), EVENTS_FD_ENV: str(events_write)})
         os.close(ack_write)
@@ -174,7 +178,7 @@ def test_broadcast_over_two_processes_waits_for_the_ack_pipe(sender, receiver, s
             if process is not None:
                 stop(process)
         os.close(events_read)
-    assert sender_process.returncode == 0, sender_err
+    assert sender_process.returncode == 0, (sender_err, receivers_err)
     assert receivers.returncode == 0, receivers_err
     sent = check_broadcast_sender(json.loads(sender_out), receivers=1)
     assert sent["ack_processes"] == 1
