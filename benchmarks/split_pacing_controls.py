@@ -28,12 +28,10 @@ import threading
 import time
 from datetime import datetime, timezone
 
-from benchmarks.window_pace import BIAS_TARGET, figures, measure_cell, parse_cells
-from benchmarks.rounds_setup import ROOT, implementations_by_role
+from benchmarks.window_pace import BIAS_TARGET, built_cells, figures, measure_cell
 from pingpong.harness.analysis.host_pace import STOP_ORCHESTRATOR, STOP_PREEMPT
 from pingpong.harness.measure.local import LocalMeasurer
 from pingpong.harness.measure.pacer import RUN_S, SLICE_ROUNDTRIPS, Pacer
-from pingpong.harness.settings.native_build import build_on_first_use
 from pingpong.harness.system import host_sentinel
 
 
@@ -98,14 +96,10 @@ def main() -> int:
         print(f"split_pacing_controls: {host_sentinel.SENTINEL.name} is not built (sh native/build.sh)",
               file=sys.stderr)
         return 2
-    found = implementations_by_role()
-    try:
-        specs = parse_cells(args.cells, set(found))
-    except ValueError as exc:
-        print(f"split_pacing_controls: --cells: {exc}", file=sys.stderr)
+    cells_found = built_cells(args.cells, "split_pacing_controls")
+    if cells_found is None:
         return 2
-    build_on_first_use([found[(role, name)] for server, client, _, _ in specs
-                        for role, name in (("server", server), ("client", client))], ROOT)
+    found, specs = cells_found
     slices = [(RUN_S, SLICE_ROUNDTRIPS, True)]
     generator = random.Random(args.seed)
     measurer = LocalMeasurer()

@@ -78,6 +78,20 @@ def parse_cells(text: str, known: set[tuple[str, str]]) -> list[tuple[str, str, 
     return cells
 
 
+def built_cells(text: str, program: str) -> tuple[dict, list[tuple[str, str, str, str]]] | None:
+    """--cells parsed against the manifest (parse_cells) and what they need built; None after a one-line error on
+    stderr, in program's name."""
+    found = implementations_by_role()
+    try:
+        specs = parse_cells(text, set(found))
+    except ValueError as exc:
+        print(f"{program}: --cells: {exc}", file=sys.stderr)
+        return None
+    build_on_first_use([found[(role, name)] for server, client, _, _ in specs
+                        for role, name in (("server", server), ("client", client))], ROOT)
+    return found, specs
+
+
 def parse_slices(text: str) -> list[tuple[float, int, bool]]:
     """RUN_MS:ROUNDTRIPS[:preempt|:stop],... as (run_s, roundtrips, preempt); preempt by default, as the pacer."""
     settings = []
@@ -305,14 +319,10 @@ def main() -> int:
     except ValueError as exc:
         print(f"window_pace: --slices: {exc}", file=sys.stderr)
         return 2
-    found = implementations_by_role()
-    try:
-        specs = parse_cells(args.cells, set(found))
-    except ValueError as exc:
-        print(f"window_pace: --cells: {exc}", file=sys.stderr)
+    cells_found = built_cells(args.cells, "window_pace")
+    if cells_found is None:
         return 2
-    build_on_first_use([found[(role, name)] for server_name, client_name, _, _ in specs
-                        for role, name in (("server", server_name), ("client", client_name))], ROOT)
+    found, specs = cells_found
     measurer = LocalMeasurer()
     cells = []
     began = datetime.now(timezone.utc).isoformat(timespec="seconds")
