@@ -22,9 +22,9 @@ import json
 import os
 import statistics
 import sys
-from dataclasses import replace
 from datetime import datetime, timezone
 
+from benchmarks.window_pace import BIAS_TARGET, cv  # the long-window check's target and spread
 from benchmarks.rounds_setup import (ROOT, add_placement_option, implementations_by_role, matrix_settings,
                                      parse_arguments, server_rounds)
 from pingpong.contract import RAW_WINDOWS_ENV
@@ -36,17 +36,12 @@ from pingpong.harness.system import host_sentinel
 from pingpong.harness.system.stop_signals import stop_signals_raise_interrupt
 
 DEFAULT_CELLS = "raw-tcp-c:raw-tcp-c,node-ws:node-ws,sanic:websockets,bun:bun"
-BIAS_TARGET = 0.02  # as benchmarks/window_pace.py's: within ±2%
 
 
 def options(parser) -> None:
     add_placement_option(parser)
     parser.add_argument("--per-round", type=int, default=2,
                         help="attempts of each kind per cell and round (default %(default)s)")
-
-
-def cv(values: list[float]) -> float | None:
-    return statistics.stdev(values) / statistics.fmean(values) if len(values) > 1 else None
 
 
 def cell_figures(rounds: dict[int, dict[str, list[float]]]) -> dict:

@@ -193,29 +193,15 @@ class Pacer:
         sentinel that fails here is started again for the window's pauses (warm_slice_error says what failed)."""
         if self.error is not None or not self._sentinels or self.warm_slice_ns is not None:
             return
-        by_sentinel = self.stop_mode != STOP_ORCHESTRATOR
         with self._paused:
             if self._stop.is_set() or (not_after is not None and time.monotonic() > not_after):
                 return
-            began = time.monotonic_ns()
-            if not by_sentinel:
-                self._signal(signal.SIGSTOP)
             try:
-                for sentinel in self._sentinels:
-                    sentinel.ask(self.slice_roundtrips, tuple(self.groups) if by_sentinel else ())
-                answers = [sentinel.answer() for sentinel in self._sentinels]
+                _, self.warm_slice_ns, _, _ = self._slice()  # nothing counted: the pauses have not begun
             except (OSError, ValueError) as exc:
-                self._signal(signal.SIGCONT)  # as a pause's failure: the cell is never left stopped
-                for cpu in self.cpus:
-                    host_sentinel.discard(cpu)
-                self._signal(signal.SIGCONT)  # again: a stopping sentinel may have stopped them as it was ended
                 self.warm_slice_error = f"the host sentinel failed in the slice before the warm-up: {exc}"
                 self._sentinels = []
                 self.prepare()  # new sentinels for the window's pauses; one that cannot start sets error
-                return
-            if not by_sentinel:
-                self._signal(signal.SIGCONT)
-            self.warm_slice_ns = answers[0][1] if by_sentinel else time.monotonic_ns() - began
 
     def start(self, until: float, event_at: float | None = None,
               connections: Callable[[], HeldConnections] | None = None) -> None:
@@ -298,9 +284,6 @@ class Pacer:
                     self._held = None
 
     def _pace(self, until: float) -> None:
-        sentinels = self._sentinels
-        groups = tuple(self.groups)
-        by_sentinel = self.stop_mode != STOP_ORCHESTRATOR
         if self._connections is not None:
             try:
                 with self._held_lock:
@@ -319,28 +302,11 @@ class Pacer:
             with self._paused:
                 if self._stop.is_set():
                     return
-                began = time.monotonic_ns()
-                counted = None
-                if not by_sentinel:
-                    self._signal(signal.SIGSTOP)
-                    counted = self._count_in_pause()
                 try:
-                    for sentinel in sentinels:
-                        sentinel.ask(self.slice_roundtrips, groups if by_sentinel else ())
-                    if by_sentinel:
-                        counted = self._count_in_pause()
-                    answers = [sentinel.answer() for sentinel in sentinels]
+                    began, paused_ns, totals, counted = self._slice()
                 except (OSError, ValueError) as exc:
-                    self._signal(signal.SIGCONT)  # a sentinel that failed mid-slice may have left them stopped
                     self.error = f"the host sentinel failed: {exc}"
-                    for cpu in self.cpus:
-                        host_sentinel.discard(cpu)
-                    self._signal(signal.SIGCONT)  # again: a stopping sentinel may have stopped them as it was ended
                     return
-                if not by_sentinel:
-                    self._signal(signal.SIGCONT)
-                paused_ns = answers[0][1] if by_sentinel else time.monotonic_ns() - began
-                totals = [total for total, _ in answers]
                 self.pauses += 1
                 self.paused_ns += paused_ns or 0
                 if counted is not None:
@@ -348,6 +314,34 @@ class Pacer:
                 for cpu, total in zip(self.cpus, totals):
                     self.sentinel_ns[cpu] += total
                 self.slices_ns.append(sum(totals) / len(totals) / self.slice_roundtrips)
+
+    def _slice(self) -> tuple[int, int | None, list[int], int | None]:
+        """One slice of every CPU's sentinel with the cell kept off its CPUs (the caller holds _paused): (when it
+        began, monotonic ns; ns the cell was paused; each sentinel's total ns; the client's segments read in it, None
+        outside the pauses or without the reading). A sentinel that fails leaves the groups continued and its CPUs'
+        sentinels ended, and raises (OSError, ValueError)."""
+        by_sentinel = self.stop_mode != STOP_ORCHESTRATOR
+        began = time.monotonic_ns()
+        counted = None
+        if not by_sentinel:
+            self._signal(signal.SIGSTOP)
+            counted = self._count_in_pause()
+        try:
+            for sentinel in self._sentinels:
+                sentinel.ask(self.slice_roundtrips, tuple(self.groups) if by_sentinel else ())
+            if by_sentinel:
+                counted = self._count_in_pause()
+            answers = [sentinel.answer() for sentinel in self._sentinels]
+        except (OSError, ValueError):
+            self._signal(signal.SIGCONT)  # a sentinel that failed mid-slice may have left them stopped
+            for cpu in self.cpus:
+                host_sentinel.discard(cpu)
+            self._signal(signal.SIGCONT)  # again: a stopping sentinel may have stopped them as it was ended
+            raise
+        if not by_sentinel:
+            self._signal(signal.SIGCONT)
+        paused_ns = answers[0][1] if by_sentinel else time.monotonic_ns() - began
+        return began, paused_ns, [total for total, _ in answers], counted
 
     def _count_in_pause(self) -> int | None:
         """The client's received segments, read while the cell is held for a slice; None when they are not read

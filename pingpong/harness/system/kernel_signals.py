@@ -119,14 +119,15 @@ def _borrowed_sockets(pids: list[int]):
                 raise
 
 
-def _connects_to(borrowed: socket.socket, port: int) -> bool:
-    """Whether a borrowed socket is a TCP connection with port at its far end."""
-    if borrowed.family not in (socket.AF_INET, socket.AF_INET6) or borrowed.type != socket.SOCK_STREAM:
+def _connects_to(sock: socket.socket, port: int, either_end: bool = False) -> bool:
+    """Whether sock is a connected TCP socket with port at its far end (either_end: at its local or far end)."""
+    if sock.family not in (socket.AF_INET, socket.AF_INET6) or sock.type != socket.SOCK_STREAM:
         return False
     try:
-        return borrowed.getpeername()[1] == port
+        peer = sock.getpeername()
     except OSError:  # listening or not connected
         return False
+    return peer[1] == port or (either_end and sock.getsockname()[1] == port)
 
 
 def inspect_sockets(pids: list[int], port: int, force: bool = False) -> dict:
@@ -142,7 +143,7 @@ def inspect_sockets(pids: list[int], port: int, force: bool = False) -> dict:
     try:
         for borrowed in _borrowed_sockets(pids):
             with borrowed:
-                if not _connected_on(borrowed, port):
+                if not _connects_to(borrowed, port, either_end=True):
                     continue
                 count += 1
                 if force:
@@ -167,17 +168,6 @@ def _socket_descriptors(pid: int) -> list[int]:
         except OSError:
             continue
     return found
-
-
-def _connected_on(sock: socket.socket, port: int) -> bool:
-    """Whether sock is a connected TCP socket with port at its local or remote end."""
-    if sock.family not in (socket.AF_INET, socket.AF_INET6) or sock.type != socket.SOCK_STREAM:
-        return False
-    try:
-        peer = sock.getpeername()
-    except OSError:  # listening or not connected
-        return False
-    return port in (sock.getsockname()[1], peer[1])
 
 
 def merge_socket_readings(readings: list[dict], forced: bool) -> dict | None:
