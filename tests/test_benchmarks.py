@@ -253,6 +253,55 @@ def test_attempt_pace_bias_pairs_rounds_and_reads_where_a_paced_window_ran_slow(
         assert completed.returncode == 2 and completed.stderr.strip() == error, completed.stderr
 
 
+def test_window_length_precision_reads_each_length_at_the_rounds_it_affords():
+    """benchmarks/window_length_precision: per length the rounds' CV and the interval expected at its afforded
+    rounds (8 rounds keep the maximum and drop the minimum: a cell whose slowest round is far off is within at 8 but
+    not at 6), each longer length paired by round with the first; bad options are one-line errors."""
+    from benchmarks.window_length_precision import cell_figures, parse_afforded, parse_windows, slow_share, summary
+    assert parse_windows("0.1,0.3") == [0.1, 0.3]
+    assert parse_afforded("0.1:8,0.3:6,0.5:4", [0.1, 0.3]) == {0.1: 8, 0.3: 6}
+    for bad, message in (("0.1", "must name two lengths or more"), ("0.1,0.1", "must name two lengths or more"),
+                         ("0.05,0.1", "shorter than the 0.1 s"), ("0.1,x", "is not seconds")):
+        with pytest.raises(ValueError, match=message):
+            parse_windows(bad)
+    with pytest.raises(ValueError, match="no rounds for the 0.3 s window"):
+        parse_afforded("0.1:8", [0.1, 0.3])
+    with pytest.raises(ValueError, match="3 rounds or more"):
+        parse_afforded("0.1:8,0.3:2", [0.1, 0.3])
+    short = [100.0, 101.0, 99.0, 100.5, 99.5, 100.0, 101.0, 80.0]  # one round far slow
+    long = [102.0, 103.0, 101.0, 102.5, 101.5, 102.0]  # two rounds missing at this length
+    rounds = {number: {0.1: {"reference": short[number - 1], "raw": 2 * short[number - 1]},
+                       **({0.3: {"reference": long[number - 1], "raw": long[number - 1]}} if number <= 6 else {})}
+              for number in range(1, 9)}
+    figures = cell_figures(rounds, {0.1: 8, 0.3: 6}, 0.03)
+    first, second = figures["lengths"]["0.1"], figures["lengths"]["0.3"]
+    assert (first["rounds"], second["rounds"]) == (8, 6)
+    assert first["reference_cv"] == pytest.approx(statistics.stdev(short) / statistics.mean(short))
+    assert first["raw_cv"] == pytest.approx(first["reference_cv"])
+    assert first["within"] and second["within"] and first["expected_half_width"] < 0.03
+    slow_at_six = cell_figures({n: {0.1: {"reference": v, "raw": v}, 0.3: {"reference": v, "raw": v}}
+                                for n, v in enumerate(short, 1)}, {0.1: 8, 0.3: 6}, 0.03)
+    assert slow_at_six["lengths"]["0.1"]["within"] and not slow_at_six["lengths"]["0.3"]["within"]
+    paired = figures["paired"]["0.3"]
+    assert paired["rounds"] == 6 and paired["median_ratio"] == pytest.approx(statistics.median(
+        [b / a for a, b in zip(short, long)]))
+    cells = [{"server": "sanic", "client": "websockets", **figures},
+             {"server": "bun", "client": "bun", **slow_at_six}]
+    overall = summary(cells, [0.1, 0.3])
+    assert overall["0.1"]["within"] == 2 and overall["0.3"]["within"] == 1
+    assert (overall["0.3"]["python_pairs"], overall["0.3"]["python_pairs_within"]) == (1, 1)
+    assert slow_share([10.0] * 19 + [20.0]) == pytest.approx(0.05) and slow_share([]) is None
+    for argv, error in ((["--windows", "0.1"], "window_length_precision: --windows: '0.1' must name two lengths or "
+                                              "more, each once"),
+                        (["--afforded", "0.1:8"], "window_length_precision: --afforded: no rounds for the 0.2 s "
+                                                  "window"),
+                        (["--cells", "sanic:nosuch"], "window_length_precision: --cells: unknown implementations: "
+                                                      "nosuch")):
+        completed = subprocess.run([sys.executable, "-m", "benchmarks.window_length_precision", *argv], cwd=ROOT,
+                                   capture_output=True, text=True, timeout=60)
+        assert completed.returncode == 2 and completed.stderr.strip() == error, completed.stderr
+
+
 def test_warmup_helpers_reads_its_settings_and_refuses_bad_ones_in_one_line():
     from benchmarks.warmup_helpers import parse_settings, settings_for
     assert parse_settings("default:measured,2:spare") == [("default", "measured"), ("2", "spare")]
