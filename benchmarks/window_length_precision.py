@@ -10,19 +10,22 @@ here every round starts each cell's server once and runs one attempt of each --w
 order, all in the matrix's settings and --placement. Per cell and length: the CV of its rounds at the reference
 pace and raw; the half-width its median's interval is expected to have at the rounds that length affords
 (analysis/precision.expected_precision: the interval's ranks at that many rounds, read from the cell's own rates);
-and whether that is within --precision. Per cell, each longer length's rate over the first length's, paired by
-round (the rates must not depend on the window). --afforded gives the rounds per length: by default what the
+and whether that is within --precision. Per cell, each longer length's rate over the shortest's, paired by
+round (the rates should not depend on the window). --afforded gives the rounds per length: by default what the
 default runs gave in their 290 s: 8 rounds of 0.1 s windows (34 s a round) and 6 of 0.3 s (45-46 s) on 2026-11-30,
 7 of 0.2 s on 2026-11-29.
 
 Prints one JSON object on stdout; a table on stderr.
 Usage: python -m benchmarks.window_length_precision [--rounds 12] [--windows 0.1,0.2,0.3] [--afforded 0.1:8,...]
-                                                    [--precision 0.03] [--cells sanic:websockets,...]
+                                                    [--precision 0.03] [--cells sanic:websockets,...] [--seed 1]
+                                                    [--placement auto|same-cpu|split|...]
 """
 
 from __future__ import annotations
 
 import json
+import math
+import os
 import statistics
 import sys
 from dataclasses import replace
@@ -31,10 +34,12 @@ from datetime import datetime, timezone
 from benchmarks.rounds_setup import (ROOT, add_placement_option, implementations_by_role, matrix_settings,
                                      parse_arguments, server_rounds)
 from benchmarks.window_pace import cv
+from pingpong.contract import RAW_WINDOWS_ENV
 from pingpong.harness.analysis.host_modes import FAST_QUANTILE, SLOW_FACTOR, observed_quantile
 from pingpong.harness.analysis.precision import expected_precision
 from pingpong.harness.analysis.stats import median_interval
 from pingpong.harness.measure.local import run_attempt_on
+from pingpong.harness.measure.pacer import MIN_WINDOW_S
 from pingpong.harness.settings.cell import cpus_for
 from pingpong.harness.settings.native_build import build_on_first_use
 from pingpong.harness.system import host_sentinel
@@ -49,16 +54,19 @@ PYTHON_SIDES = {"sanic", "blacksheep", "aiohttp", "websockets", "picows", "raw-t
 
 
 def parse_windows(text: str) -> list[float]:
-    """--windows: seconds, comma-separated, each a matrix window the pacer paces (0.1 s or more), none twice;
-    ValueError names what is wrong; pure."""
+    """--windows: seconds, comma-separated, each a matrix window the pacer paces (MIN_WINDOW_S or more), none twice;
+    in ascending order (the shortest is the one the others are paired against). ValueError names what is wrong;
+    pure."""
     try:
-        lengths = [float(part) for part in text.split(",") if part.strip()]
+        lengths = sorted(float(part) for part in text.split(",") if part.strip())
     except ValueError:
         raise ValueError(f"--windows: {text!r} is not seconds, comma-separated") from None
+    if not all(math.isfinite(length) for length in lengths):
+        raise ValueError(f"--windows: {text!r} is not seconds, comma-separated")
     if len(lengths) < 2 or len(set(lengths)) != len(lengths):
         raise ValueError(f"--windows: {text!r} must name two lengths or more, each once")
-    if min(lengths) < 0.1:
-        raise ValueError(f"--windows: {min(lengths):g} s is shorter than the 0.1 s the pacer paces")
+    if lengths[0] < MIN_WINDOW_S:
+        raise ValueError(f"--windows: {lengths[0]:g} s is shorter than the {MIN_WINDOW_S:g} s the pacer paces")
     return lengths
 
 
@@ -84,8 +92,8 @@ def cell_figures(rounds: dict[int, dict[float, dict[str, float]]], afforded: dic
                  target: float) -> dict:
     """A cell's figures per window length from its rounds, {round: {length: {"reference": rate at the reference
     pace, "raw": raw rate}}} (pure): per length the rounds' CV of each, the expected half-width of the median's
-    interval at the rounds it affords and whether it is within target; and each longer length's reference rate over
-    the first length's, paired over the rounds that have both (median and interval)."""
+    interval at the rounds it affords (None with fewer than 3 rounds) and whether it is within target; and each longer
+    length's reference rate over the shortest's, paired over the rounds that have both (median and interval)."""
     lengths = list(afforded)
     figures: dict = {"lengths": {}, "paired": {}}
     for length in lengths:
@@ -107,6 +115,22 @@ def cell_figures(rounds: dict[int, dict[float, dict[str, float]]], afforded: dic
             "interval": [interval.low, interval.high] if interval else None,
             "coverage": interval.coverage if interval else None}
     return figures
+
+
+def cell_line(cell: dict, lengths: list[float]) -> str:
+    """One cell's line of the table on stderr (pure)."""
+    parts = []
+    for length in lengths:
+        figures = cell["lengths"][str(length)]
+        if figures["reference_cv"] is None or figures["expected_half_width"] is None:
+            parts.append(f"{length:g} s: {figures['rounds']} round(s), too few")
+            continue
+        parts.append(f"{length:g} s: CV {100 * figures['reference_cv']:.1f}% (raw {100 * figures['raw_cv']:.1f}%), "
+                     f"at {figures['afforded_rounds']} rounds ±{100 * figures['expected_half_width']:.1f}%")
+    for length, paired in cell["paired"].items():
+        if paired["median_ratio"] is not None:
+            parts.append(f"{length} s / {lengths[0]:g} s {paired['median_ratio']:.3f}")
+    return f"{cell['server']} × {cell['client']}: {'; '.join(parts)}"
 
 
 def summary(cells: list[dict], lengths: list[float]) -> dict:
@@ -165,9 +189,16 @@ def main() -> int:
     if unknown:
         print(f"window_length_precision: --cells: unknown implementations: {', '.join(unknown)}", file=sys.stderr)
         return 2
+    repeated = [pair for index, pair in enumerate(args.cell_pairs) if pair in args.cell_pairs[:index]]
+    if repeated:
+        print(f"window_length_precision: --cells: {':'.join(repeated[0])} is named twice", file=sys.stderr)
+        return 2
     if not host_sentinel.SENTINEL.exists():
         print(f"window_length_precision: {host_sentinel.SENTINEL.name} is not built (sh native/build.sh)",
               file=sys.stderr)
+        return 2
+    if os.environ.get(RAW_WINDOWS_ENV) is not None:
+        print(f"window_length_precision: {RAW_WINDOWS_ENV} is set; every window here is paced", file=sys.stderr)
         return 2
     build_on_first_use([implementations[(role, name)] for pair in args.cell_pairs
                         for role, name in zip(("server", "client"), pair)], ROOT)
@@ -185,8 +216,9 @@ def main() -> int:
                 attempt = run_attempt_on(started, implementations[("client", client)],
                                          replace(settings, duration_s=length), round_number, ROOT)
                 if not attempt.ok or attempt.roundtrips_per_s is None or not attempt.paced:
+                    off = (attempt.host_pace or {}).get("off")
                     failures.append(f"{server}×{client} round {round_number} {length:g} s: {attempt.status} "
-                                    f"{attempt.reason or (attempt.host_pace or {}).get('off') or 'not paced'}")
+                                    f"{attempt.reason or off or attempt.pace_not_applied or 'no rate'}")
                     print(f"window_length_precision: {failures[-1]}", file=sys.stderr)
                     continue
                 rates.setdefault((server, client), {}).setdefault(round_number, {})[length] = {
@@ -200,18 +232,7 @@ def main() -> int:
                              for number, by_length in rates.get((server, client), {}).items()}}
              for server, client in args.cell_pairs]
     for cell in cells:
-        parts = []
-        for length in lengths:
-            figures = cell["lengths"][str(length)]
-            if figures["reference_cv"] is None:
-                parts.append(f"{length:g} s: too few rounds")
-                continue
-            parts.append(f"{length:g} s: CV {100 * figures['reference_cv']:.1f}% (raw {100 * figures['raw_cv']:.1f}%)"
-                         f", at {figures['afforded_rounds']} rounds ±{100 * figures['expected_half_width']:.1f}%")
-        for length, paired in cell["paired"].items():
-            if paired["median_ratio"] is not None:
-                parts.append(f"{length} s / {lengths[0]:g} s {paired['median_ratio']:.3f}")
-        print(f"{cell['server']} × {cell['client']}: {'; '.join(parts)}", file=sys.stderr)
+        print(cell_line(cell, lengths), file=sys.stderr)
     overall = summary(cells, lengths)
     share = slow_share(slices)
     for length in lengths:

@@ -19,7 +19,7 @@ Prints one JSON object on stdout; a table on stderr.
   sentinel's, which the reference pace assumes), and what a fitted one would leave.
 --summarize FILE prints a stored run's figures again from its sub-windows.
 --placement split puts a cell's sides on two CPUs (the cell stopped from the orchestrator around both slices).
-Usage: python -m benchmarks.window_pace [--seconds 20] [--window 0.2] [--cells S:C[:LOOP],...] [--slices 16:80:preempt]
+Usage: python -m benchmarks.window_pace [--seconds 20] [--window 0.1] [--cells S:C[:LOOP],...] [--slices 16:80:preempt]
                                         [--placement same-cpu|split] [--summarize FILE]
 """
 
@@ -47,6 +47,7 @@ from pingpong.harness.measure.pacer import RUN_S, SLICE_ROUNDTRIPS, Pacer
 from pingpong.harness.measure.server import stop_server
 from pingpong.harness.results.stored import read_json
 from pingpong.harness.settings.cell import cpus_for, orchestrator_cpus
+from pingpong.harness.settings.configuration import DEFAULT_MATRIX_DURATION_S
 from pingpong.harness.settings.manifest import check_availability
 from pingpong.harness.settings.native_build import build_on_first_use
 from pingpong.harness.system import host_sentinel, kernel_signals, processes
@@ -298,7 +299,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cells", default=CELLS, help="SERVER:CLIENT[:LOOP[:LABEL]],... (default: one per runtime)")
     parser.add_argument("--seconds", type=float, default=20.0, help="per cell (default %(default)g)")
-    parser.add_argument("--window", type=float, default=0.2, help="sub-window, s (default %(default)g: the matrix's)")
+    parser.add_argument("--window", type=float, default=DEFAULT_MATRIX_DURATION_S,
+                        help="sub-window, s (default %(default)g: the matrix's window)")
     parser.add_argument("--slices", default=f"{RUN_S * 1000:g}:{SLICE_ROUNDTRIPS}",
                         help="RUN_MS:SENTINEL_ROUNDTRIPS[:preempt|:stop][,...] to pace with, in turn (default "
                              "%(default)s; preempt: a sentinel in the real-time class takes the CPU, stop: it stops "

@@ -256,12 +256,14 @@ def test_attempt_pace_bias_pairs_rounds_and_reads_where_a_paced_window_ran_slow(
 def test_window_length_precision_reads_each_length_at_the_rounds_it_affords():
     """benchmarks/window_length_precision: per length the rounds' CV and the interval expected at its afforded
     rounds (8 rounds keep the maximum and drop the minimum: a cell whose slowest round is far off is within at 8 but
-    not at 6), each longer length paired by round with the first; bad options are one-line errors."""
-    from benchmarks.window_length_precision import cell_figures, parse_afforded, parse_windows, slow_share, summary
-    assert parse_windows("0.1,0.3") == [0.1, 0.3]
+    not at 6), each longer length paired by round with the shortest; bad options are one-line errors."""
+    from benchmarks.window_length_precision import (cell_figures, cell_line, parse_afforded, parse_windows,
+                                                    slow_share, summary)
+    assert parse_windows("0.3,0.1") == [0.1, 0.3]
     assert parse_afforded("0.1:8,0.3:6,0.5:4", [0.1, 0.3]) == {0.1: 8, 0.3: 6}
     for bad, message in (("0.1", "must name two lengths or more"), ("0.1,0.1", "must name two lengths or more"),
-                         ("0.05,0.1", "shorter than the 0.1 s"), ("0.1,x", "is not seconds")):
+                         ("0.05,0.1", "shorter than the 0.1 s"), ("0.1,x", "is not seconds"),
+                         ("0.1,nan", "is not seconds"), ("0.1,inf", "is not seconds")):
         with pytest.raises(ValueError, match=message):
             parse_windows(bad)
     with pytest.raises(ValueError, match="no rounds for the 0.3 s window"):
@@ -270,14 +272,15 @@ def test_window_length_precision_reads_each_length_at_the_rounds_it_affords():
         parse_afforded("0.1:8,0.3:2", [0.1, 0.3])
     short = [100.0, 101.0, 99.0, 100.5, 99.5, 100.0, 101.0, 80.0]  # one round far slow
     long = [102.0, 103.0, 101.0, 102.5, 101.5, 102.0]  # two rounds missing at this length
-    rounds = {number: {0.1: {"reference": short[number - 1], "raw": 2 * short[number - 1]},
+    raw = [90.0, 110.0, 95.0, 105.0, 100.0, 100.0, 120.0, 80.0]  # the host's pace in it: spread apart from short
+    rounds = {number: {0.1: {"reference": short[number - 1], "raw": raw[number - 1]},
                        **({0.3: {"reference": long[number - 1], "raw": long[number - 1]}} if number <= 6 else {})}
               for number in range(1, 9)}
     figures = cell_figures(rounds, {0.1: 8, 0.3: 6}, 0.03)
     first, second = figures["lengths"]["0.1"], figures["lengths"]["0.3"]
     assert (first["rounds"], second["rounds"]) == (8, 6)
     assert first["reference_cv"] == pytest.approx(statistics.stdev(short) / statistics.mean(short))
-    assert first["raw_cv"] == pytest.approx(first["reference_cv"])
+    assert first["raw_cv"] == pytest.approx(statistics.stdev(raw) / statistics.mean(raw))
     assert first["within"] and second["within"] and first["expected_half_width"] < 0.03
     slow_at_six = cell_figures({n: {0.1: {"reference": v, "raw": v}, 0.3: {"reference": v, "raw": v}}
                                 for n, v in enumerate(short, 1)}, {0.1: 8, 0.3: 6}, 0.03)
@@ -290,11 +293,23 @@ def test_window_length_precision_reads_each_length_at_the_rounds_it_affords():
     overall = summary(cells, [0.1, 0.3])
     assert overall["0.1"]["within"] == 2 and overall["0.3"]["within"] == 1
     assert (overall["0.3"]["python_pairs"], overall["0.3"]["python_pairs_within"]) == (1, 1)
+    # two rounds: a CV but no interval to expect; the cell's line says so instead of failing the run
+    two = {"server": "bun", "client": "bun", **cell_figures({1: {0.1: {"reference": 100.0, "raw": 100.0}},
+                                                             2: {0.1: {"reference": 90.0, "raw": 90.0}}},
+                                                            {0.1: 8, 0.3: 6}, 0.03)}
+    assert two["lengths"]["0.1"]["reference_cv"] is not None and two["lengths"]["0.1"]["expected_half_width"] is None
+    assert not two["lengths"]["0.1"]["within"]
+    assert cell_line(two, [0.1, 0.3]) == "bun × bun: 0.1 s: 2 round(s), too few; 0.3 s: 0 round(s), too few"
+    assert cell_line(cells[0], [0.1, 0.3]).startswith("sanic × websockets: 0.1 s: CV 7.3% (raw 12.2%), at 8 rounds ±")
     assert slow_share([10.0] * 19 + [20.0]) == pytest.approx(0.05) and slow_share([]) is None
     for argv, error in ((["--windows", "0.1"], "window_length_precision: --windows: '0.1' must name two lengths or "
                                               "more, each once"),
                         (["--afforded", "0.1:8"], "window_length_precision: --afforded: no rounds for the 0.2 s "
                                                   "window"),
+                        (["--rounds", "2"], "window_length_precision: --rounds must be at least 3"),
+                        (["--cells", "sanic"], "window_length_precision: --cells: 'sanic' is not SERVER:CLIENT"),
+                        (["--cells", "sanic:websockets,sanic:websockets"],
+                         "window_length_precision: --cells: sanic:websockets is named twice"),
                         (["--cells", "sanic:nosuch"], "window_length_precision: --cells: unknown implementations: "
                                                       "nosuch")):
         completed = subprocess.run([sys.executable, "-m", "benchmarks.window_length_precision", *argv], cwd=ROOT,
