@@ -918,8 +918,11 @@ def test_the_slice_before_the_warm_up_keeps_its_deadline_and_a_failed_one_leaves
         assert failing.asked == 1 and not stopped(busy.pid)
         assert pacer.error is None and "exited" in pacer.warm_slice_error and pacer.warm_slice_ns is None
         assert pacer._sentinels and pacer._sentinels[0] is not failing  # started again for the pauses
-        record, _ = paced_for(pacer, [busy.pid], 0.3)
-        assert record["pauses"] >= 5 and record["error"] is None and not stopped(busy.pid)
+        # pauses on the new sentinels, timed; how many fit in the time depends on the load of a shared test host (4
+        # in 0.3 s beside three test workers, where 17 fit): two show the sentinels work again
+        record, _ = paced_for(pacer, [busy.pid], 0.5)
+        assert record["pauses"] >= 2 and record["error"] is None and not stopped(busy.pid)
+        assert record["sentinel_ns_per_roundtrip"] > 0
         assert record["warm_slice_ms"] is None and record["warm_slice_error"] == pacer.warm_slice_error
     finally:
         os.killpg(busy.pid, signal.SIGKILL)
