@@ -26,7 +26,7 @@ from datetime import datetime, timezone
 
 from benchmarks.window_pace import BIAS_TARGET, cv  # the long-window check's target and spread
 from benchmarks.rounds_setup import (ROOT, add_placement_option, implementations_by_role, matrix_settings,
-                                     parse_arguments, server_rounds)
+                                     paced_cells_problem, parse_arguments, server_rounds)
 from pingpong.contract import RAW_WINDOWS_ENV
 from pingpong.harness.analysis.stats import median_interval
 from pingpong.harness.measure.local import run_attempt_on
@@ -90,21 +90,10 @@ def main() -> int:
     if args.per_round < 1 or args.rounds < 3:
         print("attempt_pace_bias: --per-round must be at least 1 and --rounds at least 3", file=sys.stderr)
         return 2
-    malformed = [":".join(pair) for pair in args.cell_pairs if len(pair) != 2]
-    if malformed:
-        print(f"attempt_pace_bias: --cells: {malformed[0]!r} is not SERVER:CLIENT", file=sys.stderr)
-        return 2
     implementations = implementations_by_role()
-    unknown = [name for server, client in args.cell_pairs for role, name in (("server", server), ("client", client))
-               if (role, name) not in implementations]
-    if unknown:
-        print(f"attempt_pace_bias: --cells: unknown implementations: {', '.join(unknown)}", file=sys.stderr)
-        return 2
-    if not host_sentinel.SENTINEL.exists():
-        print(f"attempt_pace_bias: {host_sentinel.SENTINEL.name} is not built (sh native/build.sh)", file=sys.stderr)
-        return 2
-    if os.environ.get(RAW_WINDOWS_ENV) is not None:
-        print(f"attempt_pace_bias: {RAW_WINDOWS_ENV} is set; this benchmark sets it per attempt", file=sys.stderr)
+    problem = paced_cells_problem(args.cell_pairs, implementations)
+    if problem:
+        print(f"attempt_pace_bias: {problem}", file=sys.stderr)
         return 2
     build_on_first_use([implementations[(role, name)] for pair in args.cell_pairs
                         for role, name in zip(("server", "client"), pair)], ROOT)

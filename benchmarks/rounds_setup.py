@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import sys
 import tempfile
@@ -34,6 +35,28 @@ def parse_arguments(description: str, default_cells: str,
     arguments = parser.parse_args()
     arguments.cell_pairs = [tuple(pair.split(":")) for pair in arguments.cells.split(",")]
     return arguments
+
+
+def paced_cells_problem(cell_pairs: list[tuple[str, ...]],
+                        implementations: dict[tuple[str, str], Implementation]) -> str | None:
+    """What keeps a benchmark of paced matrix attempts from measuring these --cells, in one line (without the
+    benchmark's name), or None: a pair that is not SERVER:CLIENT, an implementation the manifest lacks, the host
+    sentinel not built, or the raw-windows switch set (such a benchmark sets the windows' pacing itself)."""
+    from pingpong.contract import RAW_WINDOWS_ENV
+    from pingpong.harness.system import host_sentinel
+
+    malformed = [":".join(pair) for pair in cell_pairs if len(pair) != 2]
+    if malformed:
+        return f"--cells: {malformed[0]!r} is not SERVER:CLIENT"
+    unknown = [name for server, client in cell_pairs for role, name in (("server", server), ("client", client))
+               if (role, name) not in implementations]
+    if unknown:
+        return f"--cells: unknown implementations: {', '.join(unknown)}"
+    if not host_sentinel.SENTINEL.exists():
+        return f"{host_sentinel.SENTINEL.name} is not built (sh native/build.sh)"
+    if os.environ.get(RAW_WINDOWS_ENV) is not None:
+        return f"{RAW_WINDOWS_ENV} is set; this benchmark sets the windows' pacing itself"
+    return None
 
 
 def implementations_by_role() -> dict[tuple[str, str], Implementation]:

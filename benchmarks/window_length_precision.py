@@ -25,16 +25,14 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import statistics
 import sys
 from dataclasses import replace
 from datetime import datetime, timezone
 
 from benchmarks.rounds_setup import (ROOT, add_placement_option, implementations_by_role, matrix_settings,
-                                     parse_arguments, server_rounds)
+                                     paced_cells_problem, parse_arguments, server_rounds)
 from benchmarks.window_pace import cv
-from pingpong.contract import RAW_WINDOWS_ENV
 from pingpong.harness.analysis.host_modes import FAST_QUANTILE, SLOW_FACTOR, observed_quantile
 from pingpong.harness.analysis.precision import expected_precision
 from pingpong.harness.analysis.stats import median_interval
@@ -179,26 +177,12 @@ def main() -> int:
     if args.rounds < 3:
         print("window_length_precision: --rounds must be at least 3", file=sys.stderr)
         return 2
-    malformed = [":".join(pair) for pair in args.cell_pairs if len(pair) != 2]
-    if malformed:
-        print(f"window_length_precision: --cells: {malformed[0]!r} is not SERVER:CLIENT", file=sys.stderr)
-        return 2
-    implementations = implementations_by_role()
-    unknown = [name for server, client in args.cell_pairs for role, name in (("server", server), ("client", client))
-               if (role, name) not in implementations]
-    if unknown:
-        print(f"window_length_precision: --cells: unknown implementations: {', '.join(unknown)}", file=sys.stderr)
-        return 2
     repeated = [pair for index, pair in enumerate(args.cell_pairs) if pair in args.cell_pairs[:index]]
-    if repeated:
-        print(f"window_length_precision: --cells: {':'.join(repeated[0])} is named twice", file=sys.stderr)
-        return 2
-    if not host_sentinel.SENTINEL.exists():
-        print(f"window_length_precision: {host_sentinel.SENTINEL.name} is not built (sh native/build.sh)",
-              file=sys.stderr)
-        return 2
-    if os.environ.get(RAW_WINDOWS_ENV) is not None:
-        print(f"window_length_precision: {RAW_WINDOWS_ENV} is set; every window here is paced", file=sys.stderr)
+    implementations = implementations_by_role()
+    problem = paced_cells_problem(args.cell_pairs, implementations) or (
+        f"--cells: {':'.join(repeated[0])} is named twice" if repeated else None)
+    if problem:
+        print(f"window_length_precision: {problem}", file=sys.stderr)
         return 2
     build_on_first_use([implementations[(role, name)] for pair in args.cell_pairs
                         for role, name in zip(("server", "client"), pair)], ROOT)

@@ -317,6 +317,25 @@ def test_window_length_precision_reads_each_length_at_the_rounds_it_affords():
         assert completed.returncode == 2 and completed.stderr.strip() == error, completed.stderr
 
 
+def test_the_paced_benchmarks_refuse_what_keeps_them_from_measuring_in_one_line(monkeypatch):
+    """benchmarks/rounds_setup.paced_cells_problem, which attempt_pace_bias and window_length_precision share: a pair
+    not SERVER:CLIENT, an unknown implementation, the host sentinel not built, the raw-windows switch set."""
+    from benchmarks.rounds_setup import paced_cells_problem
+    from pingpong.contract import RAW_WINDOWS_ENV
+    from pingpong.harness.system import host_sentinel
+    implementations = implementations_by_role()
+    monkeypatch.delenv(RAW_WINDOWS_ENV, raising=False)
+    built = host_sentinel.SENTINEL.exists()
+    not_built = f"{host_sentinel.SENTINEL.name} is not built (sh native/build.sh)"
+    assert paced_cells_problem([("sanic", "websockets")], implementations) == (None if built else not_built)
+    assert paced_cells_problem([("sanic",)], implementations) == "--cells: 'sanic' is not SERVER:CLIENT"
+    assert paced_cells_problem([("nosuch", "websockets")], implementations) == (
+        "--cells: unknown implementations: nosuch")
+    monkeypatch.setenv(RAW_WINDOWS_ENV, "1")
+    assert paced_cells_problem([("sanic", "websockets")], implementations) == (
+        f"{RAW_WINDOWS_ENV} is set; this benchmark sets the windows' pacing itself" if built else not_built)
+
+
 def test_warmup_helpers_reads_its_settings_and_refuses_bad_ones_in_one_line():
     from benchmarks.warmup_helpers import parse_settings, settings_for
     assert parse_settings("default:measured,2:spare") == [("default", "measured"), ("2", "spare")]
