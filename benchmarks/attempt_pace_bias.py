@@ -25,13 +25,10 @@ import sys
 from datetime import datetime, timezone
 
 from benchmarks.window_pace import BIAS_TARGET, cv  # the long-window check's target and spread
-from benchmarks.rounds_setup import (ROOT, add_placement_option, implementations_by_role, matrix_settings,
-                                     paced_cells_problem, parse_arguments, server_rounds)
+from benchmarks.rounds_setup import ROOT, add_placement_option, paced_cells, parse_arguments, server_rounds
 from pingpong.contract import RAW_WINDOWS_ENV
 from pingpong.harness.analysis.stats import median_interval
 from pingpong.harness.measure.local import run_attempt_on
-from pingpong.harness.settings.cell import cpus_for
-from pingpong.harness.settings.native_build import build_on_first_use
 from pingpong.harness.system import host_sentinel
 from pingpong.harness.system.stop_signals import stop_signals_raise_interrupt
 
@@ -90,15 +87,10 @@ def main() -> int:
     if args.per_round < 1 or args.rounds < 3:
         print("attempt_pace_bias: --per-round must be at least 1 and --rounds at least 3", file=sys.stderr)
         return 2
-    implementations = implementations_by_role()
-    problem = paced_cells_problem(args.cell_pairs, implementations)
-    if problem:
-        print(f"attempt_pace_bias: {problem}", file=sys.stderr)
+    prepared = paced_cells("attempt_pace_bias", args.cell_pairs, args.placement)
+    if prepared is None:
         return 2
-    build_on_first_use([implementations[(role, name)] for pair in args.cell_pairs
-                        for role, name in zip(("server", "client"), pair)], ROOT)
-    settings = matrix_settings(args.placement)
-    server_cpus, _ = cpus_for(settings)
+    implementations, settings, server_cpus = prepared
     variants = [(kind, index) for kind in ("paced", "unpaced") for index in range(args.per_round)]
     rates: dict[tuple[str, str], dict[int, dict[str, list[float]]]] = {}
     failures: list[str] = []

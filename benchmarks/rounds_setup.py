@@ -59,6 +59,26 @@ def paced_cells_problem(cell_pairs: list[tuple[str, ...]],
     return None
 
 
+def paced_cells(name: str, cell_pairs: list[tuple[str, ...]], placement: str, also: str | None = None) -> tuple[
+        dict[tuple[str, str], Implementation], CellSettings, set[int] | None] | None:
+    """The set-up of a benchmark of paced matrix attempts: its cells refused in one line on stderr ("name: ...",
+    paced_cells_problem's reasons, else the benchmark's own `also`), or built on first use with the matrix's settings
+    in this placement: (implementations by role, settings, the server's CPUs); None when refused."""
+    from pingpong.harness.settings.cell import cpus_for
+    from pingpong.harness.settings.native_build import build_on_first_use
+
+    implementations = implementations_by_role()
+    problem = paced_cells_problem(cell_pairs, implementations) or also
+    if problem:
+        print(f"{name}: {problem}", file=sys.stderr)
+        return None
+    build_on_first_use([implementations[(role, pair_name)] for pair in cell_pairs
+                        for role, pair_name in zip(("server", "client"), pair)], ROOT)
+    settings = matrix_settings(placement)
+    server_cpus, _ = cpus_for(settings)
+    return implementations, settings, server_cpus
+
+
 def implementations_by_role() -> dict[tuple[str, str], Implementation]:
     return {(i.role, i.name): i for i in load_manifest(ROOT / "manifest.toml")}
 

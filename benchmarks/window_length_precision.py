@@ -30,16 +30,13 @@ import sys
 from dataclasses import replace
 from datetime import datetime, timezone
 
-from benchmarks.rounds_setup import (ROOT, add_placement_option, implementations_by_role, matrix_settings,
-                                     paced_cells_problem, parse_arguments, server_rounds)
+from benchmarks.rounds_setup import ROOT, add_placement_option, paced_cells, parse_arguments, server_rounds
 from benchmarks.window_pace import cv
 from pingpong.harness.analysis.host_modes import FAST_QUANTILE, SLOW_FACTOR, observed_quantile
 from pingpong.harness.analysis.precision import expected_precision
 from pingpong.harness.analysis.stats import median_interval
 from pingpong.harness.measure.local import run_attempt_on
 from pingpong.harness.measure.pacer import MIN_WINDOW_S
-from pingpong.harness.settings.cell import cpus_for
-from pingpong.harness.settings.native_build import build_on_first_use
 from pingpong.harness.system import host_sentinel
 from pingpong.harness.system.stop_signals import stop_signals_raise_interrupt
 
@@ -178,16 +175,11 @@ def main() -> int:
         print("window_length_precision: --rounds must be at least 3", file=sys.stderr)
         return 2
     repeated = [pair for index, pair in enumerate(args.cell_pairs) if pair in args.cell_pairs[:index]]
-    implementations = implementations_by_role()
-    problem = paced_cells_problem(args.cell_pairs, implementations) or (
-        f"--cells: {':'.join(repeated[0])} is named twice" if repeated else None)
-    if problem:
-        print(f"window_length_precision: {problem}", file=sys.stderr)
+    prepared = paced_cells("window_length_precision", args.cell_pairs, args.placement,
+                           also=f"--cells: {':'.join(repeated[0])} is named twice" if repeated else None)
+    if prepared is None:
         return 2
-    build_on_first_use([implementations[(role, name)] for pair in args.cell_pairs
-                        for role, name in zip(("server", "client"), pair)], ROOT)
-    settings = matrix_settings(args.placement)
-    server_cpus, _ = cpus_for(settings)
+    implementations, settings, server_cpus = prepared
     rates: dict[tuple[str, str], dict[int, dict[float, dict[str, float]]]] = {}
     slices: list[float] = []
     failures: list[str] = []
